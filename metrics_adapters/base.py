@@ -1,0 +1,112 @@
+"""The one interface every faithfulness metric implements.
+
+A metric turns (prompt, image) pairs into scores. Metadata that decides how a score is read
+(direction, range) lives on the class; everything that changes a score goes into
+:meth:`Metric.fingerprint`, which keys the score cache.
+
+This module must stay importable without torch: subclasses import heavy packages in
+:meth:`Metric.load`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = ["Metric", "ScoreItem", "MetricError"]
+
+
+class MetricError(RuntimeError):
+    """A metric could not score an item (model error, unparseable reply, ...)."""
+
+
+@dataclass(frozen=True)
+class ScoreItem:
+    """One (prompt, image) pair to score, with where it sits in its SEG."""
+
+    seg_id: str
+    node: str
+    file_name: str  # the stable image id
+    prompt: str
+    image_path: str | None = None
+
+
+class Metric(ABC):
+    """Base class of all metrics.
+
+    Class attributes (metadata)
+    ---------------------------
+    higher_is_better : bool
+        Direction of the score (error counts are lower-is-better).
+    score_range : tuple[float, float] | None
+        Theoretical range of the score, ``None`` if unbounded.
+    needs_images : bool
+        False for metrics that never look at pixels (replayed answers, text-only controls); the
+        engine then scores items whose image files are absent.
+    columns : tuple[str, ...] | None
+        Names of the score columns when a metric gives more than one (e.g. an LLM judge's
+        error count and rating); ``None`` means one column named by ``name``.
+
+    Parameters
+    ----------
+    name : str
+        Column name of the metric's score in ``scores.csv``.
+    """
+
+    higher_is_better: ClassVar[bool] = True
+    score_range: ClassVar[tuple[float, float] | None] = None
+    needs_images: ClassVar[bool] = True
+    columns: ClassVar[tuple[str, ...] | None] = None
+
+    def __init__(self, name: str) -> None:
+        self.name = str(name)
+
+    # -- identity --------------------------------------------------------------------------------
+    def settings(self) -> dict[str, Any]:
+        """Every setting that changes a score (model id, revision, template, decoding, ...).
+
+        Subclasses extend this; the default has only the class.
+        """
+        return {}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Class path + :meth:`settings`: two metrics with equal fingerprints give equal scores."""
+        cls = type(self)
+        return {"metric": f"{cls.__module__}:{cls.__qualname__}", **self.settings()}
+
+    def fingerprint_hash(self) -> str:
+        blob = json.dumps(self.fingerprint(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    def output_columns(self) -> tuple[str, ...]:
+        return tuple(f"{self.name}_{c}" for c in self.columns) if self.columns else (self.name,)
+
+    def directions(self) -> dict[str, bool]:
+        """Column -> higher_is_better; multi-column metrics override to declare each."""
+        return {c: self.higher_is_better for c in self.output_columns()}
+
+    # -- cost ------------------------------------------------------------------------------------
+    def flops_per_image(self) -> float | None:
+        """Analytic FLOPs to score one image (``2 x parameters x tokens`` per forward, TS2 A.3)."""
+        return None
+
+    # -- work ------------------------------------------------------------------------------------
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional hook
+        """Load models onto ``device``; called once by the engine before the first batch."""
+
+    @abstractmethod
+    def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any]) -> Sequence[Sequence[float]] | Sequence[float]:
+        """Scores of a batch.
+
+        ``images`` are decoded ``PIL.Image.Image`` objects in RGB (``None`` when the metric does
+        not need images). Returns one float per item, or one row of floats per item when
+        :attr:`columns` is set. Raise :class:`MetricError` (or any exception) to fail the batch;
+        the engine then retries item by item to isolate the bad one.
+        """
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, {self.settings()})"

@@ -1,0 +1,110 @@
+"""Graph builders and walks.
+
+A *walk* is a root-to-sink path of a SEG's DAG (eq. 2 of the TS2 paper). The TS2 release has no
+edge list; :func:`ts2_convention_graph` builds the graph the paper's code implies from labels only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import networkx as nx
+
+from .model import SEG, ImageRecord, label_sort_key, parse_label
+
+__all__ = ["walks", "ts2_convention_edges", "build_graph", "levels_present"]
+
+
+def levels_present(labels: Iterable[str]) -> list[int]:
+    """Sorted distinct error levels among ``labels``."""
+    return sorted({parse_label(lbl)[0] for lbl in labels})
+
+
+def ts2_convention_edges(labels: Iterable[str]) -> list[tuple[str, str]]:
+    """Edges of the TS2 release convention.
+
+    Every node at one present level joins every node at the next *present* level; a level with
+    no node is skipped (TS2 SEG 25 goes ``0 -> 2 -> 3 -> 4``). The walks of this graph are the
+    Cartesian product of one node per present level, which is what the paper's code iterates.
+
+    Examples
+    --------
+    >>> ts2_convention_edges(["0", "1a", "1b", "3"])
+    [('0', '1a'), ('0', '1b'), ('1a', '3'), ('1b', '3')]
+    """
+    by_level: dict[int, list[str]] = {}
+    for lbl in sorted(set(labels), key=label_sort_key):
+        by_level.setdefault(parse_label(lbl)[0], []).append(lbl)
+    levels = sorted(by_level)
+    return [(u, v) for lo, hi in zip(levels, levels[1:]) for u in by_level[lo] for v in by_level[hi]]
+
+
+def build_graph(
+    nodes: Mapping[str, Iterable[ImageRecord]],
+    edges: Iterable[tuple[str, str]] | None = None,
+    edge_errors: Mapping[tuple[str, str], Iterable[str]] | None = None,
+    node_errors: Mapping[str, Iterable[str]] | None = None,
+) -> nx.DiGraph:
+    """Make a SEG graph from node labels -> images, with ``edges`` or the TS2 convention.
+
+    Labels that do not parse get ``level = -1`` so that validation can report them by node
+    instead of the builder failing on the first one.
+    """
+    g = nx.DiGraph()
+    for label, imgs in nodes.items():
+        label = str(label)
+        try:
+            level = parse_label(label)[0]
+        except ValueError:
+            level = -1
+        g.add_node(label, label=label, level=level, images=tuple(imgs),
+                   errors=tuple((node_errors or {}).get(label, ())))
+    if edges is None:
+        edges = ts2_convention_edges(n for n in g.nodes if g.nodes[n]["level"] >= 0)
+    for u, v in edges:
+        u, v = str(u), str(v)
+        for end in (u, v):
+            if end not in g:
+                # An edge naming an unknown node: keep it visible to validation.
+                g.add_node(end, label=end, level=_safe_level(end), images=(), errors=(), missing=True)
+        g.add_edge(u, v, errors=tuple((edge_errors or {}).get((u, v), ())))
+    return g
+
+
+def _safe_level(label: str) -> int:
+    try:
+        return parse_label(label)[0]
+    except ValueError:
+        return -1
+
+
+def walks(seg: SEG | nx.DiGraph) -> list[tuple[str, ...]]:
+    """Every root-to-sink path of the SEG's DAG, in a stable order.
+
+    Roots are nodes without parents, sinks nodes without children. A graph with a single node
+    (or only isolated nodes) has no walk: a walk needs at least two nodes to order anything.
+    Order: lexicographic by the label sort key of the nodes along the path.
+
+    Raises
+    ------
+    networkx.NetworkXUnfeasible
+        If the graph has a cycle (validate first for a report naming the nodes).
+
+    Examples
+    --------
+    >>> from seg_data.graph import build_graph
+    >>> g = build_graph({"0": [], "1a": [], "1b": [], "2": []})
+    >>> walks(g)
+    [('0', '1a', '2'), ('0', '1b', '2')]
+    """
+    g = seg.graph if isinstance(seg, SEG) else seg
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = nx.find_cycle(g)
+        raise nx.NetworkXUnfeasible(f"expected a DAG, got a cycle through {[u for u, _ in cycle]}")
+    roots = [n for n in g if g.in_degree(n) == 0 and g.out_degree(n) > 0]
+    sinks = {n for n in g if g.out_degree(n) == 0 and g.in_degree(n) > 0}
+    out: list[tuple[str, ...]] = []
+    for r in roots:
+        out.extend(tuple(p) for p in nx.all_simple_paths(g, r, sinks))
+    out.sort(key=lambda p: [label_sort_key(n) for n in p])
+    return out

@@ -1,0 +1,200 @@
+"""Core data model: one semantic error graph (SEG) and an ordered dataset of SEGs.
+
+A SEG is a prompt plus a :class:`networkx.DiGraph` whose nodes are error nodes labelled like
+``0``, ``1a``, ``2`` (digits = error count, optional letters tell nodes of one level apart).
+
+Node attributes
+    ``label`` (str), ``level`` (int, the error count), ``images`` (tuple of :class:`ImageRecord`),
+    ``errors`` (tuple of free-text error descriptions of this node against the prompt).
+Edge attributes
+    ``errors`` (tuple of free-text errors the edge adds; may be empty).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+__all__ = ["ImageRecord", "SEG", "SEGDataset", "parse_label", "LabelError"]
+
+_LABEL_RE = re.compile(r"^(\d+)([A-Za-z]*)$")
+
+
+class LabelError(ValueError):
+    """A node label that is not digits followed by optional letters."""
+
+
+def parse_label(label: str) -> tuple[int, str]:
+    """Split a node label into (error count, variant letters).
+
+    Parameters
+    ----------
+    label : str
+        A label such as ``"0"``, ``"1a"``, ``"12b"``.
+
+    Returns
+    -------
+    (int, str)
+        The level (number of errors) and the variant suffix (``""`` when absent).
+
+    Raises
+    ------
+    LabelError
+        If the label is not digits followed by optional ASCII letters (e.g. ``"x1"``, ``""``).
+
+    Examples
+    --------
+    >>> parse_label("2b")
+    (2, 'b')
+    >>> parse_label("0")
+    (0, '')
+    """
+    m = _LABEL_RE.match(str(label).strip())
+    if m is None:
+        raise LabelError(f"expected a node label like '0', '1a' or '2b' (digits then optional letters), got {label!r}")
+    return int(m.group(1)), m.group(2)
+
+
+def label_sort_key(label: str) -> tuple[int, str, str]:
+    """Stable sort key: by level, then variant, unparseable labels last."""
+    try:
+        level, variant = parse_label(label)
+    except LabelError:
+        return (1 << 30, "", str(label))
+    return (level, variant, str(label))
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One image of a node.
+
+    ``image_id`` is stable across loaders (for TS2: the ``file_name`` column, e.g.
+    ``images/000-01.jpg``); ``path`` is where the file is on disk (``None`` when the dataset was
+    loaded without images).
+    """
+
+    image_id: str
+    path: Path | None = None
+    source: str | None = None
+
+
+@dataclass
+class SEG:
+    """One semantic error graph: a prompt and a DAG of error nodes holding images."""
+
+    seg_id: str
+    prompt: str
+    graph: nx.DiGraph
+    subset: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    # -- node helpers -------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[str]:
+        """Node labels in a stable order (level, then variant)."""
+        return sorted(self.graph.nodes, key=label_sort_key)
+
+    def level(self, node: str) -> int:
+        return int(self.graph.nodes[node]["level"])
+
+    def images(self, node: str) -> tuple[ImageRecord, ...]:
+        return tuple(self.graph.nodes[node].get("images", ()))
+
+    def iter_images(self) -> Iterator[tuple[str, ImageRecord]]:
+        """Yield ``(node, image)`` over all images, nodes in stable order."""
+        for node in self.nodes:
+            for img in self.images(node):
+                yield node, img
+
+    @property
+    def n_images(self) -> int:
+        return sum(len(self.images(n)) for n in self.graph.nodes)
+
+    @property
+    def roots(self) -> list[str]:
+        return [n for n in self.nodes if self.graph.in_degree(n) == 0]
+
+    def __repr__(self) -> str:  # keep reprs short: graphs can be large
+        return (f"SEG(seg_id={self.seg_id!r}, prompt={self.prompt[:40]!r}, nodes={len(self.graph)}, "
+                f"edges={self.graph.number_of_edges()}, images={self.n_images}, subset={self.subset!r})")
+
+
+@dataclass
+class SEGDataset:
+    """An ordered collection of SEGs with a subset name per SEG and free metadata."""
+
+    segs: list[SEG]
+    name: str = "dataset"
+    root: Path | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._index = {s.seg_id: i for i, s in enumerate(self.segs)}
+        if len(self._index) != len(self.segs):
+            seen: set[str] = set()
+            dup = next(s.seg_id for s in self.segs if s.seg_id in seen or seen.add(s.seg_id))
+            raise ValueError(f"dataset {self.name!r}: expected unique SEG ids, got {dup!r} twice")
+
+    def __len__(self) -> int:
+        return len(self.segs)
+
+    def __iter__(self) -> Iterator[SEG]:
+        return iter(self.segs)
+
+    def __getitem__(self, seg_id: str) -> SEG:
+        try:
+            return self.segs[self._index[str(seg_id)]]
+        except KeyError as e:
+            raise KeyError(f"dataset {self.name!r} has no SEG {seg_id!r}") from e
+
+    def __contains__(self, seg_id: object) -> bool:
+        return str(seg_id) in self._index
+
+    @property
+    def seg_ids(self) -> list[str]:
+        return [s.seg_id for s in self.segs]
+
+    @property
+    def n_images(self) -> int:
+        return sum(s.n_images for s in self.segs)
+
+    def subsets(self) -> dict[str, list[str]]:
+        """Subset name -> SEG ids, in dataset order (SEGs without a subset are left out)."""
+        out: dict[str, list[str]] = {}
+        for s in self.segs:
+            if s.subset is not None:
+                out.setdefault(s.subset, []).append(s.seg_id)
+        return out
+
+    def image_table(self):
+        """One row per image: ``seg_id, node, level, file_name, image_path, prompt, subset, source``.
+
+        ``file_name`` is the stable image id. Returns a :class:`pandas.DataFrame`.
+        """
+        import pandas as pd
+
+        rows = [
+            {
+                "seg_id": s.seg_id,
+                "node": node,
+                "level": s.level(node),
+                "file_name": img.image_id,
+                "image_path": None if img.path is None else str(img.path),
+                "prompt": s.prompt,
+                "subset": s.subset,
+                "source": img.source,
+            }
+            for s in self.segs
+            for node, img in s.iter_images()
+        ]
+        cols = ["seg_id", "node", "level", "file_name", "image_path", "prompt", "subset", "source"]
+        return pd.DataFrame(rows, columns=cols)
+
+    def select(self, seg_ids: Sequence[str]) -> "SEGDataset":
+        """A new dataset with the given SEGs, in the given order (used for sharding)."""
+        return SEGDataset([self[i] for i in seg_ids], name=self.name, root=self.root, metadata=dict(self.metadata))

@@ -1,0 +1,61 @@
+"""A dataset summary: what ``ts2 data info`` prints."""
+
+from __future__ import annotations
+
+from collections import Counter
+from statistics import median
+
+from .graph import walks
+from .model import SEGDataset
+from .validate import validate_dataset
+
+__all__ = ["summarize", "format_summary"]
+
+
+def summarize(ds: SEGDataset, check_images: bool = False) -> dict:
+    """Counts of a dataset as plain data (JSON-ready).
+
+    Keys: ``name``, ``n_segs``, ``n_images``, ``n_nodes``, ``n_edges``, ``nodes_per_level``
+    (level -> count, levels as strings for JSON), ``n_walks``, ``images_per_seg`` (min/median/max),
+    ``segs_per_subset``, ``problems`` (validation findings as dicts).
+    """
+    levels = Counter(ds_seg.level(n) for ds_seg in ds for n in ds_seg.graph.nodes)
+    per_seg = [s.n_images for s in ds]
+    problems = validate_dataset(ds, check_images=check_images)
+    # Findings recorded at load time (e.g. prompt mismatches of the TS2 release) come first.
+    known = {(p.code, p.seg_id, p.node, p.message) for p in problems}
+    earlier = [p for p in ds.metadata.get("problems", []) if (p.code, p.seg_id, p.node, p.message) not in known]
+    return {
+        "name": ds.name,
+        "n_segs": len(ds),
+        "n_images": ds.n_images,
+        "n_nodes": sum(len(s.graph) for s in ds),
+        "n_edges": sum(s.graph.number_of_edges() for s in ds),
+        "nodes_per_level": {str(k): levels[k] for k in sorted(levels)},
+        "n_walks": sum(len(walks(s)) for s in ds),
+        "images_per_seg": {"min": min(per_seg, default=0), "median": median(per_seg) if per_seg else 0,
+                           "max": max(per_seg, default=0)},
+        "segs_per_subset": {k: len(v) for k, v in ds.subsets().items()},
+        "problems": [p.to_dict() for p in earlier + problems],
+    }
+
+
+def format_summary(info: dict) -> str:
+    """Readable multi-line text of :func:`summarize`'s result."""
+    ips = info["images_per_seg"]
+    lines = [
+        f"dataset {info['name']}: {info['n_segs']} SEGs, {info['n_images']} images, "
+        f"{info['n_nodes']} nodes, {info['n_edges']} edges, {info['n_walks']} walks",
+        "nodes per level: " + ", ".join(f"{k}: {v}" for k, v in info["nodes_per_level"].items()),
+        f"images per SEG: min {ips['min']}, median {ips['median']}, max {ips['max']}",
+        "SEGs per subset: " + (", ".join(f"{k}: {v}" for k, v in info["segs_per_subset"].items()) or "(none)"),
+    ]
+    errs = [p for p in info["problems"] if p["severity"] == "error"]
+    warns = [p for p in info["problems"] if p["severity"] != "error"]
+    lines.append(f"problems: {len(errs)} error(s), {len(warns)} warning(s)")
+    for p in info["problems"][:20]:
+        node = f", node {p['node']}" if p["node"] is not None else ""
+        lines.append(f"  {p['severity']}: SEG {p['seg_id']}{node}: {p['message']}")
+    if len(info["problems"]) > 20:
+        lines.append(f"  ... {len(info['problems']) - 20} more (json=true lists all)")
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""Loader for the TS2 release layout: ``metadata.csv`` (+ optional ``images/`` beside it).
+
+``metadata.csv`` columns: ``id, target_prompt, file_name, image_source, rank``; one row per image,
+``id`` the SEG, ``rank`` the node label (read as a string: ``1a`` and ``1`` differ). The release
+has no edges, so graphs follow the TS2 convention (:func:`seg_data.graph.ts2_convention_edges`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+
+from .graph import build_graph
+from .model import SEG, ImageRecord, SEGDataset, label_sort_key
+from .validate import Problem, raise_on_errors, validate_dataset
+
+__all__ = ["load_ts2_release", "ts2_subset", "TS2_SUBSETS", "REQUIRED_COLUMNS", "HF_REPO_ID", "load_ts2"]
+
+log = logging.getLogger(__name__)
+
+REQUIRED_COLUMNS = ("id", "target_prompt", "file_name", "rank")
+HF_REPO_ID = "saxon/T2IScoreScore"
+# Subsets of the release by SEG id range (paper, section 3): inclusive bounds.
+TS2_SUBSETS: dict[str, tuple[int, int]] = {"Synth": (0, 110), "Nat": (111, 135), "Real": (136, 164)}
+
+
+def ts2_subset(seg_id: int | str) -> str | None:
+    """TS2 subset of a SEG id (``Synth`` 0-110, ``Nat`` 111-135, ``Real`` 136-164), else ``None``."""
+    try:
+        i = int(seg_id)
+    except (TypeError, ValueError):
+        return None
+    return next((name for name, (lo, hi) in TS2_SUBSETS.items() if lo <= i <= hi), None)
+
+
+def load_ts2_release(path: str | Path, check_images: bool = False, validate: bool = True) -> SEGDataset:
+    """Load a TS2 release folder (or its ``metadata.csv``) as a :class:`SEGDataset`.
+
+    Parameters
+    ----------
+    path : path-like
+        The folder holding ``metadata.csv`` (images, if present, are resolved against it) or
+        the CSV file itself.
+    check_images : bool
+        Report image files that do not exist (scoring needs them, analysis does not).
+    validate : bool
+        Run validation and raise :class:`SEGValidationError` on errors (warnings are logged and
+        kept in ``dataset.metadata["problems"]``).
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``metadata.csv`` at ``path``.
+    ValueError
+        Missing columns or a non-integer SEG id (the message names the file and row).
+    SEGValidationError
+        Validation errors (every one is listed).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    csv = path / "metadata.csv" if path.is_dir() else path
+    if not csv.is_file():
+        raise FileNotFoundError(f"expected a TS2 metadata.csv at {csv}, found none")
+    root = csv.parent
+    try:
+        df = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise ValueError(f"{csv}: could not parse as CSV: {e}") from e
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{csv}: expected columns {list(REQUIRED_COLUMNS)}, missing {missing} (got {list(df.columns)})")
+    ids = pd.to_numeric(df["id"].str.strip(), errors="coerce")
+    bad = ids.isna() | (ids != ids.round())
+    if bad.any():
+        row = int(bad.idxmax())
+        raise ValueError(f"{csv}, row {row + 2}: expected an integer SEG id in column 'id', got {df['id'][row]!r}")
+    df["id"] = ids.astype(int)
+    df["rank"] = df["rank"].str.strip()
+    has_source = "image_source" in df.columns
+
+    problems: list[Problem] = []
+    segs: list[SEG] = []
+    for seg_int, rows in df.groupby("id", sort=True):
+        seg_id = str(seg_int)
+        # The prompt is the SEG's most common one; rows that disagree are a known glitch of the
+        # release (images/003-08.jpg carries SEG 0's prompt) and are reported, not fatal.
+        prompts = Counter(rows["target_prompt"])
+        prompt = prompts.most_common(1)[0][0]
+        for _, r in rows[rows["target_prompt"] != prompt].iterrows():
+            problems.append(Problem("warning", "prompt_mismatch", seg_id, r["rank"],
+                                    f"{r['file_name']}: expected the SEG's prompt {prompt!r}, got {r['target_prompt']!r}"))
+        nodes: dict[str, list[ImageRecord]] = {}
+        for fn, lbl, src in zip(rows["file_name"], rows["rank"], rows["image_source"] if has_source else [None] * len(rows)):
+            nodes.setdefault(lbl, []).append(ImageRecord(image_id=fn, path=root / fn, source=src or None))
+        nodes = dict(sorted(nodes.items(), key=lambda kv: label_sort_key(kv[0])))
+        segs.append(SEG(seg_id=seg_id, prompt=prompt, graph=build_graph(nodes), subset=ts2_subset(seg_int)))
+    ds = SEGDataset(segs, name="ts2", root=root, metadata={"source": str(csv), "format": "ts2-release"})
+    if validate:
+        problems += validate_dataset(ds, check_images=check_images)
+        raise_on_errors(problems, source=str(csv))
+    ds.metadata["problems"] = problems
+    return ds
+
+
+def load_ts2(path: str | Path | None = None, check_images: bool = False, revision: str | None = None,
+             cache_dir: str | Path | None = None) -> SEGDataset:
+    """The TS2 dataset from a local ``path``, or from the Hugging Face hub when ``path`` is None.
+
+    The hub copy (``saxon/T2IScoreScore``) is downloaded once with ``huggingface_hub`` into the
+    user's cache; it has the release layout (``metadata.csv`` beside ``images/``).
+    """
+    if path is None:
+        path = download_ts2(revision=revision, cache_dir=cache_dir)
+    return load_ts2_release(path, check_images=check_images)
+
+
+def download_ts2(revision: str | None = None, cache_dir: str | Path | None = None) -> Path:
+    """Download the TS2 dataset snapshot and return the folder holding ``metadata.csv``."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        local = Path(snapshot_download(repo_id=HF_REPO_ID, repo_type="dataset", revision=revision,
+                                       cache_dir=None if cache_dir is None else str(cache_dir)))
+    except Exception as e:  # network errors come in many classes; say what to do instead
+        raise RuntimeError(
+            f"could not download {HF_REPO_ID} from the Hugging Face hub ({type(e).__name__}: {e}); "
+            "pass path=DIR with a local copy of the release (metadata.csv + images/)") from e
+    hits = sorted(local.rglob("metadata.csv"), key=lambda p: len(p.parts))
+    if not hits:
+        raise FileNotFoundError(f"expected metadata.csv in the downloaded snapshot {local}, found none")
+    return hits[0].parent

@@ -1,0 +1,57 @@
+"""The command-line front end (`ts2 COMMAND key=value ...`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ts2.cli import COMMANDS, Command, main, register_command
+
+
+def _run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ts2", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_data_info_json_on_ts2(ts2_dir, tmp_path):
+    r = _run("data", "info", f"path={ts2_dir}", "json=true", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)  # stdout holds exactly one JSON object; logs go to stderr
+    assert (info["n_segs"], info["n_images"], info["n_nodes"]) == (165, 2840, 835)
+    assert info["nodes_per_level"] == {"0": 189, "1": 331, "2": 211, "3": 75, "4": 25, "5": 4}
+    assert info["segs_per_subset"] == {"Synth": 111, "Nat": 25, "Real": 29}
+    assert [p["code"] for p in info["problems"]] == ["prompt_mismatch"]
+    assert list(tmp_path.iterdir()) == []  # `ts2 data` leaves no Hydra output folders behind
+
+
+def test_data_commands_do_not_import_torch(ts2_dir):
+    code = ("import sys, ts2.cli; rc = ts2.cli.main(['data', 'info', 'path=%s']); "
+            "sys.exit(3 if 'torch' in sys.modules else rc)" % ts2_dir)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
+def test_data_validate_exit_codes(tmp_path, ts2_dir):
+    assert _run("data", "validate", f"path={ts2_dir}").returncode == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("segs:\n  - id: z\n    prompt: p\n    nodes: [{label: '0', images: [{id: a}]}, {label: '1', images: [{id: b}]}]\n"
+                   "    edges: [{from: '0', to: '1'}, {from: '1', to: '0'}]\n")
+    r = _run("data", "validate", f"path={bad}")
+    assert r.returncode == 1
+    assert "SEG z" in r.stdout and "cycle" in r.stdout
+
+
+def test_unknown_command_and_action(capsys):
+    assert main(["frobnicate"]) == 2
+    assert "expected one of" in capsys.readouterr().err
+    assert main(["data", "explode"]) == 2
+    assert "['info', 'validate', 'make-synthetic']" in capsys.readouterr().err
+    assert main([]) == 0 and "commands:" in capsys.readouterr().out
+
+
+def test_duplicate_command_rejected():
+    with pytest.raises(ValueError, match="already registered"):
+        register_command("data", Command("data", "x:y", "dup"))
+    assert set(COMMANDS) >= {"data", "score", "analyze", "run", "report"}

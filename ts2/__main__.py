@@ -1,0 +1,5 @@
+import sys
+
+from ts2.cli import main
+
+sys.exit(main())

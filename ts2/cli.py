@@ -1,0 +1,107 @@
+"""Front end: ``ts2 COMMAND [SUBCOMMAND] key=value ... [-m]``.
+
+Each command is a Hydra app whose primary config is ``conf/<command>.yaml``; the handler is a
+lazy ``"module:function"`` entry, so ``ts2 data`` and ``ts2 analyze`` never import torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from importlib import import_module
+
+__all__ = ["main", "COMMANDS", "Command"]
+
+
+@dataclass(frozen=True)
+class Command:
+    config: str  # primary config name in conf/
+    target: str  # "module:function", called with the composed DictConfig
+    help: str
+    actions: tuple[str, ...] = ()  # sub-commands passed as action=<name>
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def register_command(name: str, command: Command) -> None:
+    if name in COMMANDS:
+        raise ValueError(f"command {name!r} is already registered")
+    COMMANDS[name] = command
+
+
+# Built-in commands. Each target is imported only when its command runs.
+for _name, _cmd in {
+    "data": Command("data", "ts2.commands.data:main", "dataset tools", ("info", "validate", "make-synthetic")),
+    "score": Command("score", "ts2.commands.score:main", "score a dataset's images with metrics"),
+    "cache": Command("cache", "ts2.commands.cache:main", "manage the score cache", ("info", "clear")),
+    "analyze": Command("analyze", "ts2.commands.analyze:main", "TS2 meta-metrics of a score table"),
+    "report": Command("report", "ts2.commands.report:main", "merge results into one report"),
+    "run": Command("run", "ts2.commands.run:main", "score, analyse and report in one go"),
+    "reproduce": Command("reproduce", "ts2.commands.reproduce:main", "the paper's Table 2 in both protocols"),
+    "questions": Command("questions", "ts2.commands.questions:main", "question generation for TIFA/DSG",
+                         ("generate",)),
+}.items():
+    register_command(_name, _cmd)
+
+
+def _load_target(target: str):
+    module, _, attr = target.partition(":")
+    return getattr(import_module(module), attr)
+
+
+def _usage() -> str:
+    lines = ["usage: ts2 COMMAND [ACTION] [key=value ...] [-m] [--cfg job]", "", "commands:"]
+    for name, c in COMMANDS.items():
+        acts = f" ({' | '.join(c.actions)})" if c.actions else ""
+        lines.append(f"  {name:<10} {c.help}{acts}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"ts2: unknown command {name!r}; expected one of {sorted(COMMANDS)}", file=sys.stderr)
+        return 2
+    cmd = COMMANDS[name]
+    overrides = rest
+    if cmd.actions:
+        if not rest or "=" in rest[0] or rest[0].startswith("-"):
+            print(f"ts2 {name}: expected an action, one of {list(cmd.actions)}", file=sys.stderr)
+            return 2
+        if rest[0] not in cmd.actions:
+            print(f"ts2 {name}: unknown action {rest[0]!r}; expected one of {list(cmd.actions)}", file=sys.stderr)
+            return 2
+        overrides = [f"action={rest[0]}", *rest[1:]]
+    return run_hydra(cmd, overrides, prog=f"ts2 {name}")
+
+
+def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
+    """Run ``cmd`` as a Hydra app with ``overrides`` (so ``-m``, ``--cfg`` and launchers work)."""
+    import hydra
+
+    handler = _load_target(cmd.target)
+    result: dict[str, int] = {"rc": 0}
+
+    def task(cfg) -> None:
+        rc = handler(cfg)
+        # In a multirun, the worst job decides the exit code.
+        result["rc"] = max(result["rc"], int(rc or 0))
+
+    old = sys.argv
+    sys.argv = [prog, *overrides]
+    try:
+        hydra.main(version_base="1.3", config_path="pkg://conf", config_name=cmd.config)(task)()
+    except SystemExit as e:  # hydra exits on bad overrides with its own message
+        return int(e.code or 0)
+    finally:
+        sys.argv = old
+    return result["rc"]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
