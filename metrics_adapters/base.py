@@ -94,9 +94,37 @@ class Metric(ABC):
         """Analytic FLOPs to score one image (``2 x parameters x tokens`` per forward, TS2 A.3)."""
         return None
 
+    def model_ids(self) -> dict[str, Any]:
+        """The models behind the scores (hub ids, tags, revisions), for ``run.json``.
+
+        Optional; the default reports none.
+        """
+        return {}
+
     # -- work ------------------------------------------------------------------------------------
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional hook
         """Load models onto ``device``; called once by the engine before the first batch."""
+
+    def unload(self) -> None:  # noqa: B027 - optional hook
+        """Free the models (the engine calls this after the metric's last batch). Optional."""
+
+    def preprocess(self, image: Any) -> Any:
+        """Per-image work the engine may run in background DataLoader workers. Optional.
+
+        Receives a decoded RGB ``PIL.Image.Image`` and returns what :meth:`score_batch` gets in
+        ``images`` (the default: the image itself). Metrics that override it must still accept
+        plain PIL images in :meth:`score_batch`, so direct callers need not know about it.
+        Called only after :meth:`load`.
+        """
+        return image
+
+    def truncated_prompts(self, prompts: Sequence[str]) -> list[bool]:
+        """For each prompt, whether the text encoder's context cuts it. Optional.
+
+        Metrics with a bounded text context override this (after :meth:`load`) so that the
+        engine can count truncated prompts instead of losing them silently.
+        """
+        return [False] * len(prompts)
 
     @abstractmethod
     def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any]) -> Sequence[Sequence[float]] | Sequence[float]:

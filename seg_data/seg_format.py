@@ -45,7 +45,8 @@ def _read(path: Path) -> Any:
             return json.loads(text)
         import yaml
 
-        return yaml.safe_load(text)
+        # The C loader is ~10x faster on big (100k-image) files; fall back when libyaml is absent.
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except Exception as e:  # yaml and json raise different classes; both mean "not parseable"
         raise ValueError(f"{path}: could not parse as {path.suffix.lstrip('.').upper() or 'YAML'}: {e}") from e
 
@@ -155,6 +156,7 @@ def save_seg_file(ds: SEGDataset, path: str | Path) -> Path:
     else:
         import yaml
 
-        tmp.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        tmp.write_text(yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True), encoding="utf-8")
     tmp.replace(path)  # atomic: a crash never leaves a half-written dataset file
     return path

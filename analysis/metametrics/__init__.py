@@ -1,0 +1,86 @@
+"""Meta-metrics: one module per meta-metric, all computed per walk from :class:`WalkStats`.
+
+=========  ================================  ==============================================
+name       module                            per walk
+=========  ================================  ==============================================
+rank       :mod:`.rank`                      -Spearman(level, score)            (paper rank_m)
+sep        :mod:`.sep`                       mean KS statistic between levels   (paper sep_m)
+delta      :mod:`.delta`                     mean gap of adjacent level means   (paper delta_m)
+kendall    :mod:`.kendall`                   -Kendall tau-b(level, score)
+pair_acc   :mod:`.pair_acc`                  share of cross-level pairs ordered right
+=========  ================================  ==============================================
+
+The registry maps each name to a lazy ``"module:function"`` entry and to the protocol options
+the function takes, so callers never branch on meta-metric names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Callable
+
+import numpy as np
+
+from .walkstats import WalkStats
+
+__all__ = ["MetaMetricSpec", "META_METRICS", "register_meta_metric", "get_meta_metric", "WalkStats",
+           "PAPER_META_METRICS"]
+
+
+@dataclass(frozen=True)
+class MetaMetricSpec:
+    """A registered meta-metric.
+
+    ``options`` maps keyword arguments of the walk function to :class:`~analysis.protocols.Protocol`
+    fields; ``normalised`` marks the one divided by the metric's score std (delta).
+    """
+
+    name: str
+    target: str
+    options: tuple[tuple[str, str], ...] = ()
+    normalised: bool = False
+    description: str = ""
+
+    def function(self) -> Callable[..., np.ndarray]:
+        module, _, attr = self.target.partition(":")
+        return getattr(import_module(module), attr)
+
+    def __call__(self, stats: WalkStats, protocol) -> np.ndarray:
+        kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
+        return self.function()(stats, **kwargs)
+
+
+META_METRICS: dict[str, MetaMetricSpec] = {}
+
+
+def register_meta_metric(spec: MetaMetricSpec) -> None:
+    if spec.name in META_METRICS:
+        raise ValueError(f"meta-metric {spec.name!r} is already registered")
+    META_METRICS[spec.name] = spec
+
+
+def get_meta_metric(name: str) -> MetaMetricSpec:
+    try:
+        return META_METRICS[name]
+    except KeyError as e:
+        raise ValueError(f"expected a meta-metric among {list(META_METRICS)}, got {name!r}") from e
+
+
+for _spec in (
+    MetaMetricSpec("rank", "analysis.metametrics.rank:rank_walks",
+                   (("tie_method", "tie_method"), ("degenerate", "degenerate_walk")),
+                   description="Spearman ordering score rank_m"),
+    MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
+                   (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
+                   description="Kolmogorov-Smirnov separation score sep_m"),
+    MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
+                   normalised=True, description="dynamic-range separation delta_m"),
+    MetaMetricSpec("kendall", "analysis.metametrics.kendall:kendall_walks", (("degenerate", "degenerate_walk"),),
+                   description="Kendall tau-b ordering score"),
+    MetaMetricSpec("pair_acc", "analysis.metametrics.pair_acc:pair_acc_walks",
+                   description="tie-aware pairwise ordering accuracy"),
+):
+    register_meta_metric(_spec)
+
+PAPER_META_METRICS = ("rank", "sep", "delta")

@@ -1,0 +1,42 @@
+"""delta_m: mean gap between the mean scores of adjacent levels along a walk (paper eq. 5).
+
+The dataset-level normalisation (division by the metric's score std) happens in
+:mod:`analysis.aggregate`; this module gives the raw per-walk gap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .walkstats import WalkStats, as_batch
+
+__all__ = ["delta_walks", "walk_delta"]
+
+
+def delta_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
+    """Raw delta of every walk: mean over adjacent present levels of ``mean(k) - mean(k+1)``.
+
+    Level means pool all valid samples of a level on the walk (a duplicated root counts twice).
+    NaN policy: NaN scores dropped first. No valid sample: NaN. One level only: 0
+    (``degenerate="zero"``, the paper's code) or NaN.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = stats.total / stats.count
+        gaps = means[:, :-1] - means[:, 1:]
+        ok = np.arange(1, stats.n_slot_cols)[None, :] < stats.n_slots[:, None]
+        out = np.where(ok, gaps, 0.0).sum(axis=1) / ok.sum(axis=1)
+    out[stats.n_slots <= 1] = 0.0 if degenerate == "zero" else np.nan
+    out[stats.n < 1] = np.nan
+    return out
+
+
+def walk_delta(levels, scores, degenerate: str = "zero") -> float:
+    """Raw delta of one walk.
+
+    Examples
+    --------
+    >>> walk_delta([0, 1, 1, 2], [1.0, 0.6, 0.4, 0.0])  # gaps 0.5 and 0.5
+    0.5
+    """
+    lv, sc = as_batch(levels, scores)
+    return float(delta_walks(WalkStats(lv, sc), degenerate)[0])

@@ -1,0 +1,52 @@
+"""kendall: Kendall's tau-b between error level and score along a walk (not in the paper).
+
+Sign as rank_m: a perfectly ordered higher-is-better metric scores +1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .walkstats import WalkStats, as_batch
+
+__all__ = ["kendall_walks", "walk_kendall"]
+
+
+def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
+    """Negated tau-b of (level, score) for every walk.
+
+    ``tau_b = (C - D) / sqrt((n0 - n1)(n0 - n2))`` with ``n0 = n(n-1)/2``, ``n1`` the pairs tied
+    in level, ``n2`` the pairs tied in score (:func:`scipy.stats.kendalltau`, variant ``b``).
+    Computed from per-level "strictly greater" pair counts, no O(n^2) pair loop.
+
+    Tie, NaN and constant policy: as :func:`analysis.metametrics.rank.rank_walks` (constant
+    scores give 0 where scipy gives NaN).
+    """
+    G = stats.greater_pairs
+    up = stats.upper
+    good = np.where(up, G, 0.0).sum(axis=(1, 2))  # lower level scored higher: right order
+    bad = np.where(up, G.transpose(0, 2, 1), 0.0).sum(axis=(1, 2))
+    n = stats.n.astype(float)
+    n0 = n * (n - 1) / 2
+    n1 = (stats.count * (stats.count - 1) / 2).sum(axis=1)
+    n2 = np.where(stats.sorted_valid, stats.group_end - stats.group_start, 0).sum(axis=1) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.clip((good - bad) / np.sqrt((n0 - n1) * (n0 - n2)), -1.0, 1.0)
+    out[stats.n_score_values <= 1] = 0.0
+    out[stats.n_slots <= 1] = 0.0 if degenerate == "zero" else np.nan
+    out[stats.n < 2] = np.nan
+    return out
+
+
+def walk_kendall(levels, scores, degenerate: str = "zero") -> float:
+    """Negated Kendall tau-b of one walk.
+
+    Examples
+    --------
+    >>> walk_kendall([0, 1, 2], [0.9, 0.5, 0.1])
+    1.0
+    >>> walk_kendall([0, 1, 2], [0.5, 0.9, 0.1])
+    0.3333333333333333
+    """
+    lv, sc = as_batch(levels, scores)
+    return float(kendall_walks(WalkStats(lv, sc), degenerate)[0])

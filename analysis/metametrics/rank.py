@@ -1,0 +1,69 @@
+"""rank_m: Spearman correlation between error level and score along a walk (paper eq. 1-2).
+
+Sign: the correlation of (level, score) is negated, so a higher-is-better metric that orders
+a walk perfectly scores +1 (lower-is-better metrics are negated before they get here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .walkstats import WalkStats, as_batch
+
+__all__ = ["rank_walks", "walk_rank"]
+
+
+def rank_walks(stats: WalkStats, tie_method: str = "average", degenerate: str = "zero") -> np.ndarray:
+    """rank_m of every walk of a batch.
+
+    ``-pearson(R(levels), R(scores))`` over the walk's valid samples, with ``R`` the ranks of
+    ``tie_method`` (``average`` is :func:`scipy.stats.spearmanr`; ``min`` is eq. 1).
+
+    Tie, NaN and constant policy
+        NaN scores are dropped first. Fewer than 2 valid samples: NaN (walk skipped). All
+        valid samples on one level: 0 if ``degenerate == "zero"`` (``spearmanr`` gives NaN,
+        which the paper maps to 0), else NaN. Constant scores: 0 (eq. 2's convention).
+
+    Returns
+    -------
+    ndarray, shape (n_walks,)
+    """
+    v = stats.sorted_valid
+    n = stats.n.astype(float)
+    rx = stats.level_ranks(tie_method)
+    ry = stats.score_ranks(tie_method)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx = np.where(v, rx, 0.0).sum(axis=1) / n
+        my = np.where(v, ry, 0.0).sum(axis=1) / n
+        dx = np.where(v, rx - mx[:, None], 0.0)
+        dy = np.where(v, ry - my[:, None], 0.0)
+        rho = (dx * dy).sum(axis=1) / np.sqrt((dx * dx).sum(axis=1) * (dy * dy).sum(axis=1))
+    out = -np.clip(rho, -1.0, 1.0)
+    out[stats.n_score_values <= 1] = 0.0
+    out[stats.n_slots <= 1] = 0.0 if degenerate == "zero" else np.nan
+    out[stats.n < 2] = np.nan
+    return out
+
+
+def walk_rank(levels, scores, tie_method: str = "average", degenerate: str = "zero") -> float:
+    """rank_m of one walk: ``-spearman(levels, scores)``.
+
+    Parameters
+    ----------
+    levels, scores : 1-D array-like of equal length
+        Error count and score of each image on the walk (NaN score = missing, dropped).
+    tie_method : {"average", "min", "max", "dense"}
+    degenerate : {"zero", "skip"}
+        Value when all valid samples share one level: 0 or NaN.
+
+    Examples
+    --------
+    >>> walk_rank([0, 1, 2], [0.9, 0.5, 0.1])
+    1.0
+    >>> round(walk_rank([0, 0, 1, 2], [0.9, 0.8, 0.5, 0.1]), 4)  # right order, yet the tied level costs
+    0.9487
+    >>> round(walk_rank([0, 1, 1, 2], [1.0, 0.51, 0.49, 0.0]), 4)  # section 6.4's tie example
+    0.9487
+    """
+    lv, sc = as_batch(levels, scores)
+    return float(rank_walks(WalkStats(lv, sc), tie_method, degenerate)[0])

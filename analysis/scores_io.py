@@ -1,0 +1,390 @@
+"""Reading score tables and joining them to SEG structure.
+
+Formats
+-------
+wide
+    One row per image: ``seg_id``, ``node``, optional ``file_name``, optional ``subset``, and
+    one numeric column per metric (every other column, except the descriptive ones in
+    :data:`IGNORED_COLUMNS`). ``../shared/ts2/released/scores_subset.csv`` is one. The TS2
+    metadata names ``id``/``rank`` are accepted for ``seg_id``/``node``.
+long
+    One row per (image, metric): ``seg_id, node, file_name, metric, score`` (``value`` is
+    accepted for ``score``), optional ``higher_is_better`` (true/false per metric) and
+    ``subset``. It is pivoted to the wide form.
+
+Cells: empty, ``nan``, ``NA``, ``null``, ``None`` are missing scores (NaN, dropped by the
+meta-metrics). Any other non-numeric cell, or an infinite value, is an error naming the row and
+column.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from seg_data import SEG, ImageRecord, SEGDataset, parse_label, ts2_subset
+from seg_data.graph import build_graph
+from seg_data.model import label_sort_key
+from seg_data.validate import raise_on_errors, validate_dataset
+
+from .walks import Structure
+
+__all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "IGNORED_COLUMNS", "SUBSET_SOURCES"]
+
+log = logging.getLogger(__name__)
+
+KEY_COLUMNS = ("seg_id", "node", "file_name", "subset")
+ALIASES = {"id": "seg_id", "rank": "node", "image_id": "file_name"}
+# Descriptive columns a score table may carry that are not metrics.
+IGNORED_COLUMNS = frozenset({"prompt", "target_prompt", "image_path", "source", "image_source", "level",
+                             "status", "error", "errors", "Unnamed: 0", "index"})
+MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "null", "NULL", "None", "none"})
+SUBSET_SOURCES = ("auto", "dataset", "column", "ts2", "none")
+_TS2_FILE = re.compile(r"^images/(\d{3})-\d+\.\w+$")
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    """A validated wide score table.
+
+    ``frame`` has string columns ``seg_id``, ``node`` (and ``file_name``/``subset`` when
+    given) and one float column per metric; ``lower_is_better`` names metrics whose scores
+    fall as images get better (their scores are negated before analysis).
+    """
+
+    frame: pd.DataFrame
+    metrics: tuple[str, ...]
+    lower_is_better: frozenset[str] = frozenset()
+    source: str = "<frame>"
+
+    @property
+    def has_file_name(self) -> bool:
+        return "file_name" in self.frame.columns
+
+    def oriented(self) -> np.ndarray:
+        """``(n_rows, n_metrics)`` scores, lower-is-better columns negated: higher is better for all."""
+        x = self.frame[list(self.metrics)].to_numpy(dtype=float, copy=True)
+        for j, m in enumerate(self.metrics):
+            if m in self.lower_is_better:
+                x[:, j] = -x[:, j]
+        return x
+
+
+def _row_label(source: str, i: int, from_file: bool) -> str:
+    return f"{source}, row {i + 2}" if from_file else f"{source}, row {i}"
+
+
+def _to_float(col: pd.Series, name: str, source: str, from_file: bool) -> np.ndarray:
+    """A column as floats; NaN for missing tokens; a clear error for anything else."""
+    if pd.api.types.is_bool_dtype(col):
+        raise ValueError(f"{source}, column {name!r}: expected numeric scores, got booleans")
+    if pd.api.types.is_numeric_dtype(col):
+        vals = col.to_numpy(dtype=float)
+    else:
+        text = col.astype("string").str.strip()
+        missing = text.isna() | text.isin(MISSING_TOKENS)
+        num = pd.to_numeric(text.where(~missing, None), errors="coerce")
+        bad = num.isna() & ~missing
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(f"{_row_label(source, i, from_file)}, column {name!r}: expected a number, got {col.iloc[i]!r}")
+        vals = num.to_numpy(dtype=float)
+    inf = np.isinf(vals)
+    if inf.any():
+        i = int(np.flatnonzero(inf)[0])
+        raise ValueError(f"{_row_label(source, i, from_file)}, column {name!r}: expected a finite number, got {vals[i]!r}")
+    return vals
+
+
+def _read_file(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise FileNotFoundError(f"expected a score table at {path}, found none")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in {".csv", ".tsv", ".txt"}:
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+        if suffix == ".parquet":
+            return pd.read_parquet(path)
+        if suffix in {".jsonl", ".json"}:
+            return pd.read_json(path, lines=suffix == ".jsonl", dtype=False)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, ImportError) as e:
+        raise ValueError(f"{path}: could not read as a {suffix.lstrip('.')} table: {e}") from e
+    raise ValueError(f"{path}: expected a .csv, .tsv, .parquet, .json or .jsonl score table, got {suffix!r}")
+
+
+def _parse_bool(v, where: str) -> bool:
+    s = str(v).strip().lower()
+    if s in {"true", "1", "yes"}:
+        return True
+    if s in {"false", "0", "no"}:
+        return False
+    raise ValueError(f"{where}: expected true/false in column 'higher_is_better', got {v!r}")
+
+
+def _pivot_long(df: pd.DataFrame, source: str, from_file: bool) -> tuple[pd.DataFrame, set[str]]:
+    value_col = "score" if "score" in df.columns else "value"
+    keys = [c for c in ("seg_id", "node", "file_name") if c in df.columns]
+    if "file_name" not in keys:
+        raise ValueError(f"{source}: a long score table needs a 'file_name' column to tell images apart")
+    df = df.copy()
+    df["metric"] = df["metric"].astype(str).str.strip()
+    dup = df.duplicated(["file_name", "metric"], keep=False)
+    if dup.any():
+        i = int(np.flatnonzero(dup.to_numpy())[0])
+        raise ValueError(f"{_row_label(source, i, from_file)}: expected one score per (file_name, metric), got "
+                         f"{int(dup.sum())} duplicated rows, e.g. {df['file_name'].iloc[i]!r} / {df['metric'].iloc[i]!r}")
+    lower: set[str] = set()
+    if "higher_is_better" in df.columns:
+        for m, g in df.groupby("metric", sort=False):
+            flags = {_parse_bool(v, f"{source}, metric {m!r}") for v in g["higher_is_better"]}
+            if len(flags) > 1:
+                raise ValueError(f"{source}: metric {m!r}: expected one higher_is_better value, got both")
+            if flags == {False}:
+                lower.add(m)
+    df[value_col] = _to_float(df[value_col], value_col, source, from_file)
+    extra = [c for c in ("subset",) if c in df.columns]
+    info = df.drop_duplicates("file_name")[keys + extra].set_index("file_name")
+    wide = df.pivot(index="file_name", columns="metric", values=value_col)
+    wide.columns = [str(c) for c in wide.columns]
+    out = info.join(wide).reset_index()
+    return out, lower
+
+
+def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None = None,
+                lower_is_better: Iterable[str] = ()) -> ScoreTable:
+    """Read and validate a wide or long score table.
+
+    Parameters
+    ----------
+    source : path or DataFrame
+        ``.csv``/``.tsv``/``.parquet``/``.json``/``.jsonl`` file, or a frame.
+    metrics : sequence of str, optional
+        Metric columns to keep (default: every score column).
+    lower_is_better : iterable of str
+        Metrics where a lower score means a better image (added to any declared in a long
+        table's ``higher_is_better`` column).
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``source``.
+    ValueError
+        Missing ``seg_id``/``node`` columns, a bad node label, a non-numeric or infinite score
+        (naming row and column), duplicated ``file_name``, unknown metric names.
+
+    Examples
+    --------
+    >>> t = read_scores(pd.DataFrame({"seg_id": [0, 0], "node": ["0", "1"], "clip": [0.9, 0.4]}))
+    >>> t.metrics, t.frame["seg_id"].tolist()
+    (('clip',), ['0', '0'])
+    """
+    from_file = not isinstance(source, pd.DataFrame)
+    name = str(source) if from_file else "<frame>"
+    df = _read_file(Path(source)) if from_file else source.copy()
+    df.columns = [str(c).strip() for c in df.columns]
+    for old, new in ALIASES.items():
+        if new not in df.columns and old in df.columns:
+            df = df.rename(columns={old: new})
+    declared_lower: set[str] = set()
+    if "metric" in df.columns and ("score" in df.columns or "value" in df.columns):
+        df, declared_lower = _pivot_long(df, name, from_file)
+        from_file = False  # row numbers of the pivoted frame no longer match the file
+    missing = [c for c in ("seg_id", "node") if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name}: expected columns 'seg_id' and 'node' (one row per image), missing {missing}; "
+                         f"got {list(df.columns)}")
+    df = df.reset_index(drop=True)
+    for c in ("seg_id", "node", "file_name", "subset"):
+        if c in df.columns:
+            df[c] = df[c].astype("string").str.strip()
+    # SEG ids are strings everywhere; "12.0" from a float column still means SEG "12".
+    df["seg_id"] = df["seg_id"].str.replace(r"^(\d+)\.0+$", r"\1", regex=True)
+    for c in ("seg_id", "node"):
+        empty = df[c].isna() | (df[c] == "")
+        if empty.any():
+            i = int(np.flatnonzero(empty.to_numpy())[0])
+            raise ValueError(f"{_row_label(name, i, from_file)}, column {c!r}: expected a value, got an empty cell")
+    for lbl in df["node"].unique():
+        try:
+            parse_label(lbl)
+        except ValueError as e:
+            i = int(np.flatnonzero((df["node"] == lbl).to_numpy())[0])
+            raise ValueError(f"{_row_label(name, i, from_file)}, column 'node': {e}") from e
+    if "file_name" in df.columns:
+        dup = df["file_name"].duplicated(keep=False)
+        if dup.any():
+            i = int(np.flatnonzero(dup.to_numpy())[0])
+            raise ValueError(f"{_row_label(name, i, from_file)}: expected each file_name once, got "
+                             f"{df['file_name'].iloc[i]!r} {int((df['file_name'] == df['file_name'].iloc[i]).sum())} times")
+    score_cols = [c for c in df.columns if c not in KEY_COLUMNS and c not in IGNORED_COLUMNS]
+    if metrics is not None:
+        metrics = [str(m) for m in metrics]
+        unknown = [m for m in metrics if m not in score_cols]
+        if unknown:
+            raise ValueError(f"{name}: expected metrics among {score_cols}, got unknown {unknown}")
+        score_cols = metrics
+    if not score_cols:
+        raise ValueError(f"{name}: expected at least one metric column besides {list(KEY_COLUMNS)}, got none")
+    out = df[[c for c in KEY_COLUMNS if c in df.columns]].copy()
+    for c in score_cols:
+        out[c] = _to_float(df[c], c, name, from_file)
+        if np.isnan(out[c].to_numpy()).all():
+            log.warning("%s: metric %r has no score at all (every cell is missing)", name, c)
+    lower = {str(m) for m in lower_is_better} | (declared_lower & set(score_cols))
+    unknown = sorted(lower - set(score_cols))
+    if unknown:
+        raise ValueError(f"{name}: lower_is_better names {unknown}, expected metrics among {score_cols}")
+    return ScoreTable(out, tuple(score_cols), frozenset(lower), name)
+
+
+@dataclass(frozen=True)
+class AnalysisInputs:
+    """What the kernels need: SEG structure and the oriented score matrix, rows aligned."""
+
+    structure: Structure
+    scores: np.ndarray  # (n_rows, n_metrics), lower-is-better metrics negated
+    metrics: tuple[str, ...]
+    lower_is_better: frozenset[str]
+    subset_source: str
+    source: str = "<frame>"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _seg_order(ids: Iterable[str]) -> list[str]:
+    ids = list(dict.fromkeys(ids))
+    return sorted(ids, key=lambda s: (0, int(s), "") if s.isdigit() else (1, 0, s))
+
+
+def _looks_like_ts2(frame: pd.DataFrame) -> bool:
+    if "file_name" not in frame.columns or not len(frame):
+        return False
+    m = frame["file_name"].str.extract(_TS2_FILE)[0]
+    if m.isna().any():
+        return False
+    ids = frame["seg_id"]
+    return bool(ids.str.isdigit().all() and (m.astype(int) == ids.astype(int)).all()
+                and ids.astype(int).between(0, 164).all())
+
+
+def _subsets_from(how: str, table: ScoreTable, dataset: SEGDataset | None) -> tuple[dict[str, str | None], str]:
+    frame = table.frame
+    if how not in SUBSET_SOURCES:
+        raise ValueError(f"expected subsets to be one of {list(SUBSET_SOURCES)}, got {how!r}")
+    if how == "auto":
+        if dataset is not None and any(s.subset is not None for s in dataset):
+            how = "dataset"
+        elif "subset" in frame.columns:
+            how = "column"
+        elif _looks_like_ts2(frame):
+            log.info("%s: file names follow the TS2 release (images/NNN-MM.jpg): using the TS2 subsets "
+                     "Synth 0-110, Nat 111-135, Real 136-164 (subsets=none turns this off)", table.source)
+            how = "ts2"
+        else:
+            how = "none"
+    ids = dataset.seg_ids if dataset is not None else _seg_order(frame["seg_id"])
+    if how == "dataset":
+        if dataset is None:
+            raise ValueError("subsets=dataset needs a dataset (dataset=... or path=...), got none")
+        return {s.seg_id: s.subset for s in dataset}, how
+    if how == "column":
+        if "subset" not in frame.columns:
+            raise ValueError(f"{table.source}: subsets=column expects a 'subset' column, got {list(frame.columns)}")
+        per = frame.groupby("seg_id")["subset"].agg(lambda s: sorted(set(s.dropna())))
+        out: dict[str, str | None] = {}
+        for sid, vals in per.items():
+            if len(vals) > 1:
+                raise ValueError(f"{table.source}: SEG {sid}: expected one subset per SEG, got {vals}")
+            out[str(sid)] = vals[0] if vals and vals[0] != "" else None
+        return {i: out.get(i) for i in ids}, how
+    if how == "ts2":
+        return {i: ts2_subset(i) for i in ids}, how
+    return {i: None for i in ids}, how
+
+
+def _dataset_from_table(table: ScoreTable) -> SEGDataset:
+    """SEGs from the labels alone (TS2 convention edges), one image record per table row."""
+    frame = table.frame
+    file_ids = (frame["file_name"].astype(str).tolist() if table.has_file_name
+                else [f"row:{i}" for i in range(len(frame))])
+    nodes_col = frame["node"].astype(str).tolist()
+    segs = []
+    groups = frame.groupby("seg_id", sort=False).indices
+    for sid in _seg_order(frame["seg_id"]):
+        nodes: dict[str, list[ImageRecord]] = {}
+        for i in groups[sid]:
+            nodes.setdefault(nodes_col[i], []).append(ImageRecord(image_id=file_ids[i]))
+        nodes = dict(sorted(nodes.items(), key=lambda kv: label_sort_key(kv[0])))
+        segs.append(SEG(seg_id=str(sid), prompt=f"(SEG {sid})", graph=build_graph(nodes)))
+    ds = SEGDataset(segs, name=Path(table.source).stem or "scores", metadata={"source": table.source})
+    problems = [p for p in validate_dataset(ds) if p.code not in {"empty_prompt", "empty_node"}]
+    raise_on_errors(problems, source=table.source)
+    return ds
+
+
+def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets: str = "auto") -> AnalysisInputs:
+    """Join a score table to its SEG structure.
+
+    With ``dataset``, rows join on ``file_name`` = the dataset's image ids: the dataset decides
+    nodes, levels and edges; table rows of unknown images are dropped with a warning, dataset
+    images without a score are missing (NaN). Without one, SEGs come from the table's labels
+    (TS2 convention edges).
+
+    ``subsets``: ``auto`` (the dataset's, else a ``subset`` column, else TS2 id ranges when the
+    file names follow the TS2 release, else none), ``dataset``, ``column``, ``ts2`` or ``none``.
+
+    Raises
+    ------
+    ValueError
+        No ``file_name`` to join on, no row matching the dataset, a SEG with two subsets.
+    """
+    notes: list[str] = []
+    frame = table.frame
+    x = table.oriented()
+    if dataset is None:
+        ds = _dataset_from_table(table)
+        keys = frame["file_name"] if table.has_file_name else pd.Series([f"row:{i}" for i in range(len(frame))])
+        row_of = {str(k): i for i, k in enumerate(keys)}
+    else:
+        if not table.has_file_name:
+            raise ValueError(f"{table.source}: joining to dataset {dataset.name!r} needs a 'file_name' column "
+                             "holding the dataset's image ids, got none")
+        ds = dataset
+        known = {im.image_id: (s.seg_id, n) for s in ds for n, im in s.iter_images()}
+        in_ds = frame["file_name"].isin(known.keys()).to_numpy()
+        if not in_ds.any():
+            raise ValueError(f"{table.source}: no file_name matches an image id of dataset {ds.name!r}; expected ids like "
+                             f"{next(iter(known), '?')!r}, got e.g. {frame['file_name'].iat[0]!r}")
+        if not in_ds.all():
+            n_out = int((~in_ds).sum())
+            msg = (f"{n_out} row(s) of {table.source} name images that are not in dataset {ds.name!r} and are ignored, "
+                   f"e.g. {frame['file_name'][~in_ds].iat[0]!r}")
+            log.warning(msg)
+            notes.append(msg)
+        kept = np.flatnonzero(in_ds)
+        x = x[kept]
+        sub = frame.iloc[kept]
+        row_of = {fn: i for i, fn in enumerate(sub["file_name"])}
+        where = [known[fn] for fn in sub["file_name"]]
+        disagree = int(sum((sid != str(s) or node != str(n)) for (sid, node), s, n in zip(where, sub["seg_id"], sub["node"])))
+        if disagree:
+            msg = f"{disagree} row(s) of {table.source} give a seg_id/node that differs from dataset {ds.name!r}; the dataset's are used"
+            log.warning(msg)
+            notes.append(msg)
+        unscored = len(known) - len(row_of)
+        if unscored:
+            msg = f"{unscored} image(s) of dataset {ds.name!r} have no row in {table.source} (treated as missing scores)"
+            log.info(msg)
+            notes.append(msg)
+    subset_of, how = _subsets_from(subsets, table, ds)
+    structure = Structure.from_dataset(ds, row_of, n_rows=len(x), subset_of=subset_of)
+    return AnalysisInputs(structure, x, table.metrics, table.lower_is_better, how, table.source, tuple(notes))
+
+
+def seg_subsets(inputs: AnalysisInputs) -> Mapping[str, str | None]:
+    return {s.seg_id: s.subset for s in inputs.structure.segs}

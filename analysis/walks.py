@@ -1,0 +1,233 @@
+"""Walk construction for the protocols, precomputed once per dataset and shared by all metrics.
+
+A :class:`Structure` says which rows of the score matrix belong to which node of which SEG. A
+:class:`WalkTable` lists every walk of every analysed SEG as the score-matrix rows it visits
+(with repeats when a node is visited twice) and the error level of each, packed into a few
+padded integer matrices ("buckets" of walks of similar length), so that the meta-metric kernels
+work on all walks of all SEGs with array operations.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from seg_data import SEG, SEGDataset
+from seg_data import walks as dag_walks
+
+__all__ = ["SegNodes", "Structure", "WalkBucket", "WalkTable", "level_walks", "protocol_walks", "build_walk_table"]
+
+log = logging.getLogger(__name__)
+
+# Pad value of the level matrix: larger than any real error count, so padded slots sort last.
+LEVEL_PAD = np.iinfo(np.int32).max
+
+
+@dataclass(frozen=True)
+class SegNodes:
+    """One SEG as the analysis sees it: node labels, levels, score-matrix rows, graph."""
+
+    seg_id: str
+    subset: str | None
+    labels: tuple[str, ...]
+    levels: tuple[int, ...]
+    rows: tuple[np.ndarray, ...]  # per node: rows of the score matrix holding its images
+    seg: SEG
+
+    @property
+    def n_images(self) -> int:
+        return int(sum(len(r) for r in self.rows))
+
+
+@dataclass(frozen=True)
+class Structure:
+    """All SEGs of a dataset with their nodes mapped to rows of an ``(n_rows, n_metrics)`` matrix."""
+
+    segs: tuple[SegNodes, ...]
+    n_rows: int
+
+    @classmethod
+    def from_dataset(cls, dataset: SEGDataset, row_of: Mapping[str, int], n_rows: int,
+                     subset_of: Mapping[str, str | None] | None = None) -> "Structure":
+        """Map each image of ``dataset`` (by ``image_id``) to its row; unscored images are left out.
+
+        ``subset_of`` overrides the dataset's subset of each SEG.
+        """
+        segs = []
+        for s in dataset:
+            subset = s.subset if subset_of is None else subset_of.get(s.seg_id)
+            labels = tuple(s.nodes)
+            rows = tuple(np.asarray([row_of[im.image_id] for im in s.images(n) if im.image_id in row_of], dtype=np.int64)
+                         for n in labels)
+            segs.append(SegNodes(s.seg_id, subset, labels, tuple(s.level(n) for n in labels), rows, s))
+        return cls(tuple(segs), int(n_rows))
+
+    @property
+    def seg_ids(self) -> list[str]:
+        return [s.seg_id for s in self.segs]
+
+    def subset_names(self) -> list[str]:
+        """Subset names in order of first appearance."""
+        return list(dict.fromkeys(s.subset for s in self.segs if s.subset is not None))
+
+
+def level_walks(labels: Sequence[str], levels: Sequence[int], root_duplication: bool) -> list[tuple[str, ...]]:
+    """Walks of the paper's code: one node per present level, every combination.
+
+    With ``root_duplication`` the choice at the lowest present level is made twice (an ordered
+    pair, the same node twice included), as in the authors' ``analysis_tree_score``.
+
+    Examples
+    --------
+    >>> level_walks(["0", "1a", "1b"], [0, 1, 1], root_duplication=False)
+    [('0', '1a'), ('0', '1b')]
+    >>> level_walks(["0a", "0b", "1"], [0, 0, 1], root_duplication=True)
+    [('0a', '0a', '1'), ('0a', '0b', '1'), ('0b', '0a', '1'), ('0b', '0b', '1')]
+    """
+    by_level: dict[int, list[str]] = {}
+    for lbl, lev in zip(labels, levels):
+        by_level.setdefault(int(lev), []).append(lbl)
+    if not by_level:
+        return []
+    choices = [by_level[lev] for lev in sorted(by_level)]
+    if root_duplication:
+        choices = [choices[0], *choices]
+    return [tuple(w) for w in itertools.product(*choices)]
+
+
+def _dag_walks(seg: SegNodes, root_duplication: bool) -> list[tuple[str, ...]]:
+    paths = dag_walks(seg.seg)
+    if not root_duplication:
+        return paths
+    # Mirror the paper's ordered pair of roots: prepend every walk-starting root of the same level.
+    level = dict(zip(seg.labels, seg.levels))
+    starts: dict[int, list[str]] = {}
+    for p in paths:
+        lst = starts.setdefault(level[p[0]], [])
+        if p[0] not in lst:
+            lst.append(p[0])
+    return [(r, *p) for p in paths for r in starts[level[p[0]]]]
+
+
+def protocol_walks(seg: SegNodes, walks: str, root_duplication: bool) -> list[tuple[str, ...]]:
+    """The walks of one SEG under a protocol's ``walks``/``root_duplication`` options.
+
+    ``levels`` uses only nodes holding at least one scored image (the paper's code sees nodes
+    through the score table); ``dag`` uses the graph as it is.
+    """
+    if walks == "levels":
+        keep = [i for i, r in enumerate(seg.rows) if len(r)]
+        return level_walks([seg.labels[i] for i in keep], [seg.levels[i] for i in keep], root_duplication)
+    if walks == "dag":
+        return _dag_walks(seg, root_duplication)
+    raise ValueError(f"expected walks to be 'levels' or 'dag', got {walks!r}")
+
+
+@dataclass(frozen=True)
+class WalkBucket:
+    """Walks of similar length, padded to the longest: ``rows``/``levels`` are ``(n, width)``.
+
+    Padding: row ``-1`` and level :data:`LEVEL_PAD`. ``walk`` holds the walks' global indices.
+    """
+
+    walk: np.ndarray
+    rows: np.ndarray
+    levels: np.ndarray
+    max_slots: int  # most distinct levels on one walk of the bucket
+
+    @property
+    def width(self) -> int:
+        return int(self.rows.shape[1])
+
+
+@dataclass(frozen=True)
+class WalkTable:
+    """Every walk of the analysed SEGs, for one walk construction (protocol-dependent).
+
+    ``walk_seg[w]`` is the index (into ``seg_ids``) of walk ``w``'s SEG; ``walk_nodes[w]`` its
+    node labels; ``buckets`` the padded row/level matrices the kernels consume.
+    """
+
+    seg_ids: tuple[str, ...]
+    subsets: tuple[str | None, ...]
+    walk_seg: np.ndarray
+    walk_nodes: tuple[tuple[str, ...], ...]
+    buckets: tuple[WalkBucket, ...]
+
+    @property
+    def n_walks(self) -> int:
+        return int(len(self.walk_seg))
+
+    @property
+    def n_segs(self) -> int:
+        return len(self.seg_ids)
+
+    def walks_per_seg(self) -> np.ndarray:
+        return np.bincount(self.walk_seg, minlength=self.n_segs)
+
+
+def _bucket_edges(max_len: int) -> list[int]:
+    # Geometric widths (ratio 1.5): padding wastes at most about a third of each bucket.
+    edges, w = [], 4
+    while w < max_len:
+        edges.append(w)
+        w = int(np.ceil(w * 1.5))
+    edges.append(max(max_len, 1))
+    return edges
+
+
+def build_walk_table(structure: Structure, walks: str, root_duplication: bool,
+                     seg_ids: Sequence[str] | None = None) -> WalkTable:
+    """Walks of the SEGs ``seg_ids`` (default: all), packed into padded buckets.
+
+    SEGs without any walk stay in ``seg_ids`` (their meta-metrics come out NaN); the number of
+    such SEGs is logged.
+    """
+    wanted = None if seg_ids is None else set(map(str, seg_ids))
+    segs = [s for s in structure.segs if wanted is None or s.seg_id in wanted]
+    walk_seg: list[int] = []
+    walk_nodes: list[tuple[str, ...]] = []
+    walk_rows: list[np.ndarray] = []
+    walk_levels: list[np.ndarray] = []
+    walk_slots: list[int] = []
+    no_walk = []
+    for si, s in enumerate(segs):
+        node_index = {lbl: i for i, lbl in enumerate(s.labels)}
+        node_levels = [np.full(len(r), lev, dtype=np.int64) for r, lev in zip(s.rows, s.levels)]
+        ws = protocol_walks(s, walks, root_duplication)
+        if not ws:
+            no_walk.append(s.seg_id)
+        for w in ws:
+            idx = [node_index[n] for n in w]
+            walk_seg.append(si)
+            walk_nodes.append(tuple(w))
+            walk_rows.append(np.concatenate([s.rows[i] for i in idx]))
+            walk_levels.append(np.concatenate([node_levels[i] for i in idx]))
+            walk_slots.append(len({s.levels[i] for i in idx}))
+    if no_walk:
+        log.info("%d SEG(s) have no walk under walks=%s (their values are NaN): %s", len(no_walk), walks,
+                 ", ".join(no_walk[:10]) + (" ..." if len(no_walk) > 10 else ""))
+    lengths = np.array([len(r) for r in walk_rows], dtype=np.int64)
+    slots = np.array(walk_slots, dtype=np.int64)
+    buckets = []
+    if len(lengths):
+        edges = _bucket_edges(int(lengths.max()))
+        which = np.searchsorted(edges, lengths)
+        for b in np.unique(which):
+            members = np.flatnonzero(which == b)
+            width = max(int(lengths[members].max()), 1)
+            # Scatter every member's samples into its padded row in one step.
+            member_len = lengths[members]
+            row_of_pos = np.repeat(np.arange(len(members)), member_len)
+            col_of_pos = np.arange(int(member_len.sum())) - np.repeat(np.cumsum(member_len) - member_len, member_len)
+            rows = np.full((len(members), width), -1, dtype=np.int64)
+            levs = np.full((len(members), width), LEVEL_PAD, dtype=np.int64)
+            rows[row_of_pos, col_of_pos] = np.concatenate([walk_rows[w] for w in members])
+            levs[row_of_pos, col_of_pos] = np.concatenate([walk_levels[w] for w in members])
+            buckets.append(WalkBucket(members, rows, levs, int(slots[members].max())))
+    return WalkTable(tuple(s.seg_id for s in segs), tuple(s.subset for s in segs),
+                     np.asarray(walk_seg, dtype=np.int64), tuple(walk_nodes), tuple(buckets))

@@ -1,0 +1,236 @@
+"""The score cache: one SQLite file shared by runs and processes.
+
+A score is keyed by ``(key, image_key, prompt)``:
+
+- ``key``: hash of the metric's fingerprint (class + every setting that changes a score), the
+  engine's numeric precision and, for metrics that read pixels, the image decode policy
+  (see :func:`metrics_adapters.engine.cache_key`);
+- ``image_key``: ``"sha256:<hex>"`` of the image file's bytes for metrics that read pixels, or
+  ``"name:<file_name>"`` for metrics with ``needs_images = False`` (their scores cannot depend
+  on pixels, and their image files may be absent, e.g. TIFA answer replay);
+- ``prompt``: the raw prompt (templates are settings, so they are in ``key``).
+
+The file uses WAL journaling and a busy timeout so that two processes (two ``ts2 score`` runs,
+or a run and ``ts2 cache info``) can share it; every batch is committed as it finishes, so a
+killed run loses at most the batch in flight. WAL needs a local file system (not NFS).
+
+File hashes are cached too, by ``(absolute path, size, mtime)``, so a resumed run does not
+re-read every image to find what is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .images import file_sha256
+
+__all__ = ["ScoreCache", "CacheInfo", "FingerprintInfo", "default_cache_dir", "CACHE_FILE"]
+
+CACHE_FILE = "scores.sqlite"
+SCHEMA_VERSION = "1"
+
+
+def default_cache_dir() -> Path:
+    """``$TS2_CACHE_DIR``, else ``$XDG_CACHE_HOME/ts2``, else ``~/.cache/ts2``."""
+    if os.environ.get("TS2_CACHE_DIR"):
+        return Path(os.environ["TS2_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "ts2"
+
+
+@dataclass(frozen=True)
+class FingerprintInfo:
+    key: str
+    name: str
+    fingerprint: dict
+    n_scores: int
+    flops_per_image: float | None
+    last_used: float
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    path: str
+    size_bytes: int
+    n_scores: int
+    n_file_hashes: int
+    metrics: tuple[FingerprintInfo, ...]
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS fingerprints (
+    key TEXT PRIMARY KEY, name TEXT, fingerprint TEXT, flops_per_image REAL, created REAL, last_used REAL);
+CREATE TABLE IF NOT EXISTS scores (
+    key TEXT NOT NULL, image_key TEXT NOT NULL, prompt TEXT NOT NULL,
+    scores TEXT NOT NULL, truncated INTEGER NOT NULL DEFAULT 0, created REAL,
+    PRIMARY KEY (key, image_key, prompt)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS file_hashes (
+    path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT) WITHOUT ROWID;
+"""
+
+
+class ScoreCache:
+    """SQLite score store.
+
+    Parameters
+    ----------
+    path : str or Path or None
+        The SQLite file (created with its folder); ``None`` or ``":memory:"`` keeps everything in
+        memory (``cache=false`` runs use this, so they take the same code path).
+    timeout : float
+        Seconds to wait for another process's write lock before failing.
+    """
+
+    def __init__(self, path: str | Path | None, timeout: float = 60.0) -> None:
+        self.in_memory = path is None or str(path) == ":memory:"
+        self.path = ":memory:" if self.in_memory else str(Path(path).expanduser())
+        if not self.in_memory:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout)
+            if not self.in_memory:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # WAL + NORMAL: a killed process never loses a committed batch; only an OS crash may
+                # drop the last transactions (never corrupts the file).
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            with self._db:
+                self._db.executescript(_SCHEMA)
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            (ver,) = self._db.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
+        except sqlite3.DatabaseError as e:
+            raise RuntimeError(f"{self.path}: expected a ts2 score cache (SQLite), could not open it: {e}; "
+                               "remove the file or use cache_dir=... to start a new one") from e
+        if ver != SCHEMA_VERSION:
+            raise RuntimeError(f"{self.path}: expected cache schema {SCHEMA_VERSION}, got {ver}; "
+                               "run `ts2 cache clear` or point cache_dir elsewhere")
+
+    @classmethod
+    def at(cls, cache_dir: str | Path | None = None, **kw) -> ScoreCache:
+        """The cache file inside ``cache_dir`` (default :func:`default_cache_dir`)."""
+        d = default_cache_dir() if cache_dir in (None, "") else Path(cache_dir).expanduser()
+        return cls(d / CACHE_FILE, **kw)
+
+    # -- fingerprints ------------------------------------------------------------------------------
+    def register(self, key: str, name: str, fingerprint: dict) -> None:
+        now = time.time()
+        with self._db:
+            self._db.execute(
+                "INSERT INTO fingerprints (key, name, fingerprint, created, last_used) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(key) DO UPDATE SET name=excluded.name, last_used=excluded.last_used",
+                (key, name, json.dumps(fingerprint, sort_keys=True, default=str), now, now))
+
+    def set_flops(self, key: str, flops_per_image: float | None) -> None:
+        if flops_per_image is None:
+            return
+        with self._db:
+            self._db.execute("UPDATE fingerprints SET flops_per_image=? WHERE key=?", (float(flops_per_image), key))
+
+    def get_flops(self, key: str) -> float | None:
+        row = self._db.execute("SELECT flops_per_image FROM fingerprints WHERE key=?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    # -- scores ------------------------------------------------------------------------------------
+    def get_many(self, key: str, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple[tuple[float, ...], bool]]:
+        """Cached ``(scores, truncated)`` for each ``(image_key, prompt)`` found."""
+        out = {}
+        cur = self._db.cursor()
+        for image_key, prompt in pairs:
+            row = cur.execute("SELECT scores, truncated FROM scores WHERE key=? AND image_key=? AND prompt=?",
+                              (key, image_key, prompt)).fetchone()
+            if row is not None:
+                out[(image_key, prompt)] = (tuple(float(x) for x in json.loads(row[0])), bool(row[1]))
+        return out
+
+    def put_many(self, key: str, rows: Sequence[tuple[str, str, Sequence[float], bool]]) -> None:
+        """Store ``(image_key, prompt, scores, truncated)`` rows in one transaction."""
+        if not rows:
+            return
+        now = time.time()
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO scores (key, image_key, prompt, scores, truncated, created) VALUES (?,?,?,?,?,?)",
+                [(key, ik, p, json.dumps([float(v) for v in vals]), int(bool(tr)), now) for ik, p, vals, tr in rows])
+
+    def count(self, key: str | None = None) -> int:
+        if key is None:
+            return self._db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+        return self._db.execute("SELECT COUNT(*) FROM scores WHERE key=?", (key,)).fetchone()[0]
+
+    # -- file hashes -------------------------------------------------------------------------------
+    def file_hash(self, path: str | Path) -> str:
+        """SHA-256 of a file, remembered by (absolute path, size, mtime).
+
+        Raises
+        ------
+        FileNotFoundError
+            No file at ``path``.
+        """
+        p = Path(path).resolve()
+        st = p.stat()
+        row = self._db.execute("SELECT size, mtime_ns, sha256 FROM file_hashes WHERE path=?", (str(p),)).fetchone()
+        if row is not None and row[0] == st.st_size and row[1] == st.st_mtime_ns:
+            return row[2]
+        digest = file_sha256(p)
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?,?,?,?)",
+                             (str(p), st.st_size, st.st_mtime_ns, digest))
+        return digest
+
+    # -- management --------------------------------------------------------------------------------
+    def info(self) -> CacheInfo:
+        rows = self._db.execute(
+            "SELECT f.key, f.name, f.fingerprint, f.flops_per_image, f.last_used, "
+            "(SELECT COUNT(*) FROM scores s WHERE s.key = f.key) FROM fingerprints f ORDER BY f.last_used DESC").fetchall()
+        metrics = tuple(FingerprintInfo(key=k, name=n, fingerprint=json.loads(fp), n_scores=c, flops_per_image=fl,
+                                        last_used=lu) for k, n, fp, fl, lu, c in rows)
+        size = 0
+        if not self.in_memory:
+            size = sum(os.path.getsize(self.path + s) for s in ("", "-wal", "-shm") if os.path.exists(self.path + s))
+        return CacheInfo(path=self.path, size_bytes=size, n_scores=self.count(),
+                         n_file_hashes=self._db.execute("SELECT COUNT(*) FROM file_hashes").fetchone()[0],
+                         metrics=metrics)
+
+    def clear(self, name: str | None = None, key: str | None = None) -> int:
+        """Delete scores: all of them, or those of metric column ``name``, or of a key (prefix).
+
+        Returns the number of scores deleted.
+        """
+        with self._db:
+            if name is None and key is None:
+                n = self.count()
+                self._db.execute("DELETE FROM scores")
+                self._db.execute("DELETE FROM fingerprints")
+                self._db.execute("DELETE FROM file_hashes")
+            else:
+                where, args = [], []
+                if name is not None:
+                    where.append("name = ?")
+                    args.append(name)
+                if key is not None:
+                    where.append("key LIKE ?")
+                    args.append(key.replace("%", "") + "%")
+                keys = [r[0] for r in self._db.execute(f"SELECT key FROM fingerprints WHERE {' AND '.join(where)}", args)]
+                n = 0
+                for k in keys:
+                    n += self._db.execute("DELETE FROM scores WHERE key=?", (k,)).rowcount
+                    self._db.execute("DELETE FROM fingerprints WHERE key=?", (k,))
+        if not self.in_memory:
+            self._db.execute("VACUUM")
+        return n
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> ScoreCache:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""Embedding-correlation metrics: CLIPScore (open_clip, transformers), ALIGNScore, SigLIPScore."""

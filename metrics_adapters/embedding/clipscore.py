@@ -1,0 +1,148 @@
+"""CLIPScore (TS2 section 4.1, eq. 6): ``w * max(cos(CLIP_I(image), CLIP_T(prompt)), 0)``.
+
+Two backends with the same formula: open_clip (:class:`OpenCLIPScore`, the papers' ViT-L-14 /
+openai weights by default) and transformers ``CLIPModel`` (:class:`HFCLIPScore`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from .base import EmbeddingMetric, local_signature
+from .hf import HFEmbeddingMetric
+
+__all__ = ["OpenCLIPScore", "HFCLIPScore"]
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _quiet_root_info():
+    # open_clip reports every loading step with logging.info on the ROOT logger, which would
+    # flood a run's log; its warnings still come through.
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+class OpenCLIPScore(EmbeddingMetric):
+    """CLIPScore on an open_clip model.
+
+    Parameters
+    ----------
+    name : str
+        Column name.
+    arch : str
+        open_clip model name (``ViT-L-14``, ``ViT-B-32``, ...) or ``hf-hub:org/repo`` or
+        ``local-dir:/path`` (a folder with ``open_clip_config.json`` and weights).
+    pretrained : str or None
+        Weights tag (``openai``, ``laion2b_s32b_b82k``, ...) or a checkpoint file; ``None`` gives
+        random weights (speed tests only). Ignored by open_clip for ``hf-hub:``/``local-dir:``.
+    w, template, text_cache_size
+        See :class:`~metrics_adapters.embedding.base.EmbeddingMetric`.
+    download_dir : str or None
+        Where open_clip keeps downloaded weights (does not change scores).
+    """
+
+    def __init__(self, name: str = "clipscore", arch: str = "ViT-L-14", pretrained: str | None = "openai",
+                 w: float = 1.0, template: str = "{prompt}", text_cache_size: int = 4096,
+                 download_dir: str | None = None) -> None:
+        super().__init__(name, w=w, template=template, text_cache_size=text_cache_size)
+        self.arch = str(arch)
+        self.pretrained = None if pretrained in (None, "") else str(pretrained)
+        self.download_dir = download_dir
+        self._model = self._tokenizer = self._transform = None
+
+    def settings(self) -> dict[str, Any]:
+        sig = local_signature(self.arch) if self.arch.startswith("local-dir:") else local_signature(self.pretrained)
+        return {"arch": self.arch, "pretrained": self.pretrained, "weights": sig, **super().settings()}
+
+    def model_ids(self) -> dict[str, Any]:
+        return {"arch": self.arch, "pretrained": self.pretrained, "library": "open_clip"}
+
+    def _load(self, device: str, dtype: str | None) -> None:
+        import open_clip
+
+        if self.pretrained is None:
+            log.warning("%s: open_clip %s with pretrained=None has RANDOM weights: scores are meaningless",
+                        self.name, self.arch)
+        try:
+            with _quiet_root_info():
+                model, _, transform = open_clip.create_model_and_transforms(
+                    self.arch, pretrained=self.pretrained, device=device, cache_dir=self.download_dir)
+                self._tokenizer = open_clip.get_tokenizer(self.arch, cache_dir=self.download_dir)
+        except (RuntimeError, OSError, ValueError) as e:
+            raise RuntimeError(f"{self.name}: could not load open_clip {self.arch!r} "
+                               f"(pretrained={self.pretrained!r}): {e}") from e
+        self._model = model.eval()
+        self._transform = transform
+        self._ctx = int(getattr(self._tokenizer, "context_length", None) or model.context_length)
+
+    def context_length(self) -> int:
+        return self._ctx
+
+    def _preprocess(self, image):
+        return self._transform(image)
+
+    def _encode_images(self, pixels):
+        return self._model.encode_image(pixels)
+
+    def _encode_texts(self, texts: list[str]):
+        # open_clip's tokenizers cut at the context themselves (keeping the end-of-text token);
+        # the engine counts those cuts through truncated_prompts().
+        return self._model.encode_text(self._tokenizer(texts, context_length=self._ctx).to(self.device))
+
+    def _token_counts(self, texts: list[str]) -> list[int]:
+        tok = self._tokenizer
+        if hasattr(tok, "encode") and hasattr(tok, "sot_token_id"):  # open_clip SimpleTokenizer
+            return [len(tok.encode(t)) + 2 for t in texts]
+        inner = getattr(tok, "tokenizer", None)  # HFTokenizer / SigLipTokenizer wrap a transformers one
+        if inner is not None:
+            return [len(ids) for ids in inner(texts, truncation=False, verbose=False)["input_ids"]]
+        raise TypeError(f"{self.name}: cannot count tokens with open_clip tokenizer {type(tok).__name__}")
+
+    def _estimate_flops(self) -> float:
+        import torch
+
+        from ..flops import conv_tower_flops, dense_params, transformer_flops
+
+        visual = self._model.visual
+        grid = getattr(visual, "grid_size", None)
+        if grid is not None and hasattr(visual, "transformer"):  # ViT tower: 2 x N x tokens
+            tokens = int(grid[0]) * int(grid[1]) + (1 if getattr(visual, "class_embedding", None) is not None else 0)
+            vision = transformer_flops(dense_params(visual), tokens)
+        else:  # ResNet / timm towers: count from layer shapes
+            size = getattr(visual, "image_size", 224)
+            size = tuple(size) if isinstance(size, tuple | list) else (int(size), int(size))
+            vision = conv_tower_flops(visual, torch.zeros(1, 3, *size, device=self.device))
+        # Text tower: every child but the visual one (the final projection, a bare parameter
+        # applied once per prompt, is left out like the other per-sequence work).
+        text_params = sum(dense_params(m) for n, m in self._model.named_children() if n != "visual")
+        return vision + transformer_flops(text_params, self._ctx)
+
+
+class HFCLIPScore(HFEmbeddingMetric):
+    """CLIPScore on a transformers ``CLIPModel`` (hub id or local folder).
+
+    Parameters
+    ----------
+    name : str
+        Column name.
+    model : str
+        Default ``openai/clip-vit-large-patch14`` (the papers' ViT-L/14).
+    revision, w, template, text_cache_size
+        See :class:`~metrics_adapters.embedding.hf.HFEmbeddingMetric`.
+    """
+
+    model_class = "CLIPModel"
+
+    def __init__(self, name: str = "clipscore_hf", model: str = "openai/clip-vit-large-patch14",
+                 revision: str | None = None, w: float = 1.0, template: str = "{prompt}",
+                 text_cache_size: int = 4096) -> None:
+        super().__init__(name, model=model, revision=revision, w=w, template=template,
+                         text_cache_size=text_cache_size)

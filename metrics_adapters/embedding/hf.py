@@ -1,0 +1,113 @@
+"""Embedding metrics on a transformers dual encoder (``CLIPModel``, ``AlignModel``, ``SiglipModel``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from .base import EmbeddingMetric, local_signature
+
+__all__ = ["HFEmbeddingMetric"]
+
+log = logging.getLogger(__name__)
+
+_UNBOUNDED = 100_000  # tokenizers without a configured limit report ~1e30 as model_max_length
+
+
+def _pooled(out):
+    # transformers 5 returns a model output whose pooler_output holds the projected features;
+    # transformers 4 returned the tensor itself.
+    return out if hasattr(out, "shape") else out.pooler_output
+
+
+class HFEmbeddingMetric(EmbeddingMetric):
+    """A transformers dual encoder loaded with ``from_pretrained(model, revision=revision)``.
+
+    Parameters
+    ----------
+    model : str
+        Hub id (``openai/clip-vit-large-patch14``) or a local folder holding the model, its
+        tokenizer and its image processor (what ``save_pretrained`` writes).
+    revision : str or None
+        Hub revision (branch, tag or commit). Pin a commit for reproducible caches: the
+        fingerprint holds the revision as given, so ``None`` ("main") cannot notice a new upload.
+    w, template, text_cache_size
+        See :class:`~metrics_adapters.embedding.base.EmbeddingMetric`.
+    """
+
+    model_class: ClassVar[str] = ""  # attribute of ``transformers``
+    padding: ClassVar[str] = "longest"  # SigLIP was trained on max_length padding
+    use_attention_mask: ClassVar[bool] = True
+    vision_class_token: ClassVar[bool] = True
+
+    def __init__(self, name: str, model: str, revision: str | None = None, w: float = 1.0,
+                 template: str = "{prompt}", text_cache_size: int = 4096) -> None:
+        super().__init__(name, w=w, template=template, text_cache_size=text_cache_size)
+        self.model = str(model)
+        self.revision = None if revision in (None, "") else str(revision)
+        self._model = self._tokenizer = self._image_processor = None
+
+    def settings(self) -> dict[str, Any]:
+        return {"model": self.model, "revision": self.revision, "weights": local_signature(self.model),
+                **super().settings()}
+
+    def model_ids(self) -> dict[str, Any]:
+        return {"model": self.model, "revision": self.revision, "class": f"transformers.{self.model_class}"}
+
+    def _load(self, device: str, dtype: str | None) -> None:
+        import transformers
+
+        cls = getattr(transformers, self.model_class)
+        kw = {"revision": self.revision} if self.revision else {}
+        try:
+            self._model = cls.from_pretrained(self.model, **kw).to(device).eval()
+            self._tokenizer = transformers.AutoTokenizer.from_pretrained(self.model, **kw)
+            self._image_processor = transformers.AutoImageProcessor.from_pretrained(self.model, **kw)
+        except (OSError, ValueError) as e:
+            raise RuntimeError(f"{self.name}: could not load {self.model_class} {self.model!r}"
+                               f"{' @ ' + self.revision if self.revision else ''}: {e}") from e
+        self._ctx = self._compute_context()
+
+    def _compute_context(self) -> int:
+        limits = [int(self._model.config.text_config.max_position_embeddings)]
+        tok_max = getattr(self._tokenizer, "model_max_length", None)
+        if tok_max is not None and tok_max < _UNBOUNDED:
+            limits.append(int(tok_max))
+        return min(limits)
+
+    def context_length(self) -> int:
+        return self._ctx
+
+    def _preprocess(self, image):
+        return self._image_processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+    def _encode_images(self, pixels):
+        return _pooled(self._model.get_image_features(pixel_values=pixels))
+
+    def _encode_texts(self, texts: list[str]):
+        enc = self._tokenizer(texts, padding=self.padding, truncation=True, max_length=self._ctx, return_tensors="pt")
+        kw = {"input_ids": enc["input_ids"].to(self.device)}
+        if self.use_attention_mask and "attention_mask" in enc:
+            kw["attention_mask"] = enc["attention_mask"].to(self.device)
+        return _pooled(self._model.get_text_features(**kw))
+
+    def _token_counts(self, texts: list[str]) -> list[int]:
+        enc = self._tokenizer(texts, truncation=False, verbose=False)
+        return [len(ids) for ids in enc["input_ids"]]
+
+    # -- cost --------------------------------------------------------------------------------------
+    def _vision_tokens(self) -> int:
+        vc = self._model.config.vision_config
+        n = (int(vc.image_size) // int(vc.patch_size)) ** 2
+        return n + (1 if self.vision_class_token else 0)
+
+    def _vision_flops(self) -> float:
+        from ..flops import dense_params, transformer_flops
+
+        return transformer_flops(dense_params(self._model.vision_model), self._vision_tokens())
+
+    def _estimate_flops(self) -> float:
+        from ..flops import dense_params, transformer_flops
+
+        text = transformer_flops(dense_params(self._model.text_model), self._ctx)
+        return self._vision_flops() + text

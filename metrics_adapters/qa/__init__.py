@@ -1,0 +1,17 @@
+"""Question generation & answering metrics (TIFA, DSG) and their parts.
+
+- :mod:`.questions`: question sets, the released CSV format, DSG dependency DAGs;
+- :mod:`.generation`: LM question generation with strict parsing, retries and a cache;
+- :mod:`.vqa`: VQA backends (BLIP, InstructBLIP, LLaVA-style chat, OpenAI-compatible, replay);
+- :mod:`.matching`: free-form answer -> choice (exact, yes/no variants, SBERT);
+- :mod:`.accumulate`: TIFA and DSG accumulation (pure functions);
+- :mod:`.tifa`, :mod:`.dsg`: the metrics; :mod:`.cache`: the shared answer/question cache.
+
+Nothing here imports torch until a model is loaded.
+"""
+
+from .accumulate import accumulate, dsg_accumulate, dsg_gate, tifa_accumulate
+from .questions import DependencyError, Question, QuestionError, QuestionSet, load_question_csv, save_question_csv
+
+__all__ = ["Question", "QuestionSet", "QuestionError", "DependencyError", "load_question_csv", "save_question_csv",
+           "tifa_accumulate", "dsg_gate", "dsg_accumulate", "accumulate"]

@@ -1,0 +1,397 @@
+"""The QG/A metric: questions -> VQA answers -> matched choices -> accumulated image score.
+
+:class:`QAMetric` holds the parts and runs them; :class:`~.tifa.TIFAScore` and
+:class:`~.dsg.DSGScore` only set the defaults (question file, generation style, accumulation).
+Every part is swappable from the Hydra config: the question source (a released/generated CSV, or
+generation on the fly by a language model), the VQA backend (``metric.vqa=blip|instructblip|
+llava|openai|replay``), the matcher model and the accumulation (``tifa`` or ``dsg``, for either
+question set: the paper's Table 3 ablation).
+
+Per-question records (question, raw answer, matched choice, correct, satisfied after gating)
+are kept for ``answers.csv`` (:meth:`QAMetric.write_answers`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..base import Metric, MetricError, ScoreItem
+from .accumulate import ACCUMULATIONS, accumulate, dsg_gate
+from .matching import AnswerMatcher
+from .questions import QuestionError, QuestionSet, format_parents, load_question_csv
+from .vqa import VQABackend, VQAError, VQARequest
+
+__all__ = ["QAMetric", "ANSWER_COLUMNS"]
+
+log = logging.getLogger(__name__)
+
+ANSWER_COLUMNS = ("metric", "seg_id", "node", "file_name", "prompt", "question_id", "parent_question_id", "question",
+                  "choices", "expected", "raw_answer", "matched", "match_method", "similarity", "correct", "satisfied")
+
+
+class QAMetric(Metric):
+    """A question-generation/answering faithfulness metric (TIFA, DSG).
+
+    Parameters
+    ----------
+    name : str
+        Score column name.
+    vqa : VQABackend or mapping
+        The answering backend (a mapping is instantiated with Hydra).
+    questions : {"released", "file", "generate"}
+        ``released``/``file``: read ``questions_file`` (questions keyed by SEG id); ``generate``:
+        ask ``lm`` for questions about each prompt (cached).
+    questions_file : str, optional
+        A question CSV, or a folder holding the default file (``tifa_questions.csv`` /
+        ``dsg_questions.csv``), e.g. the TS2 release folder. ``None``: look beside the dataset,
+        inferring its root from the items' image paths (TS2 layout ``<root>/images/...``).
+    lm : LMBackend or mapping, optional
+        Question generator model (only for ``questions=generate``).
+    generation : mapping, optional
+        :class:`~.generation.QuestionGenerator` options: ``template_file``, ``max_attempts``,
+        ``max_questions``, ``retry_failed``.
+    accumulation : {"tifa", "dsg"}, optional
+        Default: the class's own (TIFA: fraction correct; DSG: transitive parent gating).
+    matcher : AnswerMatcher or mapping, optional
+        Answer -> choice matcher (default all-mpnet-base-v2, as TIFA).
+    cache : bool
+        Use the shared QA cache for answers and generated questions.
+    cache_dir : str, optional
+        Folder of ``qa.sqlite`` (default: the score cache's folder).
+    question_tokens, vqa_tokens : float
+        Average tokens per generated question and per VQA call, for the FLOPs estimate (TS2 A.3:
+        TIFA 40/20, DSG 40/15).
+    generator_params : float, optional
+        Parameter count of the model that wrote the questions, for the FLOPs estimate when the
+        questions come from a file (the paper counts GPT-3's cost).
+    """
+
+    higher_is_better: ClassVar[bool] = True
+    score_range: ClassVar[tuple[float, float] | None] = (0.0, 1.0)
+    kind: ClassVar[str] = "tifa"
+    default_accumulation: ClassVar[str] = "tifa"
+    default_questions_file: ClassVar[str] = "tifa_questions.csv"
+    default_question_tokens: ClassVar[float] = 40.0
+    default_vqa_tokens: ClassVar[float] = 20.0
+
+    def __init__(self, name: str, vqa: VQABackend | Mapping[str, Any], questions: str = "released",
+                 questions_file: str | None = None, lm: Any = None, generation: Mapping[str, Any] | None = None,
+                 accumulation: str | None = None, matcher: AnswerMatcher | Mapping[str, Any] | None = None,
+                 cache: bool = True, cache_dir: str | None = None, question_tokens: float | None = None,
+                 vqa_tokens: float | None = None, generator_params: float | None = None) -> None:
+        super().__init__(name)
+        self.vqa = _instantiate(vqa, "vqa")
+        if not isinstance(self.vqa, VQABackend):
+            raise TypeError(f"{name}: expected vqa to be a VQABackend, got {type(self.vqa).__name__}")
+        if questions not in ("released", "file", "generate"):
+            raise ValueError(f"{name}: expected questions one of ['released', 'file', 'generate'], got {questions!r}")
+        self.questions = questions
+        self.accumulation = accumulation or self.default_accumulation
+        if self.accumulation not in ACCUMULATIONS:
+            raise ValueError(f"{name}: expected accumulation one of {sorted(ACCUMULATIONS)}, got {self.accumulation!r}")
+        if matcher is None:
+            matcher = AnswerMatcher()
+        elif isinstance(matcher, Mapping) and "_target_" not in matcher:
+            matcher = AnswerMatcher(**dict(matcher))
+        self.matcher = _instantiate(matcher, "matcher")
+        self.use_cache = bool(cache)
+        self.cache_dir = cache_dir
+        self.question_tokens = float(question_tokens if question_tokens is not None else self.default_question_tokens)
+        self.vqa_tokens = float(vqa_tokens if vqa_tokens is not None else self.default_vqa_tokens)
+        self.generator_params = generator_params
+        self.lm = None
+        self.generator = None
+        self._generation_opts = dict(generation or {})
+        if questions == "generate":
+            if lm is None:
+                raise ValueError(f"{name}: questions=generate needs an lm (e.g. metric.lm.model=...), got none")
+            self.lm = _instantiate(lm, "lm")
+            from .generation import QuestionGenerator
+
+            # The generator's cache is attached in load(); building it here validates the options.
+            self.generator = QuestionGenerator(self.lm, style=self.kind, **self._generation_opts)
+        self.questions_file: Path | None = None
+        if questions in ("released", "file") and questions_file:
+            self.questions_file = self._resolve_file(Path(str(questions_file)).expanduser())
+        self._qsets: dict[str, QuestionSet] | None = None
+        self._generated: dict[str, QuestionSet | QuestionError] = {}
+        self._graphs: dict[str, Any] = {}
+        self._cache = None
+        self._records: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        self.stats = {"vqa_requests": 0, "vqa_cache_hits": 0, "vqa_model_calls": 0, "questions_generated": 0,
+                      "question_cache_hits": 0, "question_failures": 0}
+
+    # -- identity ------------------------------------------------------------------------------------
+    @property
+    def needs_images(self) -> bool:  # type: ignore[override]
+        """Whether the engine must decode images: only if the VQA backend looks at pixels (replay does not)."""
+        return self.vqa.needs_images
+
+    def _resolve_file(self, p: Path) -> Path:
+        if p.is_dir():
+            p = p / self.default_questions_file
+        elif p.name == "metadata.csv":  # path=<release>/metadata.csv
+            p = p.parent / self.default_questions_file
+        if not p.is_file():
+            raise FileNotFoundError(f"{self.name}: expected a question file at {p}, found none "
+                                    f"(set metric.questions_file=FILE, or questions=generate)")
+        return p
+
+    def settings(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"questions": self.questions, "accumulation": self.accumulation,
+                             "vqa": self.vqa.fingerprint(), "matcher": self.matcher.settings()}
+        if self.questions == "generate":
+            s["generator"] = self.generator.fingerprint()
+        elif self.questions_file is not None:
+            s["questions_sha256"] = hashlib.sha256(self.questions_file.read_bytes()).hexdigest()
+        else:
+            # Found at score time beside the dataset; its name is all that is known now.
+            s["questions_file"] = f"<dataset>/{self.default_questions_file}"
+        return s
+
+    def model_ids(self) -> dict[str, Any]:
+        ids = {**self.vqa.model_ids(), "matcher_model": self.matcher.model, "accumulation": self.accumulation,
+               "questions": str(self.questions_file) if self.questions_file else self.questions}
+        if self.lm is not None:
+            ids.update(self.lm.model_ids())
+        # Run statistics ride along here because run.json records model_ids after the run.
+        ids["qa_stats"] = dict(self.stats)
+        return ids
+
+    # -- cost --------------------------------------------------------------------------------------------
+    def mean_questions(self) -> float | None:
+        sets = list(self._qsets.values()) if self._qsets else [s for s in self._generated.values()
+                                                             if isinstance(s, QuestionSet)]
+        return sum(len(s) for s in sets) / len(sets) if sets else None
+
+    def flops_per_image(self) -> float | None:
+        """Questions per image x (2 N_gen x question tokens + 2 N_vqa x VQA tokens) (TS2 A.3).
+
+        Parts whose parameter count is unknown (replayed answers without ``n_params``, a file of
+        questions without ``generator_params``) count as zero; ``None`` if both are unknown.
+        """
+        nq = self.mean_questions()
+        n_vqa = self.vqa.n_params()
+        n_gen = self.lm.n_params() if self.lm is not None else self.generator_params
+        if nq is None or (n_vqa is None and n_gen is None):
+            return None
+        return nq * (2.0 * float(n_gen or 0) * self.question_tokens + 2.0 * float(n_vqa or 0) * self.vqa_tokens)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        if self.use_cache and self._cache is None:
+            from .cache import QACache
+
+            self._cache = QACache.at(self.cache_dir)
+        if self.generator is not None:
+            self.generator.cache = self._cache
+        if self.questions_file is not None and self._qsets is None:
+            self._qsets = load_question_csv(self.questions_file, kind=self.kind)
+        self.vqa.load(device, dtype)
+        self.matcher.load(device)
+        # The generator LM is loaded lazily by its first call: a fully cached run never loads it.
+        self._device, self._dtype = device, dtype
+
+    def unload(self) -> None:
+        self.vqa.unload()
+        if self.lm is not None:
+            self.lm.unload()
+
+    # -- questions -------------------------------------------------------------------------------------------
+    def _infer_file(self, items: Sequence[ScoreItem]) -> None:
+        """Find the question file beside the dataset from an item's image path (TS2 layout)."""
+        for it in items:
+            if not it.image_path:
+                continue
+            ip, fn = str(it.image_path).replace("\\", "/"), str(it.file_name).replace("\\", "/")
+            root = Path(ip[: -len(fn)]) if fn and ip.endswith(fn) else Path(ip).parent.parent
+            cand = root / self.default_questions_file
+            if cand.is_file():
+                self.questions_file = cand
+                self._qsets = load_question_csv(cand, kind=self.kind)
+                log.info("%s: questions from %s", self.name, cand)
+                return
+        raise MetricError(f"{self.name}: expected {self.default_questions_file} beside the dataset (no "
+                          f"questions_file given), found none; set metric.questions_file=FILE or metric.questions=generate")
+
+    def question_sets(self, items: Sequence[ScoreItem]) -> list[QuestionSet | QuestionError]:
+        """The question set of each item (SEG id from a file, or the prompt when generating)."""
+        if self.questions == "generate":
+            prompts = list(dict.fromkeys(it.prompt for it in items if it.prompt not in self._generated))
+            if prompts:
+                if self.lm is not None and getattr(self, "_device", None):
+                    self.lm.load(self._device, self._dtype)
+                calls0 = self.lm.n_calls
+                for res in self.generator.generate(prompts):
+                    self.stats["question_cache_hits" if res.cached else "questions_generated"] += 1
+                    try:
+                        self._generated[res.prompt] = res.question_set(kind=self.kind)
+                    except QuestionError as e:
+                        self.stats["question_failures"] += 1
+                        self._generated[res.prompt] = e
+                self.stats.setdefault("lm_calls", 0)
+                self.stats["lm_calls"] += self.lm.n_calls - calls0
+            return [self._generated[it.prompt] for it in items]
+        if self._qsets is None:
+            self._infer_file(items)
+        out: list[QuestionSet | QuestionError] = []
+        for it in items:
+            qs = self._qsets.get(str(it.seg_id))
+            out.append(qs if qs is not None else QuestionError(
+                f"{self.questions_file}: expected questions for SEG {it.seg_id}, found none"))
+        return out
+
+    def _graph(self, qs: QuestionSet):
+        key = (qs.key, id(qs))
+        g = self._graphs.get(key)
+        if g is None:
+            g = self._graphs[key] = qs.graph()
+        return g
+
+    # -- answering ----------------------------------------------------------------------------------------
+    def _answer(self, reqs: list[VQARequest], img_keys: list[str | None]) -> list[str | VQAError]:
+        self.stats["vqa_requests"] += len(reqs)
+        if not (self.use_cache and self.vqa.cacheable and self._cache is not None):
+            before = self.vqa.n_model_calls
+            out = self.vqa.answer(reqs)
+            self.stats["vqa_model_calls"] += self.vqa.n_model_calls - before
+            return out
+        from .cache import answer_key, fingerprint_hash
+
+        bh = fingerprint_hash(self.vqa.fingerprint())
+        keys = [answer_key(bh, ik or "", r.question, r.choices if self.vqa.uses_choices else None)
+                for r, ik in zip(reqs, img_keys)]
+        found = self._cache.get_answers(set(keys))
+        self.stats["vqa_cache_hits"] += sum(k in found for k in keys)
+        todo: dict[str, int] = {}
+        for j, k in enumerate(keys):
+            if k not in found and k not in todo:
+                todo[k] = j
+        errors: dict[str, VQAError] = {}
+        order = list(todo.items())
+        step = max(1, self.vqa.batch_size)
+        for c in range(0, len(order), step):
+            chunk = order[c:c + step]
+            before = self.vqa.n_model_calls
+            res = self.vqa.answer([reqs[j] for _, j in chunk])
+            self.stats["vqa_model_calls"] += self.vqa.n_model_calls - before
+            rows = []
+            for (k, j), a in zip(chunk, res):
+                if isinstance(a, VQAError):
+                    errors[k] = a
+                else:
+                    found[k] = a
+                    rows.append((k, bh, img_keys[j] or "", reqs[j].question, a))
+            self._cache.put_answers(rows)  # committed per chunk: a killed run keeps these answers
+        return [found[k] if k in found else errors[k] for k in keys]
+
+    # -- scoring ------------------------------------------------------------------------------------------
+    def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any] | None) -> list[float]:
+        """TIFA/DSG score of each item (see the class docstring).
+
+        Raises
+        ------
+        MetricError
+            Some items could not be scored (no questions for the SEG, failed generation, missing
+            recorded answer, API failure); the message names them. The engine then retries item
+            by item, so the others are still scored (their answers come from the cache).
+        """
+        if self._cache is None and self.use_cache:
+            self.load(getattr(self, "_device", "cpu"), getattr(self, "_dtype", None))
+        n = len(items)
+        fails: dict[int, str] = {}
+        qsets = self.question_sets(items)
+        from .cache import image_key
+
+        reqs: list[VQARequest] = []
+        owners: list[tuple[int, Any]] = []
+        ikeys: list[str | None] = []
+        for i, (it, qs) in enumerate(zip(items, qsets)):
+            if isinstance(qs, QuestionError):
+                fails[i] = str(qs)
+                continue
+            if len(qs) == 0:
+                fails[i] = f"SEG {it.seg_id}: expected at least one question, got none"
+                continue
+            img = images[i] if images is not None else None
+            if self.vqa.needs_images and img is None:
+                fails[i] = f"{it.file_name}: expected a decoded image for the VQA backend, got none"
+                continue
+            ik = image_key(img) if (img is not None and self.vqa.cacheable and self.use_cache) else None
+            for q in qs.questions:
+                reqs.append(VQARequest(q.question, q.choices, img, it.file_name, it.seg_id, q.question_id))
+                owners.append((i, q))
+                ikeys.append(ik)
+        answers = self._answer(reqs, ikeys) if reqs else []
+        for (i, q), a in zip(owners, answers):
+            if isinstance(a, VQAError) and i not in fails:
+                fails[i] = f"question {q.question_id} ({q.question!r}): {a}"
+        good = [k for k, (i, _) in enumerate(owners) if i not in fails]
+        matches = self.matcher.match([answers[k] for k in good], [owners[k][1].choices for k in good])
+        per_item: dict[int, list[tuple[Any, str, Any]]] = {}
+        for k, m in zip(good, matches):
+            i, q = owners[k]
+            per_item.setdefault(i, []).append((q, answers[k], m))
+        scores: list[float] = [math.nan] * n
+        for i, rows in per_item.items():
+            it, qs = items[i], qsets[i]
+            correct = {q.question_id: (m.choice is not None and m.choice == q.answer) for q, _, m in rows}
+            graph = self._graph(qs)
+            scores[i] = accumulate(self.accumulation, correct, graph)
+            gated = dsg_gate(correct, graph) if self.accumulation == "dsg" else correct
+            self._records[(it.seg_id, it.file_name, it.prompt)] = [
+                {"metric": self.name, "seg_id": it.seg_id, "node": it.node, "file_name": it.file_name,
+                 "prompt": it.prompt, "question_id": q.question_id, "parent_question_id": format_parents(q.parents),
+                 "question": q.question, "choices": "|".join(q.choices), "expected": q.answer, "raw_answer": a,
+                 "matched": m.choice, "match_method": m.method, "similarity": m.similarity,
+                 "correct": correct[q.question_id], "satisfied": gated[q.question_id]} for q, a, m in rows]
+        if fails:
+            first = next(iter(fails.items()))
+            if n == 1:
+                raise MetricError(first[1])
+            raise MetricError(f"{len(fails)} of {n} items failed; first {items[first[0]].file_name}: {first[1]}")
+        return scores
+
+    # -- outputs ------------------------------------------------------------------------------------------
+    def answer_records(self) -> list[dict[str, Any]]:
+        """Per-question rows of every item scored by this instance (columns :data:`ANSWER_COLUMNS`)."""
+        return [r for rows in self._records.values() for r in rows]
+
+    def write_answers(self, path: str | Path, items: Sequence[ScoreItem] | None = None, append: bool = False) -> Path:
+        """Write ``answers.csv`` (atomically): one row per (image, question) scored by this instance.
+
+        ``items`` restricts and orders the rows (dataset order); ``append`` adds to an existing
+        file of another metric (rows of this metric's name are replaced).
+        """
+        import pandas as pd
+
+        if items is not None:
+            rows = [r for it in items for r in self._records.get((it.seg_id, it.file_name, it.prompt), [])]
+        else:
+            rows = self.answer_records()
+        df = pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if append and path.is_file():
+            old = pd.read_csv(path, dtype=str, keep_default_na=False)
+            df = pd.concat([old[old["metric"] != self.name], df.astype(str)], ignore_index=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        df.to_csv(tmp, index=False)
+        tmp.replace(path)
+        return path
+
+
+def _instantiate(obj: Any, what: str) -> Any:
+    """Build a part from a Hydra-style mapping (``_target_``) or return it as is."""
+    if isinstance(obj, Mapping) or type(obj).__name__ == "DictConfig":
+        if "_target_" not in obj:
+            raise ValueError(f"expected {what} to be an object or a config with _target_, got {dict(obj)}")
+        from hydra.utils import instantiate
+
+        return instantiate(obj)
+    return obj

@@ -1,0 +1,511 @@
+"""Visual question answering backends: one interface, image + question [+ choices] -> free-form answer.
+
+Backends (all batched, all loading lazily in :meth:`VQABackend.load`):
+
+- :class:`BlipVQA`: transformers ``BlipForQuestionAnswering`` (``Salesforce/blip-vqa-base``, the
+  paper's BLIP1);
+- :class:`InstructBlipVQA`: ``InstructBlipForConditionalGeneration``
+  (``Salesforce/instructblip-flan-t5-xl``);
+- :class:`ChatVQA`: LLaVA-style ``AutoModelForImageTextToText`` with the processor's chat
+  template (``llava-hf/llava-1.5-7b-hf``; a ``system_prompt`` gives the paper's "alt" variant);
+- :class:`OpenAIVQA`: any OpenAI-compatible vision chat endpoint (image sent as base64), through
+  the shared :class:`metrics_adapters.api.ChatClient` (timeouts, retries, key from an env var);
+- :class:`ReplayVQA`: answers read from a recorded file (``id, image, question_id, raw_answer``,
+  headerless, as the released ``*_raw_answers.csv``), so matching and accumulation can be re-run
+  without any model and without image files.
+
+A backend's :meth:`~VQABackend.fingerprint` holds everything that changes an answer (model id,
+revision, prompt template, decoding); it keys the shared answer cache (:mod:`.cache`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
+           "ReplayVQA", "format_prompt", "normalize_image_name"]
+
+log = logging.getLogger(__name__)
+
+
+class VQAError(RuntimeError):
+    """One question could not be answered (no recorded answer, API failure, ...)."""
+
+
+@dataclass(frozen=True)
+class VQARequest:
+    """One question about one image.
+
+    ``image`` is a decoded RGB ``PIL.Image.Image`` (``None`` for backends that do not look at
+    pixels); ``seg_id``, ``image_id`` and ``question_id`` identify the request for replay.
+    """
+
+    question: str
+    choices: tuple[str, ...] | None = None
+    image: Any = None
+    image_id: str | None = None
+    seg_id: str | None = None
+    question_id: str | None = None
+
+
+def format_prompt(template: str, question: str, choices: Sequence[str] | None) -> str:
+    """Fill ``{question}`` and ``{choices}`` (comma-joined) in a prompt template."""
+    return template.format(question=question, choices=", ".join(choices or ()))
+
+
+def _torch_dtype(dtype: str | None):
+    import torch
+
+    table = {None: None, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+             "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    try:
+        return table[dtype]
+    except KeyError:
+        raise ValueError(f"expected dtype one of {[k for k in table if k]}, got {dtype!r}") from None
+
+
+class VQABackend(ABC):
+    """Base class of VQA backends.
+
+    Class attributes
+    ----------------
+    needs_images : bool
+        False only for backends that never look at pixels (replay).
+    cacheable : bool
+        Whether answers go to the shared answer cache (replay: no, it is a cache already).
+    """
+
+    needs_images: bool = True
+    cacheable: bool = True
+
+    def __init__(self, template: str = "{question}", batch_size: int = 16) -> None:
+        self.template = str(template)
+        self.batch_size = int(batch_size)
+        if self.batch_size < 1:
+            raise ValueError(f"expected batch_size >= 1, got {batch_size}")
+        self.n_model_calls = 0  # questions actually sent to a model (not cache hits)
+        self.device = "cpu"
+
+    @property
+    def uses_choices(self) -> bool:
+        """Whether the choices are part of the model's input (then they key the cache)."""
+        return "{choices}" in self.template
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that changes an answer (subclasses extend)."""
+        return {"template": self.template}
+
+    def fingerprint(self) -> dict[str, Any]:
+        cls = type(self)
+        return {"backend": f"{cls.__module__}:{cls.__qualname__}", **self.settings()}
+
+    def model_ids(self) -> dict[str, Any]:
+        return {}
+
+    def n_params(self) -> float | None:
+        """Parameter count of the answering model (for the FLOPs estimate), if known."""
+        return None
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional hook
+        self.device = device
+
+    def unload(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def answer(self, requests: Sequence[VQARequest]) -> list[str | VQAError]:
+        """Answers in request order; a request that fails gets a :class:`VQAError` (the others go on)."""
+        out: list[str | VQAError] = []
+        for i in range(0, len(requests), self.batch_size):
+            chunk = list(requests[i:i + self.batch_size])
+            out.extend(self._answer_batch(chunk))
+            self.n_model_calls += len(chunk)
+        return out
+
+    @abstractmethod
+    def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
+        """Answer one batch (at most ``batch_size`` requests)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.settings()})"
+
+
+class _HFBackend(VQABackend):
+    """Shared plumbing of the transformers backends."""
+
+    def __init__(self, model: str, revision: str | None = None, max_new_tokens: int = 20, num_beams: int = 1,
+                 template: str = "{question}", batch_size: int = 16) -> None:
+        super().__init__(template=template, batch_size=batch_size)
+        if not model:
+            raise ValueError(f"{type(self).__name__}: expected a model (hub id or local folder), got {model!r}")
+        self.model = str(model)
+        self.revision = revision
+        self.max_new_tokens = int(max_new_tokens)
+        self.num_beams = int(num_beams)
+        self._net = None
+        self._proc = None
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "model": self.model, "revision": self.revision,
+                "max_new_tokens": self.max_new_tokens, "num_beams": self.num_beams, "decoding": "greedy"
+                if self.num_beams == 1 else "beam"}
+
+    def model_ids(self) -> dict[str, Any]:
+        return {"vqa_model": self.model, "vqa_revision": self.revision}
+
+    def n_params(self) -> float | None:
+        if self._net is None:
+            return None
+        return float(sum(p.numel() for p in self._net.parameters()))
+
+    def _load_pair(self, proc_cls, model_cls, device: str, dtype: str | None) -> None:
+        kw = {"revision": self.revision} if self.revision else {}
+        try:
+            self._proc = proc_cls.from_pretrained(self.model, **kw)
+            td = _torch_dtype(dtype)
+            self._net = model_cls.from_pretrained(self.model, **kw, **({"dtype": td} if td is not None else {}))
+        except Exception as e:
+            raise RuntimeError(f"{type(self).__name__}: could not load {self.model!r}: {type(e).__name__}: {e}") from e
+        self._net.to(device).eval()
+        self.device = device
+
+    def unload(self) -> None:
+        self._net = None
+        self._proc = None
+
+    def _check_images(self, requests: list[VQARequest]) -> None:
+        for r in requests:
+            if r.image is None:
+                raise VQAError(f"{type(self).__name__}: expected an image for question {r.question!r} "
+                               f"(image {r.image_id}), got none")
+
+    def _generate(self, inputs) -> Any:
+        import torch
+
+        with torch.inference_mode():
+            return self._net.generate(**inputs, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams,
+                                      do_sample=False)
+
+
+class BlipVQA(_HFBackend):
+    """BLIP VQA (``BlipForQuestionAnswering``): the question encoder + answer decoder of BLIP.
+
+    Parameters
+    ----------
+    model : str
+        Hub id (default ``Salesforce/blip-vqa-base``) or a local folder with processor files.
+    revision : str, optional
+        Hub revision (commit/tag), part of the fingerprint.
+    max_new_tokens, num_beams : int
+        Decoding of the answer (greedy by default).
+    template : str
+        Text given as the question; ``{question}`` (and optionally ``{choices}``).
+    batch_size : int
+        Questions per forward pass.
+    """
+
+    def __init__(self, model: str = "Salesforce/blip-vqa-base", **kw: Any) -> None:
+        super().__init__(model, **kw)
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        from transformers import BlipForQuestionAnswering, BlipProcessor
+
+        if self._net is None:
+            self._load_pair(BlipProcessor, BlipForQuestionAnswering, device, dtype)
+
+    def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
+        self._check_images(requests)
+        texts = [format_prompt(self.template, r.question, r.choices) for r in requests]
+        inputs = self._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
+        inputs = inputs.to(self.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self._net.dtype)
+        out = self._generate(inputs)
+        return [s.strip() for s in self._proc.batch_decode(out, skip_special_tokens=True)]
+
+
+class InstructBlipVQA(_HFBackend):
+    """InstructBLIP (``InstructBlipForConditionalGeneration``; default the paper's flan-t5-xl).
+
+    The question is wrapped in ``template`` (default ``"Question: {question} Short answer:"``,
+    the short-answer VQA prompt of the InstructBLIP paper).
+    """
+
+    def __init__(self, model: str = "Salesforce/instructblip-flan-t5-xl",
+                 template: str = "Question: {question} Short answer:", **kw: Any) -> None:
+        super().__init__(model, template=template, **kw)
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        from transformers import InstructBlipForConditionalGeneration, InstructBlipProcessor
+
+        if self._net is None:
+            self._load_pair(InstructBlipProcessor, InstructBlipForConditionalGeneration, device, dtype)
+
+    def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
+        self._check_images(requests)
+        texts = [format_prompt(self.template, r.question, r.choices) for r in requests]
+        inputs = self._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
+        inputs = inputs.to(self.device)
+        out = self._generate(inputs)
+        # Decoder-only language models echo the prompt; encoder-decoder (T5) ones do not.
+        if not self._net.config.use_decoder_only_language_model:
+            return [s.strip() for s in self._proc.batch_decode(out, skip_special_tokens=True)]
+        n_in = inputs["input_ids"].shape[1]
+        return [s.strip() for s in self._proc.batch_decode(out[:, n_in:], skip_special_tokens=True)]
+
+
+class ChatVQA(_HFBackend):
+    """LLaVA-style chat VLM (``AutoModelForImageTextToText`` + the processor's chat template).
+
+    Parameters
+    ----------
+    model : str
+        Hub id (default ``llava-hf/llava-1.5-7b-hf``) or local folder.
+    template : str
+        User text after the image, with ``{question}`` (and optionally ``{choices}``).
+    system_prompt : str, optional
+        A system message, e.g. "Answer with a single word or phrase." (the paper's
+        "LLaVA 1.5 (alt)" asks for concise answers this way).
+    """
+
+    def __init__(self, model: str = "llava-hf/llava-1.5-7b-hf", template: str = "{question}",
+                 system_prompt: str | None = None, **kw: Any) -> None:
+        super().__init__(model, template=template, **kw)
+        self.system_prompt = system_prompt
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "system_prompt": self.system_prompt}
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        if self._net is None:
+            self._load_pair(AutoProcessor, AutoModelForImageTextToText, device, dtype)
+            tok = getattr(self._proc, "tokenizer", None)
+            if tok is not None:
+                # Decoder-only batches must be padded on the left so that generation continues
+                # right after each prompt.
+                tok.padding_side = "left"
+                if tok.pad_token is None:
+                    tok.pad_token = tok.eos_token
+
+    def conversation(self, request: VQARequest) -> list[dict[str, Any]]:
+        msgs: list[dict[str, Any]] = []
+        if self.system_prompt:
+            msgs.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
+        msgs.append({"role": "user", "content": [
+            {"type": "image"}, {"type": "text", "text": format_prompt(self.template, request.question, request.choices)}]})
+        return msgs
+
+    def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
+        self._check_images(requests)
+        texts = [self._proc.apply_chat_template(self.conversation(r), add_generation_prompt=True, tokenize=False)
+                 for r in requests]
+        inputs = self._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
+        inputs = inputs.to(self.device)
+        out = self._generate(inputs)
+        n_in = inputs["input_ids"].shape[1]
+        return [s.strip() for s in self._proc.batch_decode(out[:, n_in:], skip_special_tokens=True)]
+
+
+class OpenAIVQA(VQABackend):
+    """A vision model behind an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Parameters
+    ----------
+    base_url, model : str
+        Endpoint root (``https://api.openai.com/v1``, a local vLLM server, ...) and model name.
+    api_key_env : str or None
+        Environment variable holding the key (never put a key in a config).
+    template : str
+        User text, with ``{question}`` (and optionally ``{choices}``).
+    system_prompt : str, optional
+    max_tokens, temperature : decoding (part of the fingerprint).
+    timeout, max_retries, max_concurrency : request policy (not in the fingerprint).
+    n_params : float, optional
+        Assumed parameter count, for the FLOPs estimate only.
+    image_format : str
+        How images are encoded in the request (PNG: lossless).
+    """
+
+    def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
+                 template: str = "{question} Answer with a single word or phrase.", system_prompt: str | None = None,
+                 max_tokens: int = 20, temperature: float = 0.0, timeout: float = 60.0, max_retries: int = 4,
+                 max_concurrency: int = 4, n_params: float | None = None, image_format: str = "PNG",
+                 batch_size: int = 16) -> None:
+        super().__init__(template=template, batch_size=batch_size)
+        self.base_url, self.model, self.api_key_env = base_url, str(model), api_key_env
+        self.system_prompt = system_prompt
+        self.max_tokens, self.temperature = int(max_tokens), float(temperature)
+        self.timeout, self.max_retries, self.max_concurrency = float(timeout), int(max_retries), int(max_concurrency)
+        self._n_params = n_params
+        self.image_format = image_format
+        self._client = None
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "base_url": str(self.base_url).rstrip("/"), "model": self.model,
+                "system_prompt": self.system_prompt, "max_tokens": self.max_tokens, "temperature": self.temperature,
+                "image_format": self.image_format}
+
+    def model_ids(self) -> dict[str, Any]:
+        return {"vqa_model": self.model, "vqa_endpoint": str(self.base_url).rstrip("/")}
+
+    def n_params(self) -> float | None:
+        return None if self._n_params is None else float(self._n_params)
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        from ..api import ChatClient
+
+        if self._client is None:
+            self._client = ChatClient(self.base_url, self.model, api_key_env=self.api_key_env, timeout=self.timeout,
+                                      max_retries=self.max_retries, max_concurrency=self.max_concurrency)
+        self.device = device
+
+    def usage(self) -> dict[str, Any] | None:
+        return None if self._client is None else self._client.usage.to_dict()
+
+    def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
+        from ..api import APIError, user_message
+
+        if self._client is None:
+            self.load()
+        self._check_images(requests)
+        convs = []
+        for r in requests:
+            msgs = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+            msgs.append(user_message(format_prompt(self.template, r.question, r.choices), images=[r.image],
+                                     image_format=self.image_format))
+            convs.append(msgs)
+        res = self._client.chat_many(convs, max_tokens=self.max_tokens, temperature=self.temperature)
+        return [VQAError(f"{r.image_id}: {x}") if isinstance(x, APIError) else x.text.strip()
+                for r, x in zip(requests, res)]
+
+    _check_images = _HFBackend._check_images
+
+
+def normalize_image_name(name: str) -> str:
+    """Image id without a leading ``./`` or ``images/`` (the released DSG answers lack the prefix).
+
+    Examples
+    --------
+    >>> normalize_image_name("images/000-01.jpg"), normalize_image_name("000-01.jpg")
+    ('000-01.jpg', '000-01.jpg')
+    """
+    s = str(name).strip().replace("\\", "/")
+    while s.startswith("./"):
+        s = s[2:]
+    if s.startswith("images/"):
+        s = s[len("images/"):]
+    return s
+
+
+class ReplayVQA(VQABackend):
+    """Answers read from a recorded file instead of a model.
+
+    Parameters
+    ----------
+    answers : path
+        CSV with rows ``id, image, question_id, raw_answer`` (SEG id, image name with or without
+        the ``images/`` prefix, question id within the SEG's set, free-form answer); headerless
+        as released, or with exactly that header.
+
+    Notes
+    -----
+    Answers are looked up by (SEG id, image name, question id), so the question file must be the
+    one the answers were recorded for; the file's content hash is in the fingerprint. Cells are
+    read as text: an answer "none" or "NA" stays that string. A missing answer fails its image
+    with a :class:`VQAError` naming the file, SEG, image and question.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        From :meth:`load`: no file, wrong number of columns, or two different answers recorded
+        for one (SEG, image, question).
+    """
+
+    needs_images = False
+    cacheable = False
+    COLUMNS = ("id", "image", "question_id", "raw_answer")
+
+    def __init__(self, answers: str, model_name: str | None = None, n_params: float | None = None) -> None:
+        super().__init__(template="{question}", batch_size=1 << 30)
+        if not answers:
+            raise ValueError("ReplayVQA: expected answers=FILE (a recorded *_raw_answers.csv), got none")
+        self.answers = str(answers)
+        self.model_name = model_name  # which model recorded the answers, for run.json only
+        self._n_params = n_params
+        self._table: dict[tuple[str, str, str], str] | None = None
+        self._sha: str | None = None
+
+    def _file_sha(self) -> str:
+        if self._sha is None:
+            p = Path(self.answers).expanduser()
+            if not p.is_file():
+                raise FileNotFoundError(f"ReplayVQA: expected a recorded answers file at {p}, found none")
+            self._sha = hashlib.sha256(p.read_bytes()).hexdigest()
+        return self._sha
+
+    def settings(self) -> dict[str, Any]:
+        return {"answers_sha256": self._file_sha()}
+
+    def model_ids(self) -> dict[str, Any]:
+        return {"vqa_model": self.model_name or "replay", "vqa_answers": self.answers}
+
+    def n_params(self) -> float | None:
+        return None if self._n_params is None else float(self._n_params)
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        if self._table is None:
+            self._table = self.read(self.answers)
+        self.device = device
+
+    @classmethod
+    def read(cls, path: str | Path) -> dict[tuple[str, str, str], str]:
+        """``(SEG id, normalised image name, question id) -> answer`` from a recorded file."""
+        import pandas as pd
+
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise FileNotFoundError(f"ReplayVQA: expected a recorded answers file at {p}, found none")
+        try:
+            df = pd.read_csv(p, header=None, dtype=str, keep_default_na=False)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+            raise ValueError(f"{p}: could not parse as CSV: {e}") from e
+        if df.shape[1] != 4:
+            raise ValueError(f"{p}: expected 4 columns {list(cls.COLUMNS)}, got {df.shape[1]}")
+        if [c.strip().lower() for c in df.iloc[0]] == list(cls.COLUMNS):
+            df = df.iloc[1:]
+        table: dict[tuple[str, str, str], str] = {}
+        for line, (seg, img, qid, ans) in enumerate(df.itertuples(index=False), start=1):
+            qid = qid.strip()
+            if qid.lstrip("-").isdigit():
+                qid = str(int(qid))
+            key = (seg.strip(), normalize_image_name(img), qid)
+            if key in table and table[key] != ans:
+                raise ValueError(f"{p}, line {line}: expected one answer per (SEG, image, question), got "
+                                 f"{table[key]!r} and {ans!r} for SEG {key[0]}, image {img}, question {qid}")
+            table[key] = ans
+        return table
+
+    def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
+        if self._table is None:
+            self.load()
+        out: list[str | VQAError] = []
+        for r in requests:
+            key = (str(r.seg_id), normalize_image_name(r.image_id or ""), str(r.question_id))
+            ans = self._table.get(key)
+            if ans is None:
+                out.append(VQAError(f"{self.answers}: expected a recorded answer for SEG {key[0]}, image {r.image_id}, "
+                                    f"question {key[2]}, found none"))
+            else:
+                out.append(ans)
+        return out
+
+    def answer(self, requests: Sequence[VQARequest]) -> list[str | VQAError]:
+        # Replay makes no model calls: do not count them.
+        return self._answer_batch(list(requests))

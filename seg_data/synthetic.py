@@ -1,0 +1,604 @@
+"""The bundled synthetic SEG set: rendered shape scenes with real, composable ablations.
+
+Every SEG is a prompt about a small scene of flat coloured shapes (``"two red circles left of a
+blue square"``). Its nodes are the same scene with 0 to 3 *ablations* applied (wrong colour,
+wrong count, wrong shape, missing object, swapped position); a node's level is its number of
+ablations, and an edge joins two nodes when the child's ablations are a superset of the parent's
+(the transitive reduction of that order, so edges go one level at a time). Each node holds a few
+images rendered from the node's scene with per-image jitter (sizes, positions, split of the
+canvas), drawn without anti-aliasing on a plain light background so every object pixel has
+exactly one palette colour: a colour-segmentation "detector" finds the objects from pixels.
+
+What an image should contain is stored alongside:
+
+* ``seg.metadata["scene"]``: the prompt's scene ``{groups: [{shape, colour, count}], relation}``
+  (``relation`` relates group 0 to group 1, e.g. ``"left of"``, or is ``None``);
+* ``seg.metadata["nodes"][label]``: ``{ablations: [...], scene: {...}}``, the node's rendered
+  scene (a missing group has ``count: 0``);
+* ``seg.metadata["kind"]``: the prompt kind, also the SEG's subset (``Colour``, ``Count``,
+  ``Position``);
+* ``boxes.json`` beside ``dataset.yaml`` (named by the dataset metadata ``boxes_file``):
+  image id -> ``[[shape, colour, x0, y0, x1, y1], ...]``, the square box (inclusive pixel
+  coordinates) each drawn object is inscribed in; see :func:`load_boxes`.
+
+SEG ``i`` depends only on ``(seed, i)``, so a smaller set is a prefix of a larger one with the
+same seed, and the structure (nodes, edges, image ids) does not depend on ``images``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from .graph import build_graph
+from .model import SEG, ImageRecord, SEGDataset
+from .seg_format import dataset_to_dict, load_seg_file
+
+__all__ = [
+    "GENERATOR_VERSION", "PALETTE", "SHAPES", "KINDS", "IMAGE_SIZE", "BACKGROUND",
+    "load_mini", "make_synthetic", "mini_cache_dir", "generator_tag", "load_boxes",
+    "expected_objects",
+]
+
+log = logging.getLogger(__name__)
+
+# Bump when the output changes in a way the source hash would not show (it nearly always will).
+GENERATOR_VERSION = 1
+
+IMAGE_SIZE = 128
+BACKGROUND = (245, 245, 240)
+# Saturated, well separated colours; rendering is aliased, so pixels take exactly these values.
+PALETTE: dict[str, tuple[int, int, int]] = {
+    "red": (220, 30, 30),
+    "orange": (245, 130, 0),
+    "yellow": (230, 190, 0),
+    "green": (30, 160, 60),
+    "cyan": (0, 185, 200),
+    "blue": (30, 60, 220),
+    "purple": (140, 40, 190),
+}
+SHAPES = ("circle", "square", "triangle", "star")
+_PLURAL = {"circle": "circles", "square": "squares", "triangle": "triangles", "star": "stars"}
+_NUMBER = {1: "one", 2: "two", 3: "three"}
+_OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
+# Prompt kind -> subset name; SEG i has kind KINDS[i % 3] so every subset gets a third.
+KINDS = ("Colour", "Count", "Position")
+# The ablation a kind of prompt is about; its SEGs' first level-1 node always has it.
+_KIND_ABLATION = {"Colour": "wrong_colour", "Count": "wrong_count", "Position": "swapped_position"}
+
+_MARGIN = 4          # free border of the canvas, px
+_REGION_GAP = 3      # half the free band between the two regions of a spatial prompt, px
+_CELL = 30           # target cell side: one object per cell keeps objects apart
+_SIZE = (16, 26)     # object side range, px
+
+
+# --------------------------------------------------------------------------------------------
+# Scenes and ablations
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Group:
+    """``count`` objects of one shape and colour (count 0: the group is missing)."""
+
+    shape: str
+    colour: str
+    count: int
+
+    def phrase(self, numbers: bool = False) -> str:
+        if self.count == 1 and not numbers:
+            return f"{_article(self.colour)} {self.colour} {self.shape}"
+        noun = self.shape if self.count == 1 else _PLURAL[self.shape]
+        return f"{_NUMBER[self.count]} {self.colour} {noun}"
+
+    def noun(self) -> str:
+        """``"the red circle"`` / ``"the red circles"`` (as the prompt names the group)."""
+        return f"the {self.colour} {self.shape if self.count == 1 else _PLURAL[self.shape]}"
+
+
+@dataclass(frozen=True)
+class Scene:
+    """Groups of objects; ``relation`` (if any) says where group 0 is relative to group 1."""
+
+    groups: tuple[Group, ...]
+    relation: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"groups": [{"shape": g.shape, "colour": g.colour, "count": g.count} for g in self.groups],
+                "relation": self.relation}
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One error against the prompt: ``kind`` on ``group`` (``None`` for a swap) -> ``value``."""
+
+    kind: str  # wrong_colour | wrong_count | wrong_shape | missing_object | swapped_position
+    group: int | None = None
+    value: Any = None
+
+    def apply(self, scene: Scene) -> Scene:
+        if self.kind == "swapped_position":
+            return replace(scene, relation=_OPPOSITE[scene.relation])
+        field = {"wrong_colour": "colour", "wrong_count": "count", "wrong_shape": "shape",
+                 "missing_object": "count"}[self.kind]
+        value = 0 if self.kind == "missing_object" else self.value
+        groups = list(scene.groups)
+        groups[self.group] = replace(groups[self.group], **{field: value})
+        return replace(scene, groups=tuple(groups))
+
+    def describe(self, prompt_scene: Scene) -> str:
+        """Free-text error, phrased against the prompt so it reads the same in every node."""
+        if self.kind == "swapped_position":
+            a, b = prompt_scene.groups[0], prompt_scene.groups[1]
+            return (f"swapped position: {a.noun()} {'is' if a.count == 1 else 'are'} "
+                    f"{_OPPOSITE[prompt_scene.relation]} {b.noun()}, not {prompt_scene.relation} "
+                    f"{'it' if b.count == 1 else 'them'}")
+        g = prompt_scene.groups[self.group]
+        be = "is" if g.count == 1 else "are"
+        if self.kind == "wrong_colour":
+            return f"wrong colour: {g.noun()} {be} {self.value}, not {g.colour}"
+        if self.kind == "wrong_count":
+            return f"wrong count: {self.value} {g.colour} {_PLURAL[g.shape] if self.value > 1 else g.shape}, not {g.count}"
+        if self.kind == "wrong_shape":
+            shown = f"{_article(self.value)} {self.value}" if g.count == 1 else _PLURAL[self.value]
+            return f"wrong shape: {g.noun()} {be} {shown}"
+        return f"missing object: no {g.colour} {_PLURAL[g.shape] if g.count > 1 else g.shape}"
+
+    def to_dict(self) -> dict:
+        return {"type": self.kind, "group": self.group, "value": self.value}
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def _compatible(abls: list[Ablation], n_groups: int) -> bool:
+    """Whether the ablations can hold at once (a missing group can have no other error)."""
+    missing = {a.group for a in abls if a.kind == "missing_object"}
+    if len(missing) >= n_groups:  # at least one group stays visible
+        return False
+    if missing and any(a.kind == "swapped_position" for a in abls):
+        return False
+    seen: set[tuple[str, int | None]] = set()
+    for a in abls:
+        if (a.kind, a.group) in seen:
+            return False
+        seen.add((a.kind, a.group))
+        if a.kind != "missing_object" and a.group in missing:
+            return False
+    return True
+
+
+def _prompt(scene: Scene, kind: str) -> str:
+    if scene.relation is not None:
+        return f"{scene.groups[0].phrase()} {scene.relation} {scene.groups[1].phrase()}"
+    phrases = [g.phrase(numbers=(kind == "Count")) for g in scene.groups]
+    return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
+
+
+def _make_scene(kind: str, rng: random.Random) -> Scene:
+    colours = rng.sample(list(PALETTE), 3)  # distinct colours: one colour = one group
+    if kind == "Colour":
+        n = rng.choice((2, 3))
+        return Scene(tuple(Group(rng.choice(SHAPES), colours[i], 1) for i in range(n)))
+    if kind == "Count":
+        if rng.random() < 0.4:
+            return Scene((Group(rng.choice(SHAPES), colours[0], rng.choice((2, 3))),))
+        shapes = rng.sample(SHAPES, 2)
+        counts = rng.choice(((2, 1), (3, 1), (1, 2), (1, 3), (2, 2), (3, 2), (2, 3)))
+        return Scene(tuple(Group(shapes[i], colours[i], counts[i]) for i in range(2)))
+    shapes = rng.sample(SHAPES, 2)
+    counts = [2 if rng.random() < 0.3 else 1 for _ in range(2)]
+    relation = rng.choice(list(_OPPOSITE))
+    return Scene(tuple(Group(shapes[i], colours[i], counts[i]) for i in range(2)), relation)
+
+
+def _ablation_pool(scene: Scene, rng: random.Random) -> list[Ablation]:
+    """One candidate ablation per (kind, group), in a seeded order."""
+    used = {g.colour for g in scene.groups}
+    spare = [c for c in PALETTE if c not in used]
+    rng.shuffle(spare)  # distinct replacement colours, never a colour of the prompt
+    pool: list[Ablation] = []
+    for i, g in enumerate(scene.groups):
+        pool.append(Ablation("wrong_colour", i, spare[i]))
+        pool.append(Ablation("wrong_count", i, rng.choice([c for c in (1, 2, 3) if c != g.count])))
+        pool.append(Ablation("wrong_shape", i, rng.choice([s for s in SHAPES if s != g.shape])))
+        if len(scene.groups) > 1:
+            pool.append(Ablation("missing_object", i))
+    if scene.relation is not None:
+        pool.append(Ablation("swapped_position"))
+    rng.shuffle(pool)
+    return pool
+
+
+def _node_sets(kind: str, pool: list[Ablation], n_groups: int, rng: random.Random) -> list[list[tuple[int, ...]]]:
+    """Ablation sets (sorted pool indices) per level: level k sets have k ablations.
+
+    Level 1 has one or two nodes, the first with the kind's own ablation; every level-k set
+    extends a level-(k-1) set by one compatible ablation, so each node has a parent.
+    """
+    max_level = rng.choices((1, 2, 3), weights=(1, 3, 3))[0]
+    own = next(i for i, a in enumerate(pool) if a.kind == _KIND_ABLATION[kind])
+    others = [i for i in range(len(pool)) if i != own]
+    first = [(own,)]
+    if rng.random() < 0.5:
+        first.append((rng.choice(others),))
+    levels = [[()], first]
+    for _ in range(2, max_level + 1):
+        cands: list[tuple[int, ...]] = []
+        for s in levels[-1]:
+            for j in range(len(pool)):
+                t = tuple(sorted(s + (j,)))
+                if j not in s and t not in cands and _compatible([pool[k] for k in t], n_groups):
+                    cands.append(t)
+        if not cands:
+            break
+        n = 2 if len(cands) > 1 and rng.random() < 0.35 else 1
+        levels.append(sorted(rng.sample(cands, n)))
+    return levels
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------------
+def _regions(scene: Scene, rng: random.Random) -> list[tuple[list[int], tuple[int, int, int, int]]]:
+    """(group indices, region box) pairs; a spatial scene splits the canvas between its groups."""
+    lo, hi = _MARGIN, IMAGE_SIZE - _MARGIN
+    if scene.relation is None:
+        return [(list(range(len(scene.groups))), (lo, lo, hi, hi))]
+    cut = rng.randint(int(IMAGE_SIZE * 0.42), int(IMAGE_SIZE * 0.58))
+    first = (lo, lo, cut - _REGION_GAP, hi)       # left part
+    second = (cut + _REGION_GAP, lo, hi, hi)      # right part
+    if scene.relation in ("above", "below"):
+        first, second = (lo, lo, hi, cut - _REGION_GAP), (lo, cut + _REGION_GAP, hi, hi)
+    subject_first = scene.relation in ("left of", "above")
+    a, b = (first, second) if subject_first else (second, first)
+    return [([0], a), ([1], b)]
+
+
+def _layout(scene: Scene, rng: random.Random) -> list[tuple[str, str, int, int, int, int]]:
+    """Objects as ``(shape, colour, x0, y0, x1, y1)``: one object per grid cell of its region."""
+    out = []
+    for groups, (x0, y0, x1, y1) in _regions(scene, rng):
+        items = [(scene.groups[g].shape, scene.groups[g].colour) for g in groups for _ in range(scene.groups[g].count)]
+        if not items:
+            continue
+        ncols, nrows = max(1, (x1 - x0) // _CELL), max(1, (y1 - y0) // _CELL)
+        if ncols * nrows < len(items):
+            raise RuntimeError(f"layout: expected room for {len(items)} objects, got {ncols}x{nrows} cells")
+        cw, ch = (x1 - x0) / ncols, (y1 - y0) / nrows
+        cells = rng.sample(range(ncols * nrows), len(items))
+        for (shape, colour), cell in zip(items, cells):
+            cx0, cy0 = x0 + (cell % ncols) * cw, y0 + (cell // ncols) * ch
+            # 1 px free on each side of the cell keeps neighbours >= 2 px apart.
+            room = int(min(cw, ch)) - 2
+            s = rng.randint(min(_SIZE[0], room), min(_SIZE[1], room))
+            bx = int(cx0) + 1 + rng.randint(0, int(cw) - 2 - s)
+            by = int(cy0) + 1 + rng.randint(0, int(ch) - 2 - s)
+            out.append((shape, colour, bx, by, bx + s - 1, by + s - 1))
+    return out
+
+
+def _star(x0: int, y0: int, x1: int, y1: int) -> list[tuple[float, float]]:
+    r_out = (x1 - x0) / 2
+    r_in = 0.45 * r_out
+    cx = (x0 + x1) / 2
+    # A 5-point star is 1.81 R tall: centre it vertically in the box.
+    cy = y0 + r_out + (x1 - x0 - r_out * (1 + math.cos(math.pi / 5))) / 2
+    pts = []
+    for k in range(10):
+        r = r_out if k % 2 == 0 else r_in
+        a = -math.pi / 2 + k * math.pi / 5
+        pts.append((cx + r * math.cos(a), cy + r * math.sin(a)))
+    return pts
+
+
+def _render(objects: list[tuple[str, str, int, int, int, int]]):
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (IMAGE_SIZE, IMAGE_SIZE), BACKGROUND)
+    draw = ImageDraw.Draw(img)
+    for shape, colour, x0, y0, x1, y1 in objects:
+        fill = PALETTE[colour]
+        if shape == "circle":
+            draw.ellipse((x0, y0, x1, y1), fill=fill)
+        elif shape == "square":
+            draw.rectangle((x0, y0, x1, y1), fill=fill)
+        elif shape == "triangle":
+            draw.polygon([(x0, y1), (x1, y1), ((x0 + x1) / 2, y0)], fill=fill)
+        elif shape == "star":
+            draw.polygon(_star(x0, y0, x1, y1), fill=fill)
+        else:
+            raise ValueError(f"expected a shape in {SHAPES}, got {shape!r}")
+    return img
+
+
+def _write_png(img, path: Path) -> None:
+    # Pillow writes no timestamp chunk, so equal pixels give equal bytes.
+    img.save(path, format="PNG", optimize=False, compress_level=6)
+
+
+# --------------------------------------------------------------------------------------------
+# Dataset generation
+# --------------------------------------------------------------------------------------------
+def _node_labels(levels: list[list[tuple[int, ...]]]) -> list[tuple[str, tuple[int, ...]]]:
+    out = []
+    for lvl, sets in enumerate(levels):
+        for j, s in enumerate(sets):
+            out.append((str(lvl) if len(sets) == 1 else f"{lvl}{'abcdefghijklmnopqrstuvwxyz'[j]}", s))
+    return out
+
+
+def _make_seg(i: int, seed: int, out: Path, images: bool, images_per_node: int | None,
+              seg_dir: str, boxes: dict[str, list]) -> SEG:
+    rng = random.Random(f"ts2-synthetic/{seed}/{i}")
+    kind = KINDS[i % len(KINDS)]
+    scene = _make_scene(kind, rng)
+    pool = _ablation_pool(scene, rng)
+    labelled = _node_labels(_node_sets(kind, pool, len(scene.groups), rng))
+
+    nodes: dict[str, list[ImageRecord]] = {}
+    node_errors: dict[str, list[str]] = {}
+    node_meta: dict[str, dict] = {}
+    for label, s in labelled:
+        abls = [pool[k] for k in s]
+        node_scene = scene
+        for a in abls:
+            node_scene = a.apply(node_scene)
+        node_errors[label] = [a.describe(scene) for a in abls]
+        node_meta[label] = {"ablations": [a.to_dict() for a in abls], "scene": node_scene.to_dict()}
+        n_img = images_per_node if images_per_node is not None else rng.randint(2, 4)
+        recs = []
+        for j in range(n_img):
+            rel = f"images/{seg_dir}/{label}-{j}.png"
+            image_id = f"{seg_dir}/{label}-{j}.png"
+            if images:
+                img_rng = random.Random(f"ts2-synthetic/{seed}/{i}/{label}/{j}")
+                objects = _layout(node_scene, img_rng)
+                _write_png(_render(objects), out / rel)
+                boxes[image_id] = [list(o) for o in objects]
+            recs.append(ImageRecord(image_id=image_id, path=out / rel))
+        nodes[label] = recs
+
+    # Parent -> child when the child's ablations strictly contain the parent's; the transitive
+    # reduction keeps only the covering pairs (no 0 -> 2 shortcut past a 1 in between).
+    order = nx.DiGraph()
+    order.add_nodes_from(label for label, _ in labelled)
+    sets = dict(labelled)
+    order.add_edges_from((u, v) for u, su in labelled for v, sv in labelled if set(su) < set(sv))
+    edges = sorted(nx.transitive_reduction(order).edges)
+    edge_errors = {(u, v): [pool[k].describe(scene) for k in sets[v] if k not in sets[u]] for u, v in edges}
+    graph = build_graph(nodes, edges=edges, edge_errors=edge_errors, node_errors=node_errors)
+    metadata = {"kind": kind, "scene": scene.to_dict(), "nodes": node_meta}
+    return SEG(seg_id=str(i), prompt=_prompt(scene, kind), graph=graph, subset=kind, metadata=metadata)
+
+
+def _save_yaml(ds: SEGDataset, path: Path) -> Path:
+    """:func:`seg_format.save_seg_file` for YAML, with libyaml's emitter when available.
+
+    Same data (``dataset_to_dict``) and the same block style; the pure-Python emitter that
+    ``save_seg_file`` uses needs minutes for 100k images, libyaml a few seconds.
+    """
+    import yaml
+
+    data = dataset_to_dict(ds, base=path.parent)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        yaml.dump(data, f, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                  allow_unicode=True)
+    tmp.replace(path)  # a crash never leaves a half-written dataset file
+    return path
+
+
+def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
+                   images_per_node: int | None = None, name: str | None = None) -> Path:
+    """Write a synthetic SEG dataset to ``out`` and return the path of its ``dataset.yaml``.
+
+    Parameters
+    ----------
+    out : str or Path
+        A new or empty folder. Receives ``dataset.yaml`` (format ``ts2-seg/1``) and, when
+        ``images``, ``images/<seg>/<node>-<k>.png`` and ``boxes.json``.
+    n_segs : int
+        Number of SEGs (>= 1). SEG ``i`` depends only on ``(seed, i)``.
+    seed : int
+        Seed of everything: scenes, ablations, graph shapes, image counts and layouts.
+    images : bool
+        ``False`` writes the structure only (image ids and relative paths, no files, no boxes);
+        the SEGs, nodes, edges and image ids are the same as with ``True``.
+    images_per_node : int, optional
+        Images per node (>= 1); ``None`` draws 2-4 per node from the seed.
+    name : str, optional
+        Dataset name (default ``synthetic-<n_segs>-<seed>``).
+
+    Raises
+    ------
+    ValueError
+        ``n_segs < 1`` or ``images_per_node < 1``.
+    FileExistsError
+        ``out`` exists and is not empty (a rerun never mixes with old files).
+
+    Examples
+    --------
+    >>> p = make_synthetic(tmp / "syn", n_segs=3, seed=0, images=False)  # doctest: +SKIP
+    >>> load_seg_file(p).seg_ids  # doctest: +SKIP
+    ['0', '1', '2']
+    """
+    from tqdm.auto import tqdm
+
+    if int(n_segs) < 1:
+        raise ValueError(f"expected n_segs >= 1, got {n_segs}")
+    if images_per_node is not None and int(images_per_node) < 1:
+        raise ValueError(f"expected images_per_node >= 1 or None, got {images_per_node}")
+    n_segs, seed = int(n_segs), int(seed)
+    images_per_node = None if images_per_node is None else int(images_per_node)
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"expected a new or empty folder for the synthetic set, got {out} "
+                              "with content; remove it or choose another out=")
+    out.mkdir(parents=True, exist_ok=True)
+    width = max(4, len(str(n_segs - 1)))
+    boxes: dict[str, list] = {}
+    segs = []
+    t0 = time.perf_counter()
+    for i in tqdm(range(n_segs), desc="synthetic SEGs", unit="SEG", leave=False):
+        seg_dir = f"seg{i:0{width}d}"
+        if images:
+            (out / "images" / seg_dir).mkdir(parents=True, exist_ok=True)
+        segs.append(_make_seg(i, seed, out, images, images_per_node, seg_dir, boxes))
+    meta: dict[str, Any] = {
+        "generator": "seg_data.synthetic", "generator_version": GENERATOR_VERSION, "seed": seed,
+        "n_segs": n_segs, "images": bool(images), "image_size": IMAGE_SIZE,
+        "background": list(BACKGROUND), "palette": {k: list(v) for k, v in PALETTE.items()},
+    }
+    if images:
+        meta["boxes_file"] = "boxes.json"
+        (out / "boxes.json").write_text(json.dumps(boxes, separators=(",", ":")), encoding="utf-8")
+    ds = SEGDataset(segs, name=name or f"synthetic-{n_segs}-{seed}", root=out, metadata=meta)
+    path = _save_yaml(ds, out / "dataset.yaml")
+    log.info("wrote %d synthetic SEGs (%d images%s) to %s in %.1f s", n_segs, ds.n_images,
+             "" if images else ", structure only", out, time.perf_counter() - t0)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# The cached default set
+# --------------------------------------------------------------------------------------------
+def generator_tag() -> str:
+    """Short hash of the generator's source, version and Pillow version (names cache folders).
+
+    Any change to this module (or to Pillow's rasteriser) gives a new folder, so a stale cache
+    is never read.
+    """
+    import PIL
+
+    h = hashlib.sha256(f"{GENERATOR_VERSION}/{PIL.__version__}/".encode())
+    try:
+        h.update(Path(__file__).read_bytes())
+    except OSError:  # source not shipped (frozen install): the version alone must do
+        pass
+    return h.hexdigest()[:10]
+
+
+def mini_cache_dir(n_segs: int = 30, seed: int = 0, cache_dir: str | Path | None = None) -> Path:
+    """Folder of the cached mini set: ``<root>/mini-<n>-<seed>-<generator tag>``.
+
+    ``root`` is ``cache_dir`` if given, else ``$TS2_CACHE_DIR``, else ``~/.cache/ts2``.
+    """
+    if cache_dir is not None:
+        root = Path(cache_dir).expanduser()
+    elif os.environ.get("TS2_CACHE_DIR"):
+        root = Path(os.environ["TS2_CACHE_DIR"]).expanduser()
+    else:
+        root = Path.home() / ".cache" / "ts2"
+    return root / f"mini-{int(n_segs)}-{int(seed)}-{generator_tag()}"
+
+
+def _clean_stale_partials(parent: Path, name: str, older_than_s: float = 86400.0) -> None:
+    # Left by a killed generation; a day old is far past any live generation of this set.
+    now = time.time()
+    for p in parent.glob(f".{name}.partial-*"):
+        try:
+            if now - p.stat().st_mtime > older_than_s:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def load_mini(n_segs: int = 30, seed: int = 0, cache_dir: str | Path | None = None,
+              check_images: bool = False) -> SEGDataset:
+    """The bundled synthetic dataset (``dataset=mini``), generated on first use and cached.
+
+    The set is written by :func:`make_synthetic` into a temporary folder next to the cache
+    folder (:func:`mini_cache_dir`) and renamed into place only when complete, so an interrupted
+    generation never leaves a partial dataset; later calls load the cached ``dataset.yaml``.
+
+    Parameters
+    ----------
+    n_segs, seed : int
+        Passed to :func:`make_synthetic` (defaults: 30 SEGs, seed 0).
+    cache_dir : str or Path, optional
+        Cache root (default ``$TS2_CACHE_DIR`` or ``~/.cache/ts2``).
+    check_images : bool
+        Also validate that every image file exists.
+
+    Raises
+    ------
+    SEGValidationError
+        The cached set does not validate (e.g. images deleted and ``check_images``).
+    OSError
+        The cache folder cannot be created or written.
+    """
+    folder = mini_cache_dir(n_segs, seed, cache_dir)
+    target = folder / "dataset.yaml"
+    if not target.is_file():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        _clean_stale_partials(folder.parent, folder.name)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=folder.parent))
+        log.info("generating the mini dataset (%d SEGs, seed %d) into %s", n_segs, seed, folder)
+        try:
+            make_synthetic(tmp, n_segs=n_segs, seed=seed, images=True, name="mini")
+            (tmp / "generator.json").write_text(json.dumps(
+                {"generator_version": GENERATOR_VERSION, "tag": generator_tag(), "n_segs": int(n_segs),
+                 "seed": int(seed)}), encoding="utf-8")
+            try:
+                os.rename(tmp, folder)  # atomic; fails if another process finished first
+            except OSError as e:
+                if not target.is_file():
+                    raise OSError(f"could not move the generated mini set from {tmp} to {folder}: {e}") from e
+                log.info("another process generated %s first; using it", folder)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    ds = load_seg_file(target, check_images=check_images)
+    return ds
+
+
+# --------------------------------------------------------------------------------------------
+# Reading back what images should contain
+# --------------------------------------------------------------------------------------------
+def expected_objects(scene: dict) -> dict[tuple[str, str], int]:
+    """``(shape, colour) -> count`` of a scene dict (as stored in SEG metadata), zeros left out.
+
+    Examples
+    --------
+    >>> expected_objects({"groups": [{"shape": "circle", "colour": "red", "count": 2},
+    ...                              {"shape": "square", "colour": "blue", "count": 0}], "relation": None})
+    {('circle', 'red'): 2}
+    """
+    out: dict[tuple[str, str], int] = {}
+    for g in scene["groups"]:
+        if g["count"] > 0:
+            key = (g["shape"], g["colour"])
+            out[key] = out.get(key, 0) + int(g["count"])
+    return out
+
+
+def load_boxes(ds: SEGDataset) -> dict[str, list[tuple[str, str, int, int, int, int]]]:
+    """Image id -> drawn objects ``(shape, colour, x0, y0, x1, y1)`` of a synthetic dataset.
+
+    Raises
+    ------
+    ValueError
+        The dataset has no boxes file (not synthetic, or written with ``images=False``).
+    FileNotFoundError
+        The boxes file named in its metadata is missing.
+    """
+    name = ds.metadata.get("boxes_file")
+    if not name or ds.root is None:
+        raise ValueError(f"dataset {ds.name!r}: expected synthetic metadata with 'boxes_file', got none "
+                         "(only make_synthetic(images=True) writes boxes)")
+    path = Path(ds.root) / name
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset {ds.name!r}: expected boxes at {path}, found none")
+    return {k: [tuple(o) for o in v] for k, v in json.loads(path.read_text(encoding="utf-8")).items()}

@@ -1,0 +1,63 @@
+"""``ts2 cache info | clear [cache_dir=DIR] [metric=NAME] [key=PREFIX] [json=true]``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
+
+
+def main(cfg: DictConfig) -> int:
+    return ACTIONS[cfg.action](cfg)
+
+
+def _open(cfg: DictConfig):
+    from metrics_adapters.cache import ScoreCache
+
+    return ScoreCache.at(cfg.get("cache_dir"))
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def info(cfg: DictConfig) -> int:
+    from dataclasses import asdict
+
+    with _open(cfg) as cache:
+        inf = cache.info()
+    if cfg.json:
+        sys.stdout.write(json.dumps(asdict(inf)) + "\n")
+        return 0
+    lines = [f"cache: {inf.path} ({_size(inf.size_bytes)})",
+             f"{inf.n_scores} scores under {len(inf.metrics)} metric key(s); {inf.n_file_hashes} image hashes"]
+    for m in inf.metrics:
+        fp = m.fingerprint.get("fingerprint", {})
+        settings = ", ".join(f"{k}={v}" for k, v in fp.items() if k != "metric")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.last_used))
+        lines.append(f"  {m.key[:12]}  {m.name:<16} {m.n_scores:>8} scores  last used {when}  "
+                     f"{fp.get('metric', '?')} [{settings}] precision={m.fingerprint.get('precision')}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def clear(cfg: DictConfig) -> int:
+    with _open(cfg) as cache:
+        n = cache.clear(name=cfg.get("metric"), key=cfg.get("key"))
+        path = cache.path
+    what = " and ".join(x for x in (f"metric={cfg.metric}" if cfg.get("metric") else "",
+                                    f"key={cfg.key}" if cfg.get("key") else "") if x) or "all metrics"
+    sys.stdout.write(f"deleted {n} cached score(s) ({what}) from {path}\n")
+    return 0
+
+
+ACTIONS = {"info": info, "clear": clear}

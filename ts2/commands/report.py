@@ -1,0 +1,120 @@
+"""``ts2 report results=[DIR1,DIR2,...] output_dir=DIR``: merge results into one report.
+
+Collects score and analysis outputs (``ts2 score`` / ``ts2 analyze`` / ``ts2 run`` folders, Hydra
+sweep folders, shards of one run), computes the meta-metrics that are missing, and writes
+``report.html`` (figures embedded), ``table.md/.tex/.csv``, ``figures/*.png`` and the merged
+``scores.csv``, ``metametrics.csv`` and ``per_seg.csv`` (see :mod:`analysis.report`).
+Exit code 0, or 2 for bad input (missing folder, unreadable file, clashing shards).
+
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+def _output_dir(cfg: DictConfig) -> Path:
+    # In a Hydra job the runtime folder is authoritative (a multirun gives each job its own);
+    # a handler called directly (tests, Python) uses output_dir.
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except (ImportError, ValueError):
+        return Path(cfg.output_dir)
+
+
+def _as_list(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, ListConfig)):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def _plain(value):
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title: str = "TS2 report",
+                 protocols: Sequence[str] = ("paper", "graph"), bootstrap: int = 1000, seed: int = 0,
+                 dataset=None, subsets: str = "auto", figure_protocol: str | None = None,
+                 flops: Mapping[str, float] | None = None, lower_is_better: Sequence[str] = (),
+                 labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
+                 scatter: Sequence[str] | None = None, heatmaps: int = 2,
+                 extra_sections: Sequence[tuple[str, str]] = ()):
+    """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
+
+    ``ts2 run`` calls this after scoring. Returns :class:`analysis.report.ReportOutputs`.
+
+    Raises
+    ------
+    FileNotFoundError
+        A result folder that does not exist or holds no result files.
+    ValueError
+        Unreadable result files, shards that disagree, a bad ``scatter`` pair.
+    """
+    from analysis import report as rp
+
+    paths = rp.expand_result_paths(results)
+    dirs = [rp.load_result_dir(p, name=_display_name(p, paths)) for p in paths]
+    merged, todo = rp.merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
+    if todo:
+        log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
+                 len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
+    merged = rp.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
+                                  dataset=dataset, subsets=subsets)
+    prompts = None
+    if dataset is not None:
+        prompts = {s.seg_id: s.prompt for s in dataset}
+    return rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels, groups=groups,
+                           scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts)
+
+
+def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
+    # Sweep jobs are folders "0", "1", ...: prefix the sweep's name so runs stay recognisable.
+    if p.name.isdigit() and p.parent.name:
+        return f"{p.parent.name}/{p.name}"
+    names = [q.name for q in all_paths]
+    if names.count(p.name) > 1:
+        return f"{p.parent.name}/{p.name}"
+    return p.name
+
+
+def main(cfg: DictConfig) -> int:
+    results = _as_list(cfg.get("results"))
+    if not results:
+        log.error("expected results=DIR or results=[DIR1,DIR2] (ts2 score/analyze/run output folders), got none")
+        return 2
+    dataset = None
+    if cfg.get("path") or cfg.get("dataset") is not None:
+        from ts2.common import load_dataset
+
+        dataset = load_dataset(cfg)
+    out = _output_dir(cfg)
+    try:
+        res = build_report(
+            results, out, title=str(cfg.get("title") or "TS2 report"),
+            protocols=_as_list(cfg.get("protocols")) or ["paper"], bootstrap=int(cfg.get("bootstrap", 1000)),
+            seed=int(cfg.get("seed", 0)), dataset=dataset, subsets=str(cfg.get("subsets") or "auto"),
+            figure_protocol=cfg.get("figure_protocol"), flops=_plain(cfg.get("flops")) or {},
+            lower_is_better=_as_list(cfg.get("lower_is_better")), labels=_plain(cfg.get("labels")) or {},
+            scatter=_as_list(cfg.get("scatter")) or None, heatmaps=int(cfg.get("heatmaps", 2)))
+    except (FileNotFoundError, ValueError) as e:
+        log.error("%s", e)
+        return 2
+    for note in res.notes:
+        log.warning("%s", note)
+    sys.stdout.write(f"report: {res.html}\n")
+    for p in res.tables:
+        sys.stdout.write(f"table: {p}\n")
+    sys.stdout.write(f"figures: {len(res.figures)} in {out / 'figures'}\n")
+    return 0

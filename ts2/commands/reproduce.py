@@ -1,0 +1,191 @@
+"""``ts2 reproduce [path=DIR] [output_dir=DIR]``: the paper's Table 2 from the released scores.
+
+Reads ``metadata.csv`` and ``released/scores_subset.csv`` from ``path`` (the TS2 release layout;
+``scores=FILE_OR_URL`` points elsewhere), or downloads the release with ``huggingface_hub`` when
+``path`` is null. Analyses the released per-image scores in every configured protocol (``paper``
+and ``graph`` by default) and writes into ``output_dir``:
+
+``table_<protocol>.md/.tex/.csv``
+    Table 2 as reproduced under each protocol (``table.*`` is the first protocol's);
+``discrepancies.csv`` / ``discrepancies.md``
+    every printed Table 2 cell of the released metrics next to the reproduction, the
+    difference in percentage points, whether it matches after rounding, and the known reason
+    when the TS2 data README documents one;
+``report.html`` + ``figures/``
+    the report of :mod:`analysis.report`, with the Pareto frontiers drawn at the paper's FLOPs
+    row (Figure 4 of the paper) and the discrepancy list;
+``metametrics.csv``, ``per_seg.csv``, ``scores.csv``.
+
+Exit code 0, 2 for missing/unreadable input. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import sys
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig, ListConfig
+
+log = logging.getLogger(__name__)
+
+SCORES_IN_RELEASE = Path("released") / "scores_subset.csv"
+
+
+def _output_dir(cfg: DictConfig) -> Path:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except (ImportError, ValueError):
+        return Path(cfg.output_dir)
+
+
+def locate_inputs(path: str | Path | None, scores: str | None = None, revision: str | None = None) -> tuple[Path, str]:
+    """The release folder (holding ``metadata.csv``) and the score file to analyse.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` without ``metadata.csv``, or no score file where expected.
+    RuntimeError
+        ``path`` is null and the download fails (offline).
+    """
+    if path is None:
+        from seg_data.ts2_release import download_ts2
+
+        root = download_ts2(revision=revision)
+    else:
+        root = Path(path).expanduser()
+        if root.is_file():
+            root = root.parent
+        if not (root / "metadata.csv").is_file():
+            raise FileNotFoundError(f"expected a TS2 release folder with metadata.csv at {root}, found none")
+    if scores:
+        if str(scores).startswith(("http://", "https://")):
+            return root, str(scores)
+        sp = Path(scores).expanduser()
+        if not sp.is_file():
+            raise FileNotFoundError(f"expected the per-image score file scores={scores}, found none")
+        return root, str(sp)
+    sp = root / SCORES_IN_RELEASE
+    if not sp.is_file():
+        raise FileNotFoundError(
+            f"expected the released per-image scores at {sp}, found none; pass scores=FILE_OR_URL "
+            "(a wide table: seg_id, node, file_name, one column per metric)")
+    return root, str(sp)
+
+
+def discrepancies_markdown(table: pd.DataFrame) -> str:
+    """The discrepancy list as Markdown: a summary line per protocol, then the differing cells."""
+    from analysis.paper_table2 import LABELS
+
+    lines = ["# Reproduction of Table 2 vs the printed values", ""]
+    for proto, d in table.groupby("protocol", sort=False):
+        n, ok = len(d), int(d["match"].sum())
+        lines.append(f"## protocol `{proto}`: {ok} of {n} printed cells reproduced (to the printed 0.1)")
+        lines.append("")
+        bad = d[~d["match"]]
+        if bad.empty:
+            lines += ["Every cell matches.", ""]
+            continue
+        lines.append("| metric | meta-metric | subset | printed | reproduced | difference (pp) | known reason |")
+        lines.append("|---|---|---|---:|---:|---:|---|")
+        for r in bad.itertuples(index=False):
+            lines.append(f"| {LABELS.get(r.metric, r.metric)} | {r.meta_metric} | {r.subset} | {r.printed:.1f} | "
+                         f"{r.reproduced:.2f} | {r.difference:+.2f} | {r.known or '-'} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def discrepancies_html(table: pd.DataFrame) -> str:
+    from analysis.paper_table2 import LABELS
+
+    parts = ["<p>Every Table 2 cell of the released metrics, reproduced from the released per-image scores. "
+             "A cell matches when it equals the print after rounding to 0.1. The <code>paper</code> protocol "
+             "follows the authors' code; the <code>graph</code> protocol follows the paper's equations, so its "
+             "differences measure the effect of the protocol, not errors. Full list: "
+             "<code>discrepancies.csv</code>.</p>"]
+    for proto, d in table.groupby("protocol", sort=False):
+        bad = d[~d["match"]]
+        parts.append(f"<h3>protocol {html.escape(str(proto))}: {int(d['match'].sum())} of {len(d)} cells match</h3>")
+        if bad.empty:
+            continue
+        rows = ["<tr><th>metric</th><th>meta-metric</th><th>subset</th><th>printed</th><th>reproduced</th>"
+                "<th>difference (pp)</th><th>known reason</th></tr>"]
+        for r in bad.itertuples(index=False):
+            rows.append(f"<tr><td>{html.escape(LABELS.get(r.metric, r.metric))}</td><td>{r.meta_metric}</td>"
+                        f"<td>{r.subset}</td><td>{r.printed:.1f}</td><td>{r.reproduced:.2f}</td>"
+                        f"<td>{r.difference:+.2f}</td><td>{html.escape(r.known or '-')}</td></tr>")
+        parts.append("<table>" + "".join(rows) + "</table>")
+    return "".join(parts)
+
+
+def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | None = None,
+              protocols=("paper", "graph"), bootstrap: int = 1000, seed: int = 0, revision: str | None = None) -> dict:
+    """Run the reproduction (the Python API of ``ts2 reproduce``); returns what was written.
+
+    Returns
+    -------
+    dict
+        ``report`` (ReportOutputs), ``discrepancies`` (DataFrame of :func:`compare_with_printed`),
+        ``tables`` (protocol -> list of paths), ``discrepancy_files``.
+    """
+    from analysis import report as rp
+    from analysis.paper_table2 import FAMILIES, FLOPS, LABELS, compare_with_printed
+    from analysis.pipeline import analyze
+    from seg_data import load_ts2_release
+
+    root, score_src = locate_inputs(path, scores, revision)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ds = load_ts2_release(root)
+    frame = pd.read_csv(score_src, dtype={"seg_id": str, "node": str, "file_name": str})
+    log.info("analysing %s (%d rows) with protocols %s, %d bootstrap resamples", score_src, len(frame),
+             list(protocols), bootstrap)
+    res = analyze(frame, dataset=ds, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed))
+    mm, ps = res.metametrics_frame(), res.per_seg_frame()
+    disc = compare_with_printed(mm)
+    disc.to_csv(out / "discrepancies.csv", index=False)
+    (out / "discrepancies.md").write_text(discrepancies_markdown(disc) + "\n", encoding="utf-8")
+    tables: dict[str, list[Path]] = {}
+    for proto in dict.fromkeys(mm["protocol"]):
+        tables[proto] = rp.write_tables(mm[mm["protocol"] == proto], out, labels=LABELS, stem=f"table_{proto}")
+    scores_frame = frame.copy()
+    merged = rp.MergedResults(
+        scores=scores_frame, metametrics=mm, per_seg=ps,
+        flops={m: FLOPS[m] for m in res.metrics if m in FLOPS}, lower_is_better=res.lower_is_better,
+        runs=(rp.RunInfo(label=Path(score_src).name, dirs=(str(root),), overrides={},
+                         columns={m: m for m in res.metrics}, n_images=len(frame)),),
+        notes=tuple(res.notes))
+    report = rp.write_report(merged, out, title="TS2: reproduction of the paper's Table 2", protocol=protocols[0],
+                             labels=LABELS, groups=FAMILIES,
+                             extra_sections=[("Discrepancies with the printed Table 2", discrepancies_html(disc))],
+                             prompts={s.seg_id: s.prompt for s in ds})
+    return {"report": report, "discrepancies": disc, "tables": tables,
+            "discrepancy_files": [out / "discrepancies.csv", out / "discrepancies.md"]}
+
+
+def main(cfg: DictConfig) -> int:
+    protocols = cfg.get("protocols") or ["paper", "graph"]
+    protocols = [str(p) for p in protocols] if isinstance(protocols, (list, tuple, ListConfig)) else [str(protocols)]
+    out = _output_dir(cfg)
+    try:
+        r = reproduce(cfg.get("path"), out, scores=cfg.get("scores"), protocols=protocols,
+                      bootstrap=int(cfg.get("bootstrap", 1000)), seed=int(cfg.get("seed", 0)),
+                      revision=cfg.get("revision"))
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        log.error("%s", e)
+        return 2
+    disc = r["discrepancies"]
+    for proto, d in disc.groupby("protocol", sort=False):
+        known = int((~d["match"] & (d["known"] != "")).sum())
+        sys.stdout.write(f"protocol {proto}: {int(d['match'].sum())}/{len(d)} printed Table 2 cells reproduced"
+                         + (f" ({known} of the others are the known-irreproducible delta subset rows)" if known else "")
+                         + "\n")
+    for proto, paths in r["tables"].items():
+        sys.stdout.write(f"table ({proto}): {', '.join(str(p) for p in paths)}\n")
+    sys.stdout.write(f"discrepancies: {r['discrepancy_files'][1]}\nreport: {r['report'].html}\n")
+    return 0

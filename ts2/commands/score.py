@@ -1,0 +1,135 @@
+"""``ts2 score dataset=... metric=... [+metric@metrics.NAME=...] device=... batch_size=... output_dir=DIR``.
+
+Scores every image of the dataset against its SEG's prompt with each configured metric and
+writes ``DIR/scores.csv`` and ``DIR/run.json`` (see docs/metrics.md). Exit code: 0, or 1 when a
+metric failed on more than ``max_failure_share`` of the images, or 2 for a configuration error
+(unwritable output_dir, unknown or clashing metrics, no dataset).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from ts2.common import load_dataset
+
+log = logging.getLogger(__name__)
+
+
+def _output_dir(cfg: DictConfig) -> Path:
+    # In a Hydra job the runtime folder is authoritative (a multirun gives each job its own);
+    # a handler called directly (tests, Python) uses output_dir.
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except (ImportError, ValueError):
+        return Path(cfg.output_dir)
+
+
+def build_metrics(cfg: DictConfig) -> list:
+    """The run's metrics: ``metric`` (may be null) then ``metrics`` in order."""
+    from hydra.utils import instantiate
+
+    confs = []
+    if cfg.get("metric") is not None:
+        confs.append(("metric", cfg.metric))
+    for key, mc in (cfg.get("metrics") or {}).items():
+        if mc is not None:
+            confs.append((f"metrics.{key}", mc))
+    metrics = []
+    for where, mc in confs:
+        if "_target_" not in mc:
+            raise ValueError(f"{where}: expected a metric config with _target_, got keys {sorted(mc)}")
+        metrics.append(instantiate(mc, _convert_="all"))
+    return metrics
+
+
+def list_metrics() -> str:
+    from importlib.resources import files
+
+    from metrics_adapters import METRICS, get_metric_class
+
+    lines = ["registered metrics (Python: metrics_adapters.get_metric(name, ...)):"]
+    for name, target in METRICS.items():
+        try:
+            cls = get_metric_class(name)
+            meta = (f"{'higher' if cls.higher_is_better else 'lower'} is better, range {cls.score_range}, "
+                    f"{'needs images' if cls.needs_images else 'no images needed'}")
+        except (ImportError, TypeError) as e:
+            meta = f"unavailable: {e}"
+        lines.append(f"  {name:<16} {target}  ({meta})")
+    confs = sorted(p.name.removesuffix(".yaml") for p in files("conf").joinpath("metric").iterdir()
+                   if p.name.endswith(".yaml"))
+    lines.append("metric configs (ts2 score metric=NAME): " + ", ".join(confs))
+    return "\n".join(lines)
+
+
+def main(cfg: DictConfig) -> int:
+    if cfg.get("list_metrics"):
+        sys.stdout.write(list_metrics() + "\n")
+        return 0
+    from metrics_adapters.engine import preflight_output_dir
+
+    out = _output_dir(cfg)
+    try:  # before any model or dataset is loaded: fail in a second, not after an hour
+        preflight_output_dir(out)
+    except OSError as e:
+        log.error("%s", e)
+        return 2
+    t0 = time.perf_counter()
+    from metrics_adapters.cache import ScoreCache
+    from metrics_adapters.engine import (EngineSettings, check_unique_columns, items_from_table, score_metric,
+                                         write_outputs)
+
+    try:
+        metrics = build_metrics(cfg)
+        if not metrics:
+            raise ValueError("expected at least one metric (metric=NAME or +metric@metrics.KEY=NAME), got none")
+        check_unique_columns(metrics)
+        settings = EngineSettings(device=str(cfg.device), precision=str(cfg.precision), batch_size=int(cfg.batch_size),
+                                  num_workers=int(cfg.num_workers),
+                                  max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
+                                  progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops))
+    except (ValueError, TypeError) as e:
+        log.error("%s", e)
+        return 2
+    ds = load_dataset(cfg)
+    table = ds.image_table()
+    if cfg.get("limit") is not None:
+        table = table.head(int(cfg.limit))
+    items = items_from_table(table)
+    if not items:
+        log.error("dataset %r has no images to score", ds.name)
+        return 2
+    cache = ScoreCache.at(cfg.cache_dir) if cfg.cache else ScoreCache(None)
+    log.info("scoring %d images of %r with %s; cache %s; output %s", len(items), ds.name,
+             [m.name for m in metrics], cache.path, out)
+    try:
+        runs = [score_metric(m, items, cache, settings) for m in metrics]
+    finally:
+        cache.close()
+    config = OmegaConf.to_container(cfg, resolve=True)
+    wall = time.perf_counter() - t0
+    csv_path, json_path = write_outputs(out, items, runs, config=config, extra={
+        "dataset": {"name": ds.name, "n_segs": len(ds), "n_images": len(items)},
+        "output_dir": str(out), "cache_path": cache.path, "wall_time_s": wall,
+        "max_failure_share": float(cfg.max_failure_share),
+    })
+
+    rc = 0
+    for r in runs:
+        rate = f"{r.images_per_s:.1f} img/s" if r.images_per_s else "-"
+        sys.stdout.write(f"{r.name}: {r.n_items} images, {r.cache_hits} cached, {r.n_scored} scored ({rate}), "
+                         f"{r.n_failed} failed, {r.truncated_prompts} truncated prompt(s)\n")
+        if r.failure_share > float(cfg.max_failure_share):
+            log.error("%s failed on %d of %d images (%.1f%% > max_failure_share %.1f%%); reasons in %s",
+                      r.name, r.n_failed, r.n_items, 100 * r.failure_share, 100 * float(cfg.max_failure_share),
+                      json_path)
+            rc = 1
+    sys.stdout.write(f"wrote {csv_path} and {json_path} ({wall:.1f} s)\n")
+    return rc
