@@ -1,0 +1,20 @@
+"""TS2 meta-metrics of score tables: does a metric order and separate images by how wrong they are?
+
+Where things are (one module per concern):
+
+- :mod:`analysis.scores_io`       reading wide/long score tables, joining them to SEG structure
+- :mod:`analysis.protocols`       the ``paper`` and ``graph`` protocols and their options
+- :mod:`analysis.walks`           walk construction per protocol, packed for the kernels
+- :mod:`analysis.metametrics`     one module per meta-metric: ``rank`` (rank_m), ``sep`` (sep_m),
+  ``delta`` (delta_m), ``kendall``, ``pair_acc``; shared sorted statistics in ``walkstats``
+- :mod:`analysis.compute`         all walks x all metric columns through the kernels
+- :mod:`analysis.aggregate`       walk -> SEG (weighting), SEG -> subsets, delta normaliser
+- :mod:`analysis.bootstrap`       cluster bootstrap over SEGs (stratified by subset)
+- :mod:`analysis.compare`         paired comparisons, permutation p-values, Holm, ranking groups
+- :mod:`analysis.pipeline`        :func:`~analysis.pipeline.analyze`: the whole thing in one call
+- :mod:`analysis.tables`          paper-style tables (md/tex/csv); :mod:`analysis.outputs` files
+- :mod:`analysis.pareto`          Pareto frontier in (meta-metric, cost)
+- :mod:`analysis.reference`       slow plain-loop reference implementation (tests, benchmark)
+
+This package never imports torch or :mod:`metrics_adapters`: costs and scores reach it as numbers.
+"""

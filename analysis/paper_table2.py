@@ -136,8 +136,9 @@ def compare_with_printed(metametrics, tolerance: float = 0.05):
     DataFrame
         ``metric, protocol, meta_metric, subset, printed, reproduced, difference, match, known``:
         ``printed``/``reproduced`` in %, ``difference`` = reproduced - printed (percentage
-        points), ``known`` explains differences documented in the TS2 data README (the delta
-        subset rows). Sorted by protocol, metric, meta-metric, subset.
+        points), ``known`` explains a difference when it is expected: the delta subset rows
+        (documented in the TS2 data README as irreproducible), or a protocol other than
+        ``paper``. Sorted by protocol (input order), metric, meta-metric, subset.
 
     Examples
     --------
@@ -162,6 +163,8 @@ def compare_with_printed(metametrics, tolerance: float = 0.05):
         known = ""
         if not ok and (key[1], key[2]) in IRREPRODUCIBLE:
             known = "delta subset rows of the print cannot be reproduced from the released scores"
+        elif not ok and str(r.protocol) != "paper":
+            known = "another protocol than the authors' code behind the print"
         rows.append({"metric": key[0], "protocol": str(r.protocol), "meta_metric": key[1], "subset": key[2],
                      "printed": p, "reproduced": round(v, 4), "difference": round(diff, 4), "match": ok,
                      "known": known})
@@ -170,7 +173,9 @@ def compare_with_printed(metametrics, tolerance: float = 0.05):
     order = {"rank": 0, "sep": 1, "delta": 2}
     sub = {"Avg": 0, "Synth": 1, "Nat": 2, "Real": 3}
     if len(out):
-        out = out.assign(_m=out["metric"].map(METRICS.index), _k=out["meta_metric"].map(order),
-                         _s=out["subset"].map(sub)).sort_values(["protocol", "_m", "_k", "_s"], kind="stable")
-        out = out.drop(columns=["_m", "_k", "_s"]).reset_index(drop=True)
+        protos = list(dict.fromkeys(out["protocol"]))  # protocols keep their input order
+        out = out.assign(_p=out["protocol"].map(protos.index), _m=out["metric"].map(METRICS.index),
+                         _k=out["meta_metric"].map(order), _s=out["subset"].map(sub))
+        out = out.sort_values(["_p", "_m", "_k", "_s"], kind="stable").drop(columns=["_p", "_m", "_k", "_s"])
+        out = out.reset_index(drop=True)
     return out

@@ -84,12 +84,12 @@ class AnalysisResult:
     def value(self, metric: str, meta_metric: str, subset: str = "Avg", protocol: str | None = None) -> float:
         """One cell as a fraction (not %)."""
         pr = self.get(protocol)
-        return float(pr.estimates[self._index(self.metrics, metric, "metric"),
-                                  self._index(self.meta_metrics, meta_metric, "meta-metric"),
-                                  self._index(pr.group_names, subset, "subset")])
+        return float(pr.estimates[self.index_of(self.metrics, metric, "metric"),
+                                  self.index_of(self.meta_metrics, meta_metric, "meta-metric"),
+                                  self.index_of(pr.group_names, subset, "subset")])
 
     @staticmethod
-    def _index(items: Sequence[str], name: str, what: str) -> int:
+    def index_of(items: Sequence[str], name: str, what: str) -> int:
         try:
             return list(items).index(name)
         except ValueError as e:

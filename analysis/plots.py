@@ -25,10 +25,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 __all__ = [
     "OKABE_ITO", "MARKERS", "save_figure", "pareto_figure", "score_histograms", "seg_heatmap",
-    "rank_scatter", "add_levels", "metric_colors",
+    "rank_scatter", "add_levels", "metric_colors", "si_flops",
 ]
 
 log = logging.getLogger(__name__)
@@ -120,10 +121,18 @@ def add_levels(scores: pd.DataFrame) -> pd.DataFrame:
 
 # -- Pareto ----------------------------------------------------------------------------------------
 
+def si_flops(v: float) -> str:
+    """``6.04e8`` -> ``"604M"``, ``1e13`` -> ``"10T"`` (3 significant digits, SI prefix)."""
+    if not np.isfinite(v) or v <= 0:
+        return ""
+    exp = min(max(int(math.floor(math.log10(v) / 3)), 0), 6)
+    return f"{v / 10 ** (3 * exp):.3g}{['', 'k', 'M', 'G', 'T', 'P', 'E'][exp]}"
+
+
 def _frontier_mask(cost: np.ndarray, value: np.ndarray) -> np.ndarray:
     from analysis.pareto import pareto_mask  # the one Pareto implementation lives in analysis.pareto
 
-    return np.asarray(pareto_mask(cost, value), dtype=bool)
+    return np.asarray(pareto_mask(value, cost), dtype=bool)
 
 
 def _spread(ys: list[float], gap: float, lo: float, hi: float) -> list[float]:
@@ -171,7 +180,17 @@ def _label_points(ax, xs: np.ndarray, ys: np.ndarray, texts: list[str], bold: np
                         textcoords="axes fraction", va="center", ha="left", fontsize=8.5,
                         fontweight="bold" if bold[i] else "normal",
                         bbox=dict(boxstyle="round,pad=0.12", fc="white", ec="none", alpha=0.85),
+                        zorder=2.5,  # under the markers: a label never hides another metric's point
                         arrowprops=dict(arrowstyle="-", color="0.6", lw=0.6, shrinkA=0, shrinkB=3))
+
+
+def _same_as_avg(pts: pd.DataFrame, subset: str) -> bool:
+    """A subset holding every SEG (a dataset with one subset) repeats the Avg panel."""
+    if "Avg" not in set(pts["subset"]):
+        return False
+    a = pts[pts["subset"] == "Avg"].set_index("metric")["value"]
+    b = pts[pts["subset"] == subset].set_index("metric")["value"]
+    return a.index.equals(b.index) and np.allclose(a.to_numpy(float), b.to_numpy(float), equal_nan=True)
 
 
 def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str] | None = None,
@@ -214,7 +233,7 @@ def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str]
                          f"{sorted(points['meta_metric'].unique())}")
     if subsets is None:
         seen = list(dict.fromkeys(pts["subset"]))
-        subsets = (["Avg"] if "Avg" in seen else []) + [s for s in seen if s != "Avg"]
+        subsets = (["Avg"] if "Avg" in seen else []) + [s for s in seen if s != "Avg" and not _same_as_avg(pts, s)]
     labels = dict(labels or {})
     metrics = list(dict.fromkeys(pts["metric"]))
     style = metric_colors(metrics, groups)
@@ -234,7 +253,7 @@ def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str]
             d, cost = d[ok], cost[ok]
             ax.set_xscale("log")
             ax.set_title(subset)
-            ax.set_xlabel("FLOPs per image (log scale)")
+            ax.set_xlabel("FLOPs per image (log scale; k, M, G, T, P = 10^3 ... 10^15)")
             ax.set_ylabel(META_LABELS.get(meta_metric, meta_metric) + ", %")
             ax.grid(True, which="major", color="0.9", lw=0.8)
             if d.empty:
@@ -249,13 +268,20 @@ def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str]
                 if np.isfinite(lo[i]) and np.isfinite(hi[i]):
                     ax.errorbar(cost[i], val[i], yerr=[[max(val[i] - lo[i], 0)], [max(hi[i] - val[i], 0)]],
                                 fmt="none", ecolor=colour, elinewidth=1.2, capsize=3, alpha=0.8, zorder=2)
-                ax.scatter(cost[i], val[i], s=64 if front[i] else 46, marker=marker, zorder=3,
+                ax.scatter(cost[i], val[i], s=64 if front[i] else 46, marker=marker, zorder=4,
                            facecolors=colour if front[i] else "white", edgecolors=colour, linewidths=1.6)
             fi = np.flatnonzero(front)
             fi = fi[np.lexsort((-val[fi], cost[fi]))]
             xmin, xmax = cost.min(), cost.max()
             pad = max(math.log10(xmax / xmin) * 0.08, 0.4)
             ax.set_xlim(10 ** (math.log10(xmin) - pad), 10 ** (math.log10(xmax) + pad * 2.5))
+            if math.log10(xmax / xmin) < 2:
+                # A narrow cost range has one decade tick or none: tick 1-2-5 steps instead.
+                ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            # SI labels as in the paper's FLOP row (604M, 224T, 1.66P); no minor ticks (clutter,
+            # and slow to lay out over many decades).
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: si_flops(v)))
+            ax.xaxis.set_minor_locator(NullLocator())
             # Staircase: a frontier metric's value holds until a costlier one improves on it.
             fx = np.r_[cost[fi], ax.get_xlim()[1]]
             fy = np.r_[val[fi], val[fi][-1]]
@@ -300,7 +326,8 @@ def score_histograms(scores: pd.DataFrame, metrics: Sequence[str], labels: Mappi
     metrics : sequence of str
         Columns to draw, one panel each.
     bins : int
-        Bins over each metric's observed range (shared by all levels of the metric).
+        Most bins over each metric's observed range (shared by all levels of the metric); small
+        samples get fewer (``sqrt(n)``, at least 8).
     max_levels, min_count : int
         Levels above ``max_levels - 1`` are pooled as ``>= max_levels - 1``, and the top level
         is pooled further down while it holds fewer than ``min_count`` images, so a handful of
@@ -349,7 +376,9 @@ def score_histograms(scores: pd.DataFrame, metrics: Sequence[str], labels: Mappi
                 ax.set_yticks([])
                 continue
             lo, hi = x[ok].min(), x[ok].max()
-            edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
+            # Fewer bins for small samples (square-root rule), so a level's shape is not all gaps.
+            nb = int(np.clip(round(math.sqrt(ok.sum())), 8, bins))
+            edges = np.linspace(lo, hi if hi > lo else lo + 1, nb + 1)
             ticks, names = [], []
             for r, lv in enumerate(present):
                 base = len(present) - 1 - r  # 0 errors on top
@@ -474,8 +503,9 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
         cb.set_ticks([0, 1], labels=["worst\nin SEG", "best\nin SEG"])
         head = title or f"SEG {seg_id}"
         if prompt:
-            head += ": " + "\n".join(textwrap.wrap(f"\u201c{prompt}\u201d", width=int(width * 11)))
-        fig.suptitle(head, fontsize=11)
+            head += f": \u201c{prompt}\u201d"
+        # ~9 characters of 11 pt text per inch of figure width
+        fig.suptitle("\n".join(textwrap.wrap(head, width=max(int(width * 9), 40))), fontsize=11)
     return fig
 
 
@@ -536,10 +566,10 @@ def rank_scatter(per_seg: pd.DataFrame, metric_x: str, metric_y: str, meta_metri
         name = META_LABELS.get(meta_metric, meta_metric).split(" (")[0]
         ax.set_xlabel(f"{labels.get(metric_x, metric_x)}: per-SEG {name}, %")
         ax.set_ylabel(f"{labels.get(metric_y, metric_y)}: per-SEG {name}, %")
-        if len(wide) >= 3:
+        if len(wide) >= 3 and wide[metric_x].nunique() > 1 and wide[metric_y].nunique() > 1:
             rho = spearmanr(wide[metric_x], wide[metric_y]).statistic
-            txt = f"Spearman $\\rho$ = {rho:.2f} over {len(wide)} SEGs" if np.isfinite(rho) else f"{len(wide)} SEGs"
-        else:
+            txt = f"Spearman $\\rho$ = {rho:.2f} over {len(wide)} SEGs"
+        else:  # too few SEGs, or one metric constant over them: no correlation to report
             txt = f"{len(wide)} SEGs"
         txt += f"\nabove the diagonal: {labels.get(metric_y, metric_y)} better"
         ax.text(0.02, 0.98, txt, transform=ax.transAxes, va="top", fontsize=9)

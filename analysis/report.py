@@ -38,7 +38,6 @@ import base64
 import html
 import json
 import logging
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,8 +47,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["ResultDir", "MergedResults", "ReportOutputs", "expand_result_paths", "load_result_dir",
-           "merge_results", "make_figures", "write_report", "render_html", "parse_overrides"]
+__all__ = ["ResultDir", "RunInfo", "MergedResults", "ReportFigure", "ReportOutputs", "FIGURE_KINDS",
+           "expand_result_paths", "load_result_dir", "merge_results", "complete_analysis", "make_figures",
+           "paper_table_frame", "write_tables", "metametrics_html", "write_report", "render_html", "parse_overrides"]
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +102,12 @@ class ResultDir:
         return tuple(sorted((k, v) for k, v in self.overrides.items() if not _IGNORED_KEYS.match(k)))
 
     def metric_columns(self) -> list[str]:
-        if self.scores is not None:
-            return [c for c in self.scores.columns if c not in NON_METRIC_COLUMNS]
+        """The metrics of this result: those analysed when there is a ``metametrics.csv`` (a
+        ``ts2 analyze metrics=[...]`` job may have read a wider score file), else the score columns."""
         if self.metametrics is not None:
             return list(dict.fromkeys(self.metametrics["metric"]))
+        if self.scores is not None:
+            return [c for c in self.scores.columns if c not in NON_METRIC_COLUMNS]
         return []
 
 
@@ -159,6 +161,31 @@ def _read_csv(path: Path, what: str, required: Sequence[str], dtype: dict | None
     return df
 
 
+def _analysed_scores_file(p: Path) -> Path | None:
+    """The score file a ``ts2 analyze`` job read (its ``scores=`` setting), when it is a CSV that
+    still exists: relative paths are taken from the job's working directory."""
+    conf, hyd = p / ".hydra" / "config.yaml", p / ".hydra" / "hydra.yaml"
+    if not conf.is_file():
+        return None
+    import yaml
+
+    try:
+        src = (yaml.safe_load(conf.read_text()) or {}).get("scores")
+        cwd = ((yaml.safe_load(hyd.read_text()) or {}).get("hydra", {}).get("runtime", {}).get("cwd")
+               if hyd.is_file() else None)
+    except (yaml.YAMLError, AttributeError) as e:
+        log.warning("%s: could not read the job's config (%s); no per-image scores for this result", conf, e)
+        return None
+    if not isinstance(src, str) or not src.lower().endswith(".csv"):
+        return None
+    cand = Path(src).expanduser()
+    for c in ([cand] if cand.is_absolute() else [Path(cwd) / cand] if cwd else []) + [cand]:
+        if c.is_file():
+            return c
+    log.info("%s: the analysed score file %s is gone; figures that need per-image scores skip this result", p, src)
+    return None
+
+
 def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
     """Read the result files of one directory.
 
@@ -191,8 +218,8 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
         except json.JSONDecodeError as e:
             raise ValueError(f"{p / 'run.json'}: expected JSON, could not parse it: {e}") from e
     key = {"seg_id": str, "node": str, "file_name": str}
-    scores = (_read_csv(p / "scores.csv", "score table", ("seg_id", "node"), dtype=key)
-              if (p / "scores.csv").is_file() else None)
+    score_file = p / "scores.csv" if (p / "scores.csv").is_file() else _analysed_scores_file(p)
+    scores = _read_csv(score_file, "score table", ("seg_id", "node"), dtype=key) if score_file else None
     mm = (_read_csv(p / "metametrics.csv", "meta-metric", ("metric", "protocol", "meta_metric", "subset", "value"),
                     dtype={"metric": str, "subset": str})
           if (p / "metametrics.csv").is_file() else None)
@@ -392,8 +419,9 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
                 flops_out[ren[c]] = f
             lower |= {ren[c] for c in s["lower"]}
         if sc is not None:
-            keep = [c for c in BASE_COLUMNS if c in sc.columns] + list(ren)
-            score_frames.append(sc[keep].rename(columns=ren))
+            keep = [c for c in BASE_COLUMNS if c in sc.columns] + [c for c in ren if c in sc.columns]
+            if len(keep) > len([c for c in BASE_COLUMNS if c in sc.columns]):
+                score_frames.append(sc[keep].rename(columns=ren))
         reusable = len(g) == 1 and g[0].metametrics is not None and set(ren) <= set(g[0].metametrics["metric"])
         if reusable:
             mm = g[0].metametrics[g[0].metametrics["metric"].isin(list(ren))].copy()
@@ -495,8 +523,12 @@ class ReportFigure:
     section: str
 
 
-def _best_worst(per_seg: pd.DataFrame, protocol: str, k: int) -> tuple[list[str], list[str], pd.Series]:
+def _best_worst(per_seg: pd.DataFrame, protocol: str, k: int,
+                eligible: Iterable[str] | None = None) -> tuple[list[str], list[str], pd.Series]:
+    """Best and worst ``k`` SEGs by mean per-SEG rank_m over the metrics (only ``eligible`` ones)."""
     d = per_seg[(per_seg["meta_metric"] == "rank") & (per_seg["protocol"] == protocol)]
+    if eligible is not None:
+        d = d[d["seg_id"].astype(str).isin(set(eligible))]
     mean = d.groupby("seg_id")["value"].mean().dropna()
     if mean.empty:
         return [], [], mean
@@ -505,16 +537,24 @@ def _best_worst(per_seg: pd.DataFrame, protocol: str, k: int) -> tuple[list[str]
     return list(order.index[::-1][:k]), list(order.index[:k]), mean
 
 
+FIGURE_KINDS = ("pareto", "histograms", "heatmaps", "scatter")
+
+
 def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | None = None,
                  labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
                  scatter: Sequence[str] | None = None, n_heatmaps: int = 2, max_hist_per_figure: int = 9,
-                 prompts: Mapping[str, str] | None = None) -> list[ReportFigure]:
-    """Write every report figure into ``out_dir`` (PNG) and return them with captions.
+                 prompts: Mapping[str, str] | None = None, kinds: Sequence[str] = FIGURE_KINDS,
+                 pareto: Sequence[str] | None = None) -> list[ReportFigure]:
+    """Write the report figures into ``out_dir`` (PNG) and return them with captions.
 
     Parameters
     ----------
     protocol : str, optional
         Protocol of the meta-metrics drawn (default: ``paper`` if present, else the first).
+    kinds : sequence of str
+        Which figures: any of ``pareto``, ``histograms``, ``heatmaps``, ``scatter`` (default all).
+    pareto : sequence of str, optional
+        Meta-metrics that get a Pareto figure (default: every one in the meta-metrics).
     scatter : (str, str), optional
         The two metrics of the per-SEG rank_m scatter (default: the two best by Avg rank_m).
     n_heatmaps : int
@@ -522,6 +562,9 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
     """
     from . import plots
 
+    unknown = sorted(set(kinds) - set(FIGURE_KINDS))
+    if unknown:
+        raise ValueError(f"expected figure kinds among {list(FIGURE_KINDS)}, got {unknown}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figs: list[ReportFigure] = []
@@ -535,8 +578,13 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
             raise ValueError(f"expected a protocol among {protocols} for the figures, got {protocol!r}")
     metrics = merged.metrics
     # Pareto frontiers
-    if mm is not None and merged.flops:
+    if "pareto" in kinds and mm is not None and merged.flops:
         pts = mm[mm["protocol"] == protocol].copy()
+        if pareto is not None:
+            missing = sorted(set(pareto) - set(pts["meta_metric"]))
+            if missing:
+                raise ValueError(f"expected Pareto meta-metrics among {sorted(set(pts['meta_metric']))}, got {missing}")
+            pts = pts[pts["meta_metric"].isin(list(pareto))]
         pts["flops"] = pts["metric"].map(merged.flops)
         with_cost = pts.dropna(subset=["flops"])
         no_cost = sorted(set(pts["metric"]) - set(with_cost["metric"]))
@@ -550,12 +598,12 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
             if no_cost:
                 cap += f" Not shown (no FLOPs estimate): {', '.join(no_cost)}."
             figs.append(ReportFigure(p, cap, "Pareto frontiers"))
-    elif mm is not None:
+    elif "pareto" in kinds and mm is not None:
         log.info("no FLOPs per image known for any metric: Pareto plots skipped")
     # histograms per error level
     sc = merged.scores
     hist_metrics = [m for m in metrics if sc is not None and m in sc.columns]
-    for i in range(0, len(hist_metrics), max_hist_per_figure):
+    for i in range(0, len(hist_metrics) if "histograms" in kinds else 0, max_hist_per_figure):
         chunk = hist_metrics[i:i + max_hist_per_figure]
         fig = plots.score_histograms(sc, chunk, labels=labels)
         p = plots.save_figure(fig, out / f"histograms_{i // max_hist_per_figure + 1}.png")
@@ -564,8 +612,13 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
                                "row by row.", "Score distributions"))
     # heatmaps of the best and worst SEGs
     ps = merged.per_seg
-    if sc is not None and ps is not None and hist_metrics and protocol is not None:
-        best, worst, mean = _best_worst(ps, protocol, n_heatmaps)
+    if "heatmaps" in kinds and n_heatmaps > 0 and sc is not None and ps is not None and hist_metrics \
+            and protocol is not None:
+        # A SEG whose images sit on one error level has nothing to order (SEG 103 of TS2): its
+        # rank_m is 0 or undefined by convention, which says nothing about the metrics.
+        lv = plots.add_levels(sc[["seg_id", "node"]])
+        multi = lv.groupby(lv["seg_id"].astype(str))["level"].nunique()
+        best, worst, mean = _best_worst(ps, protocol, n_heatmaps, eligible=multi.index[multi > 1])
         for kind, ids in (("best", best), ("worst", worst)):
             for sid in ids:
                 vals = ps[(ps["protocol"] == protocol) & (ps["meta_metric"] == "rank") & (ps["seg_id"] == sid)]
@@ -576,14 +629,14 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
                     prompt = str(pr.iloc[0]) if len(pr) else None
                 fig = plots.seg_heatmap(sc, sid, hist_metrics, lower_is_better=sorted(merged.lower_is_better),
                                         seg_values=vals, labels=labels, prompt=prompt,
-                                        title=f"{kind.capitalize()} SEG {sid} (mean rank_m {100 * mean[sid]:.0f}%)")
+                                        title=f"{kind.capitalize()} SEG {sid} (mean rank$_m$ {100 * mean[sid]:.0f}%)")
                 p = plots.save_figure(fig, out / f"heatmap_{kind}_seg{_safe(sid)}.png")
                 figs.append(ReportFigure(p, f"SEG {sid}, one of the {n_heatmaps} {kind} SEGs by mean per-SEG rank_m "
                                        f"({protocol} protocol): cells coloured from each metric's worst (red) to "
                                        "best (blue) score within the SEG, nodes ordered by error count.",
                                     "Per-SEG heatmaps"))
     # scatter of two metrics' per-SEG rank_m
-    if ps is not None and protocol is not None:
+    if "scatter" in kinds and ps is not None and protocol is not None:
         ranked = [m for m in metrics if ((ps["metric"] == m) & (ps["meta_metric"] == "rank")).any()]
         if scatter:
             pair = list(scatter)
@@ -638,7 +691,8 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                     continue
                 r = r.iloc[0] if isinstance(r, pd.DataFrame) else r
                 vals.append(r)
-            fin = [float(r["value"]) for r in vals if r is not None and np.isfinite(float(r["value"]))]
+            # Best after rounding to the printed 0.1, like table.md: printed ties are all bold.
+            fin = [round(100 * float(r["value"]), 1) for r in vals if r is not None and np.isfinite(float(r["value"]))]
             if not fin:
                 continue
             best = max(fin)
@@ -649,7 +703,7 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                     continue
                 v = float(r["value"])
                 txt = _fmt_pct(v)
-                if abs(v - best) < 1e-12:
+                if round(100 * v, 1) == best:
                     txt = f"<b>{txt}</b>"
                 lo, hi = r.get("ci_low"), r.get("ci_high")
                 if lo is not None and hi is not None and np.isfinite(float(lo)) and np.isfinite(float(hi)):
@@ -717,18 +771,62 @@ class ReportOutputs:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def write_tables(mm: pd.DataFrame, out_dir: Path, labels: Mapping[str, str] | None = None) -> list[Path]:
-    """``table.md``, ``table.tex``, ``table.csv`` via :mod:`analysis.tables` (the paper-style table)."""
-    from . import tables
+def paper_table_frame(mm: pd.DataFrame, protocol: str, meta_metrics: Sequence[str] | None = None,
+                      labels: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One protocol of a ``metametrics.csv`` frame in the layout of :func:`analysis.tables.paper_table`:
+    values in %, a ``(meta_metric, subset)`` row index (``Avg`` first), one column per metric
+    (named by ``labels`` when given)."""
+    from .metametrics import PAPER_META_METRICS
 
-    return [Path(p) for p in tables.write_tables(mm, out_dir, labels=labels)]
+    d = mm[mm["protocol"] == protocol]
+    kinds = [k for k in (meta_metrics or PAPER_META_METRICS) if (d["meta_metric"] == k).any()]
+    subsets = list(dict.fromkeys(d["subset"]))
+    subsets = (["Avg"] if "Avg" in subsets else []) + [s for s in subsets if s != "Avg"]
+    metrics = list(dict.fromkeys(d["metric"]))
+    wide = d.pivot_table(index=["meta_metric", "subset"], columns="metric", values="value", aggfunc="first",
+                         dropna=False)
+    index = pd.MultiIndex.from_tuples([(k, s) for k in kinds for s in subsets], names=["meta_metric", "subset"])
+    table = wide.reindex(index=index, columns=metrics) * 100.0
+    table = table.dropna(how="all")
+    table.columns = [dict(labels or {}).get(m, m) for m in metrics]
+    return table
+
+
+def write_tables(mm: pd.DataFrame, out_dir: str | Path, labels: Mapping[str, str] | None = None,
+                 stem: str = "table", decimals: int = 1) -> list[Path]:
+    """``<stem>.md``, ``<stem>.tex`` and ``<stem>.csv`` from a merged ``metametrics.csv`` frame.
+
+    Same layout as :func:`analysis.tables.write_tables` (one block per protocol, rank/sep/delta
+    x Avg/subsets rows, values in %, best of each row bold), whose formatters it uses; that
+    function starts from an :class:`~analysis.pipeline.AnalysisResult`, while a report merges
+    meta-metrics of several runs that no single result holds.
+    """
+    from .tables import to_latex, to_markdown
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md, tex, frames = [], [], []
+    for proto in dict.fromkeys(mm["protocol"]):
+        t = paper_table_frame(mm, proto, labels=labels)
+        md.append(f"### protocol={proto}\n\nValues in %; best of each row in bold.\n\n" + to_markdown(t, decimals))
+        tex.append(to_latex(t, decimals, caption=f"protocol={proto}; values in %"))
+        f = t.reset_index()
+        f.insert(0, "protocol", proto)
+        frames.append(f)
+    paths = [out / f"{stem}.md", out / f"{stem}.tex", out / f"{stem}.csv"]
+    paths[0].write_text("\n".join(md), encoding="utf-8")
+    paths[1].write_text("\n".join(tex), encoding="utf-8")
+    csv = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    paths[2].write_text(csv.to_csv(index=False, float_format="%.4f"), encoding="utf-8")
+    return paths
 
 
 def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS2 report",
                  protocol: str | None = None, labels: Mapping[str, str] | None = None,
                  groups: Mapping[str, str] | None = None, scatter: Sequence[str] | None = None,
                  n_heatmaps: int = 2, extra_sections: Sequence[tuple[str, str]] = (),
-                 prompts: Mapping[str, str] | None = None) -> ReportOutputs:
+                 prompts: Mapping[str, str] | None = None, figures: Sequence[str] = FIGURE_KINDS,
+                 pareto: Sequence[str] | None = None) -> ReportOutputs:
     """Write ``report.html``, the merged ``metametrics.csv``/``per_seg.csv``/``scores.csv``, the
     paper-style ``table.md``/``.tex``/``.csv`` and ``figures/*.png`` into ``output_dir``.
 
@@ -750,7 +848,7 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
         merged.scores.to_csv(written_sc, index=False)
     table_paths = write_tables(mm, out, labels=labels) if mm is not None else []
     figs = make_figures(merged, out / "figures", protocol=protocol, labels=labels, groups=groups, scatter=scatter,
-                        n_heatmaps=n_heatmaps, prompts=prompts)
+                        n_heatmaps=n_heatmaps, prompts=prompts, kinds=figures, pareto=pareto)
     sections: list[tuple[str, str]] = []
     if mm is not None:
         protocols = list(dict.fromkeys(mm["protocol"]))
@@ -781,9 +879,6 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
 
 
 def _fmt_flops(f: float) -> str:
-    if not f or not np.isfinite(f):
-        return "-"
-    exp = int(math.floor(math.log10(abs(f)) / 3))
-    exp = max(0, min(exp, 6))
-    suffix = ["", "k", "M", "G", "T", "P", "E"][exp]
-    return f"{f / 10 ** (3 * exp):.3g}{suffix}"
+    from .plots import si_flops
+
+    return si_flops(f) or "-"

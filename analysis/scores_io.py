@@ -43,7 +43,7 @@ KEY_COLUMNS = ("seg_id", "node", "file_name", "subset")
 ALIASES = {"id": "seg_id", "rank": "node", "image_id": "file_name"}
 # Descriptive columns a score table may carry that are not metrics.
 IGNORED_COLUMNS = frozenset({"prompt", "target_prompt", "image_path", "source", "image_source", "level",
-                             "status", "error", "errors", "Unnamed: 0", "index"})
+                             "status", "error", "Unnamed: 0", "index"})
 MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "null", "NULL", "None", "none"})
 SUBSET_SOURCES = ("auto", "dataset", "column", "ts2", "none")
 _TS2_FILE = re.compile(r"^images/(\d{3})-\d+\.\w+$")
@@ -384,7 +384,3 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
     subset_of, how = _subsets_from(subsets, table, ds)
     structure = Structure.from_dataset(ds, row_of, n_rows=len(x), subset_of=subset_of)
     return AnalysisInputs(structure, x, table.metrics, table.lower_is_better, how, table.source, tuple(notes))
-
-
-def seg_subsets(inputs: AnalysisInputs) -> Mapping[str, str | None]:
-    return {s.seg_id: s.subset for s in inputs.structure.segs}

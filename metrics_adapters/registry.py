@@ -95,13 +95,25 @@ class Registry:
 
 METRICS = Registry("metric")
 
-# Built-in metrics. To add one: write the class, register it here (or call register_metric from
-# your own package) and add conf/metric/<name>.yaml with the same class as _target_.
+# Built-in metrics, one entry per class. To add one: write the class, register it here (or call
+# register_metric from your own package) and add conf/metric/<name>.yaml with the same class as
+# _target_. Further configs of a registered class (clipscore_b32, always_yes, ...) need no entry.
 for _name, _target in {
     "clipscore": "metrics_adapters.embedding.clipscore:OpenCLIPScore",
     "clipscore_hf": "metrics_adapters.embedding.clipscore:HFCLIPScore",
     "alignscore": "metrics_adapters.embedding.align:ALIGNScore",
     "siglip": "metrics_adapters.embedding.siglip:SigLIPScore",
+    "tifa": "metrics_adapters.qa.tifa:TIFAScore",
+    "dsg": "metrics_adapters.qa.dsg:DSGScore",
+    "geneval": "metrics_adapters.geneval.metric:GenEvalMetric",
+    "llm_judge": "metrics_adapters.judges.llmscore:LLMJudge",
+    "vlm_judge": "metrics_adapters.judges.viescore:VLMJudge",
+    "blur": "metrics_adapters.quality.blur:BlurEffect",
+    "iqa": "metrics_adapters.quality.pyiqa_metric:PyIQAMetric",
+    "composite": "metrics_adapters.composite:CompositeMetric",
+    "random": "metrics_adapters.controls.random:RandomScore",
+    "shuffled_image": "metrics_adapters.controls.shuffle:ShuffledImage",
+    "shuffled_text": "metrics_adapters.controls.shuffle:ShuffledText",
 }.items():
     METRICS.register(_name, _target)
 

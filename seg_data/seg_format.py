@@ -52,17 +52,23 @@ def _read(path: Path) -> Any:
 
 
 def _rel(p: Path | None, base: Path) -> str | None:
+    """``p`` relative to ``base`` (already resolved) when it lies below it, else as given."""
     if p is None:
         return None
+    p = Path(p)
+    try:  # cheap lexical check first: resolve() stats the file system (slow at 100k images)
+        return (p if p.is_absolute() else Path.cwd() / p).relative_to(base).as_posix()
+    except ValueError:
+        pass
     try:
-        return Path(p).resolve().relative_to(base.resolve()).as_posix()
+        return p.resolve().relative_to(base).as_posix()
     except ValueError:
         return str(p)
 
 
 def dataset_to_dict(ds: SEGDataset, base: Path | None = None) -> dict:
     """Plain-data form of a dataset; image paths are made relative to ``base`` where possible."""
-    base = Path(base) if base is not None else Path.cwd()
+    base = (Path(base) if base is not None else Path.cwd()).resolve()
     segs = []
     for s in ds:
         g = s.graph

@@ -14,7 +14,7 @@ What an image should contain is stored alongside:
 * ``seg.metadata["scene"]``: the prompt's scene ``{groups: [{shape, colour, count}], relation}``
   (``relation`` relates group 0 to group 1, e.g. ``"left of"``, or is ``None``);
 * ``seg.metadata["nodes"][label]``: ``{ablations: [...], scene: {...}}``, the node's rendered
-  scene (a missing group has ``count: 0``);
+  scene (a missing group has ``count: 0``); only in sets written with images;
 * ``seg.metadata["kind"]``: the prompt kind, also the SEG's subset (``Colour``, ``Count``,
   ``Position``);
 * ``boxes.json`` beside ``dataset.yaml`` (named by the dataset metadata ``boxes_file``):
@@ -44,12 +44,12 @@ import networkx as nx
 
 from .graph import build_graph
 from .model import SEG, ImageRecord, SEGDataset
-from .seg_format import dataset_to_dict, load_seg_file
+from .seg_format import load_seg_file, save_seg_file
 
 __all__ = [
     "GENERATOR_VERSION", "PALETTE", "SHAPES", "KINDS", "IMAGE_SIZE", "BACKGROUND",
-    "load_mini", "make_synthetic", "mini_cache_dir", "generator_tag", "load_boxes",
-    "expected_objects",
+    "ABLATION_TYPES", "load_mini", "make_synthetic", "mini_cache_dir", "generator_tag", "load_boxes",
+    "expected_objects", "apply_ablations", "render_scene",
 ]
 
 log = logging.getLogger(__name__)
@@ -73,10 +73,15 @@ SHAPES = ("circle", "square", "triangle", "star")
 _PLURAL = {"circle": "circles", "square": "squares", "triangle": "triangles", "star": "stars"}
 _NUMBER = {1: "one", 2: "two", 3: "three"}
 _OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
+ABLATION_TYPES = ("wrong_colour", "wrong_count", "wrong_shape", "missing_object", "swapped_position")
 # Prompt kind -> subset name; SEG i has kind KINDS[i % 3] so every subset gets a third.
 KINDS = ("Colour", "Count", "Position")
 # The ablation a kind of prompt is about; its SEGs' first level-1 node always has it.
 _KIND_ABLATION = {"Colour": "wrong_colour", "Count": "wrong_count", "Position": "swapped_position"}
+
+# Deepest error level of SEG i, cycled per kind (stratified, not drawn, so every small set has
+# each kind at each depth): per kind 1/2 of the SEGs reach level 3, 1/3 level 2, 1/6 level 1.
+_DEPTHS = (3, 2, 3, 1, 3, 2)
 
 _MARGIN = 4          # free border of the canvas, px
 _REGION_GAP = 3      # half the free band between the two regions of a spatial prompt, px
@@ -117,6 +122,21 @@ class Scene:
         return {"groups": [{"shape": g.shape, "colour": g.colour, "count": g.count} for g in self.groups],
                 "relation": self.relation}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Scene":
+        try:
+            groups = tuple(Group(str(g["shape"]), str(g["colour"]), int(g["count"])) for g in d["groups"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"expected a scene {{groups: [{{shape, colour, count}}], relation}}, got {d!r:.120}") from e
+        for g in groups:
+            if g.shape not in SHAPES or g.colour not in PALETTE or not 0 <= g.count <= 3:
+                raise ValueError(f"expected shape in {SHAPES}, colour in {tuple(PALETTE)} and count 0-3, got {g}")
+        relation = d.get("relation")
+        if relation is not None and (relation not in _OPPOSITE or len(groups) != 2):
+            raise ValueError(f"expected relation in {tuple(_OPPOSITE)} between exactly 2 groups, got "
+                             f"{relation!r} with {len(groups)} groups")
+        return cls(groups, relation)
+
 
 @dataclass(frozen=True)
 class Ablation:
@@ -156,6 +176,13 @@ class Ablation:
 
     def to_dict(self) -> dict:
         return {"type": self.kind, "group": self.group, "value": self.value}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Ablation":
+        kind = d.get("type")
+        if kind not in ABLATION_TYPES:
+            raise ValueError(f"expected an ablation type in {ABLATION_TYPES}, got {kind!r}")
+        return cls(kind, d.get("group"), d.get("value"))
 
 
 def _article(word: str) -> str:
@@ -221,13 +248,13 @@ def _ablation_pool(scene: Scene, rng: random.Random) -> list[Ablation]:
     return pool
 
 
-def _node_sets(kind: str, pool: list[Ablation], n_groups: int, rng: random.Random) -> list[list[tuple[int, ...]]]:
-    """Ablation sets (sorted pool indices) per level: level k sets have k ablations.
+def _node_sets(kind: str, pool: list[Ablation], n_groups: int, max_level: int,
+               rng: random.Random) -> list[list[tuple[int, ...]]]:
+    """Ablation sets (sorted pool indices) per level 0..max_level: level k sets have k ablations.
 
     Level 1 has one or two nodes, the first with the kind's own ablation; every level-k set
     extends a level-(k-1) set by one compatible ablation, so each node has a parent.
     """
-    max_level = rng.choices((1, 2, 3), weights=(1, 3, 3))[0]
     own = next(i for i, a in enumerate(pool) if a.kind == _KIND_ABLATION[kind])
     others = [i for i in range(len(pool)) if i != own]
     first = [(own,)]
@@ -345,7 +372,8 @@ def _make_seg(i: int, seed: int, out: Path, images: bool, images_per_node: int |
     kind = KINDS[i % len(KINDS)]
     scene = _make_scene(kind, rng)
     pool = _ablation_pool(scene, rng)
-    labelled = _node_labels(_node_sets(kind, pool, len(scene.groups), rng))
+    max_level = _DEPTHS[(i // len(KINDS)) % len(_DEPTHS)]
+    labelled = _node_labels(_node_sets(kind, pool, len(scene.groups), max_level, rng))
 
     nodes: dict[str, list[ImageRecord]] = {}
     node_errors: dict[str, list[str]] = {}
@@ -379,25 +407,10 @@ def _make_seg(i: int, seed: int, out: Path, images: bool, images_per_node: int |
     edges = sorted(nx.transitive_reduction(order).edges)
     edge_errors = {(u, v): [pool[k].describe(scene) for k in sets[v] if k not in sets[u]] for u, v in edges}
     graph = build_graph(nodes, edges=edges, edge_errors=edge_errors, node_errors=node_errors)
-    metadata = {"kind": kind, "scene": scene.to_dict(), "nodes": node_meta}
+    metadata: dict[str, Any] = {"kind": kind, "scene": scene.to_dict()}
+    if images:  # what each image shows; left out of structure-only sets, where it would double the file
+        metadata["nodes"] = node_meta
     return SEG(seg_id=str(i), prompt=_prompt(scene, kind), graph=graph, subset=kind, metadata=metadata)
-
-
-def _save_yaml(ds: SEGDataset, path: Path) -> Path:
-    """:func:`seg_format.save_seg_file` for YAML, with libyaml's emitter when available.
-
-    Same data (``dataset_to_dict``) and the same block style; the pure-Python emitter that
-    ``save_seg_file`` uses needs minutes for 100k images, libyaml a few seconds.
-    """
-    import yaml
-
-    data = dataset_to_dict(ds, base=path.parent)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        yaml.dump(data, f, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
-                  allow_unicode=True)
-    tmp.replace(path)  # a crash never leaves a half-written dataset file
-    return path
 
 
 def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
@@ -414,8 +427,9 @@ def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
     seed : int
         Seed of everything: scenes, ablations, graph shapes, image counts and layouts.
     images : bool
-        ``False`` writes the structure only (image ids and relative paths, no files, no boxes);
-        the SEGs, nodes, edges and image ids are the same as with ``True``.
+        ``False`` writes the structure only: image ids and relative paths but no image files,
+        no ``boxes.json`` and no per-node ``metadata["nodes"]``; prompts, scenes, nodes, node
+        and edge errors, edges and image ids are the same as with ``True``.
     images_per_node : int, optional
         Images per node (>= 1); ``None`` draws 2-4 per node from the seed.
     name : str, optional
@@ -451,7 +465,7 @@ def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
     boxes: dict[str, list] = {}
     segs = []
     t0 = time.perf_counter()
-    for i in tqdm(range(n_segs), desc="synthetic SEGs", unit="SEG", leave=False):
+    for i in tqdm(range(n_segs), desc="synthetic SEGs", unit="SEG", leave=False, mininterval=0.5):
         seg_dir = f"seg{i:0{width}d}"
         if images:
             (out / "images" / seg_dir).mkdir(parents=True, exist_ok=True)
@@ -465,7 +479,7 @@ def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
         meta["boxes_file"] = "boxes.json"
         (out / "boxes.json").write_text(json.dumps(boxes, separators=(",", ":")), encoding="utf-8")
     ds = SEGDataset(segs, name=name or f"synthetic-{n_segs}-{seed}", root=out, metadata=meta)
-    path = _save_yaml(ds, out / "dataset.yaml")
+    path = save_seg_file(ds, out / "dataset.yaml")
     log.info("wrote %d synthetic SEGs (%d images%s) to %s in %.1f s", n_segs, ds.n_images,
              "" if images else ", structure only", out, time.perf_counter() - t0)
     return path
@@ -562,6 +576,42 @@ def load_mini(n_segs: int = 30, seed: int = 0, cache_dir: str | Path | None = No
                 shutil.rmtree(tmp, ignore_errors=True)
     ds = load_seg_file(target, check_images=check_images)
     return ds
+
+
+# --------------------------------------------------------------------------------------------
+# Public helpers: render a scene, apply ablations, read back what images should contain
+# --------------------------------------------------------------------------------------------
+def apply_ablations(scene: dict, ablations: list[dict]) -> dict:
+    """The scene a node shows: ``scene`` (SEG metadata form) with ``ablations`` applied.
+
+    Examples
+    --------
+    >>> s = {"groups": [{"shape": "circle", "colour": "red", "count": 2},
+    ...                 {"shape": "square", "colour": "blue", "count": 1}], "relation": "left of"}
+    >>> apply_ablations(s, [{"type": "swapped_position"}])["relation"]
+    'right of'
+    """
+    out = Scene.from_dict(scene)
+    for a in ablations:
+        out = Ablation.from_dict(a).apply(out)
+    return out.to_dict()
+
+
+def render_scene(scene: dict, seed: int | str = 0):
+    """Render a scene (SEG metadata form) with seeded jitter, as the generator does.
+
+    Returns
+    -------
+    (PIL.Image.Image, list of (shape, colour, x0, y0, x1, y1))
+        The RGB image and each drawn object with the square box (inclusive) it fills.
+
+    Raises
+    ------
+    ValueError
+        A malformed scene (unknown shape/colour, count outside 0-3, bad relation).
+    """
+    objects = _layout(Scene.from_dict(scene), random.Random(seed))
+    return _render(objects), objects
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ def synthetic(tmp_path_factory) -> Path:
 def run(synthetic, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     cfg = OmegaConf.create({"human": str(synthetic), "output_dir": str(out), "bootstrap": 60, "seed": 1,
-                            "metrics": None, "permutations": 40, "progress": False})
+                            "metrics": None, "human_permutations": 40, "progress": False})
     rc = human_main(cfg)
     return rc, out, load_human(synthetic)
 
@@ -92,6 +92,7 @@ def test_table_and_paired_tests(run):
     tests = pd.read_csv(out / "human_paired_tests.csv")
     assert len(tests[["metric_a", "metric_b"]].drop_duplicates()) == 3  # 3 metrics -> 3 pairs
     assert set(tests.test) == {"williams", "permutation"}
+    assert (tests[tests.test == "permutation"].n_resamples == 40).all()
     assert tests.p_value.between(0, 1).all()
     best = tests[(tests.metric_a == "oracle") & (tests.metric_b == "random") & (tests.test == "williams")]
     assert (best.p_value < 0.01).all()
@@ -113,12 +114,12 @@ def test_side_by_side_with_a_seg_view(run):
 
 def test_metric_selection_bootstrap_off_and_bad_input(synthetic, tmp_path):
     cfg = OmegaConf.create({"human": str(synthetic), "output_dir": str(tmp_path / "a"), "bootstrap": 0,
-                            "metrics": ["random", "oracle"], "progress": False})
+                            "metrics": ["random", "oracle"], "human_permutations": 0, "progress": False})
     assert human_main(cfg) == 0
     res = pd.read_csv(tmp_path / "a" / "human_metametrics.csv")
     assert set(res.metric) == {"human", "random", "oracle"}
     assert res.ci_low.isna().all()
-    assert (pd.read_csv(tmp_path / "a" / "human_paired_tests.csv").test == "williams").all()  # permutations follow bootstrap=0
+    assert (pd.read_csv(tmp_path / "a" / "human_paired_tests.csv").test == "williams").all()  # permutations off
     bad = OmegaConf.create({"human": str(synthetic), "output_dir": str(tmp_path / "b"), "metrics": ["tifa"]})
     assert human_main(bad) == 2
     assert human_main(OmegaConf.create({"human": str(tmp_path / "none.csv"), "output_dir": str(tmp_path)})) == 2
@@ -136,7 +137,7 @@ def test_through_ts2_analyze(synthetic, tmp_path):
         pytest.skip("needs conf/analyze.yaml and ts2/commands/analyze.py routing human=... to human_main")
     from ts2.cli import main
 
-    rc = main(["analyze", f"human={synthetic}", f"output_dir={tmp_path}", "bootstrap=20"])
+    rc = main(["analyze", f"human={synthetic}", f"output_dir={tmp_path}", "bootstrap=20", "++human_permutations=20"])
     assert rc == 0
     res = pd.read_csv(tmp_path / "human_metametrics.csv")
     assert not math.isnan(res[(res.metric == "oracle") & (res.statistic == "kendall_b")].value.iloc[0])

@@ -423,6 +423,12 @@ def test_permutation_test_detects_a_better_metric_and_not_a_copy():
     assert r.value_a > r.value_b and r.p_value == pytest.approx(1 / 100)
     same = H.permutation_test(x, x.copy(), y, groups, "kendall_b", "global", n_perm=20, seed=0)
     assert same.diff == 0 and same.p_value == 1.0
+    # Grouped pairwise accuracy (shared epsilon) goes through the recompute path.
+    pa = H.permutation_test(x, x.copy(), y, groups, "pairwise_acc", "prompt", n_perm=10, seed=0)
+    assert pa.diff == 0 and pa.p_value == 1.0 and pa.value_a == pytest.approx(
+        H.grouped_pairwise_accuracy(x, y, groups).accuracy)
+    better = H.permutation_test(x, noise, y, groups, "pairwise_acc", "prompt", n_perm=30, seed=0)
+    assert better.diff > 0 and better.p_value < 0.1
     # A rescaled copy is the same metric for rank statistics: no difference either.
     scaled = H.permutation_test(x, 30 + 5 * x, y, groups, "spearman", "global", n_perm=20, seed=0)
     assert scaled.diff == pytest.approx(0) and scaled.p_value == 1.0

@@ -75,7 +75,8 @@ def test_joblib_two_job_sweep_then_merged_by_report(tmp_path):
     b = write_run(tmp_path / "b", make_scores(n_segs=5, seed=2)[["seg_id", "node", "file_name", "good"]], analyse=False)
     sweep = tmp_path / "sweep"
     r = subprocess.run([sys.executable, "-m", "ts2", "report", "-m", "+experiment=local_parallel",
-                        f"results=[{a}],[{b}]", f"output_dir={sweep}", "bootstrap=0", "protocols=[graph]"],
+                        f"results=[{a}],[{b}]", f"output_dir={sweep}", "bootstrap=0", "protocols=[graph]",
+                        "figures=[]"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Joblib" in r.stderr  # the sweep really went through the joblib launcher
@@ -92,8 +93,19 @@ def test_joblib_two_job_sweep_then_merged_by_report(tmp_path):
                       bootstrap=0)
         assert val == pytest.approx(ref.value("good", "rank"))
     # ts2 report collects the sweep folder into one table with both runs
-    r = subprocess.run([sys.executable, "-m", "ts2", "report", f"results=[{sweep}]", f"output_dir={tmp_path / 'all'}",
-                        "bootstrap=0", "protocols=[graph]"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    table = (tmp_path / "all" / "table.md").read_text()
+    from ts2.commands.report import build_report
+
+    out = build_report([sweep], tmp_path / "all", bootstrap=0, protocols=["graph"], figures=[])
+    table = out.tables[0].read_text()
     assert "good[sweep/0]" in table and "good[sweep/1]" in table
+
+
+def test_experiments_compose_with_the_score_command_and_its_sweep_keys():
+    # The experiments are meant for `ts2 score -m`: every key they sweep must exist in score.yaml
+    # (Hydra refuses unknown keys), e.g. slurm_shards sweeps `shard`.
+    for name in EXPERIMENTS:
+        cfg = _compose(name, "score")
+        params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+        for key, values in params.items():
+            first = str(values).split(",")[0]
+            _compose(name, "score", [f"{key}={first}"])

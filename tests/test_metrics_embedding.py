@@ -91,11 +91,18 @@ BACKENDS = {
 }
 
 
+_LOADED: dict = {}
+
+
 def _metric(name, **kw):
-    kind, args, _ = BACKENDS[name]
-    m = get_metric(name, **args(tm.tiny(kind)), **kw)
-    m.load("cpu")
-    return m
+    """A loaded metric, reused across tests (loading tokenizers dominates these tests' time)."""
+    key = (name, tuple(sorted(kw.items())))
+    if key not in _LOADED:
+        kind, args, _ = BACKENDS[name]
+        m = get_metric(name, **args(tm.tiny(kind)), **kw)
+        m.load("cpu")
+        _LOADED[key] = m
+    return _LOADED[key]
 
 
 @pytest.mark.parametrize("name", list(BACKENDS))

@@ -161,7 +161,7 @@ def test_ts2_report_command_line(tmp_path):
     code = ("import sys, ts2.cli; rc = ts2.cli.main(sys.argv[1:]); "
             "sys.exit(3 if 'torch' in sys.modules else rc)")
     r = subprocess.run([sys.executable, "-c", code, "report", f"results=[{a},{b}]", f"output_dir={tmp_path / 'out'}",
-                        "bootstrap=0", "labels={noisy: Noisy control}"],
+                        "bootstrap=0", "labels={noisy: Noisy control}", "figures=[pareto]", "pareto=[rank]"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert f"report: {tmp_path / 'out' / 'report.html'}" in r.stdout
@@ -169,6 +169,23 @@ def test_ts2_report_command_line(tmp_path):
     assert "good[a]" in page and "good[b]" in page and "Noisy control" in page
     mm = pd.read_csv(tmp_path / "out" / "metametrics.csv")
     assert set(mm.metric) == {"good[a]", "good[b]", "noisy"}
+    assert sorted(p.name for p in (tmp_path / "out" / "figures").iterdir()) == ["pareto_rank.png"]
     r = subprocess.run([sys.executable, "-m", "ts2", "report", f"results=[{tmp_path / 'missing'}]",
                         f"output_dir={tmp_path / 'out2'}"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_report_on_a_ts2_analyze_output_finds_the_analysed_scores(tmp_path):
+    from ts2.commands.report import build_report
+
+    make_scores(n_segs=6, seed=4).to_csv(tmp_path / "my_scores.csv", index=False)
+    r = subprocess.run([sys.executable, "-m", "ts2", "analyze", "scores=my_scores.csv", "metrics=[good]",
+                        "output_dir=ana", "bootstrap=0", "protocols=[paper,graph]", "ranking.enabled=false"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = rp.load_result_dir(tmp_path / "ana")
+    assert d.metric_columns() == ["good"]  # what was analysed, not every column of the score file
+    assert d.scores is not None and len(d.scores) == 6 * 4 * 3  # read back through the job's scores= setting
+    out = build_report([tmp_path / "ana"], tmp_path / "rep", figures=["histograms"])
+    assert [p.name for p in out.figures] == ["histograms_1.png"]
+    pd.testing.assert_frame_equal(pd.read_csv(out.metametrics), pd.read_csv(tmp_path / "ana" / "metametrics.csv"))

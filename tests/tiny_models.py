@@ -20,13 +20,26 @@ TINY_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, nu
                    image_size=32, patch_size=8)
 
 
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2/CLIP byte -> printable character table (as in open_clip.tokenizer)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs], strict=True))
+
+
 def _clip_vocab_and_merges():
     """The real CLIP BPE (open_clip's file), with transformers' special-token names."""
-    from open_clip.tokenizer import bytes_to_unicode, default_bpe
-
-    merges = gzip.open(default_bpe()).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+    # Read the file without importing open_clip (seconds of torchvision/timm imports).
+    bpe = Path(importlib.util.find_spec("open_clip").submodule_search_locations[0]) / "bpe_simple_vocab_16e6.txt.gz"
+    merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
     merges = [tuple(m.split()) for m in merges]
-    vocab = list(bytes_to_unicode().values())
+    vocab = list(_bytes_to_unicode().values())
     vocab = vocab + [v + "</w>" for v in vocab] + ["".join(m) for m in merges]
     vocab += ["<|startoftext|>", "<|endoftext|>"]
     return {t: i for i, t in enumerate(vocab)}, merges

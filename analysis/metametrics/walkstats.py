@@ -8,6 +8,9 @@ Everything below is computed in *sorted* score order per row: tie groups of equa
 the dense "slot" of each sample's level among the levels present on the walk (after NaN
 samples are dropped), per-slot counts and sums, and cumulative per-slot counts, from which
 Spearman, Kendall, KS, delta and pairwise accuracy all follow with array operations.
+
+Per-slot arrays over positions (``onehot``, ``cum``, ``less``, ``less_equal``) are slot-major,
+``(slots, n_walks, width)``, so that each slot's row is one contiguous block.
 """
 
 from __future__ import annotations
@@ -53,8 +56,9 @@ class WalkStats:
 
     Notes
     -----
-    Counts are held as float32 (exact for integers below 2**24) to halve memory traffic; every
-    ratio and correlation is formed in float64.
+    Counts are held as float32 (exact for integers below 2**24; products of two counts stay
+    exact while walks are at most 4096 samples long, float64 beyond) to halve memory traffic;
+    every ratio and correlation is formed in float64.
     """
 
     def __init__(self, levels: np.ndarray, scores: np.ndarray, levels_sorted: bool = False) -> None:
@@ -66,6 +70,7 @@ class WalkStats:
         self._scores = scores
         self._levels = levels
         self._levels_sorted = bool(levels_sorted)
+        self.count_dtype = np.float32 if self.shape[1] <= 4096 else np.float64
 
     # -- validity and sorting ------------------------------------------------------------------
     @cached_property
@@ -143,8 +148,7 @@ class WalkStats:
             new = valid & (lv != prev)
             slot = np.where(valid, np.cumsum(new, axis=1) - 1, -1)
         else:
-            big = np.iinfo(np.int64).max
-            lv = np.where(valid, self._levels, big).astype(np.int64)
+            lv = np.where(valid, np.asarray(self._levels, dtype=float), np.inf)
             o = np.argsort(lv, axis=1, kind="stable")
             ls = np.take_along_axis(lv, o, axis=1)
             new = np.ones(ls.shape, dtype=bool)
@@ -175,8 +179,8 @@ class WalkStats:
 
     @cached_property
     def onehot(self) -> np.ndarray:
-        """Slot-major ``(slots, n, width)`` float32: 1 where a sorted valid sample is on that slot."""
-        return (self.sorted_slot[None, :, :] == np.arange(self.n_slot_cols)[:, None, None]).astype(np.float32)
+        """Slot-major ``(slots, n, width)`` counts: 1 where a sorted valid sample is on that slot."""
+        return (self.sorted_slot[None, :, :] == np.arange(self.n_slot_cols)[:, None, None]).astype(self.count_dtype)
 
     def _per_slot(self, weights: np.ndarray | None) -> np.ndarray:
         k = self.n_slot_cols
@@ -188,6 +192,8 @@ class WalkStats:
     @cached_property
     def count(self) -> np.ndarray:
         """Valid samples per level slot, ``(n, slots)``."""
+        if "cum" in self.__dict__:  # already paid for: its last column holds the counts
+            return self.cum[:, :, -1].T.astype(float)
         return self._per_slot(None)
 
     @cached_property
@@ -201,7 +207,7 @@ class WalkStats:
 
         ``cum[b, r, k]`` counts samples of slot b among the first k sorted samples of walk r.
         """
-        c = np.zeros((self.n_slot_cols, self.shape[0], self.shape[1] + 1), dtype=np.float32)
+        c = np.zeros((self.n_slot_cols, self.shape[0], self.shape[1] + 1), dtype=self.count_dtype)
         np.cumsum(self.onehot, axis=2, out=c[:, :, 1:])
         return c
 

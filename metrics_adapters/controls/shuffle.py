@@ -42,8 +42,10 @@ class MetricWrapper(Metric):
     def __init__(self, name: str, inner: Metric | Any) -> None:
         super().__init__(name)
         self.inner = _instantiate(inner, "inner")
-        if self.inner is None:
-            raise ValueError(f"{name}: expected an inner metric (metric.inner=...), got none")
+        if self.inner is None:  # the default: CLIPScore as configured in conf/metric/clipscore.yaml
+            from ..embedding.clipscore import OpenCLIPScore
+
+            self.inner = OpenCLIPScore()
         # Instance attributes shadow the class metadata: the wrapper reads like its inner metric.
         self.columns = self.inner.columns
         self.higher_is_better = self.inner.higher_is_better
@@ -123,8 +125,10 @@ class ShuffledText(MetricWrapper):
 
 def _pool_from(dataset: Any) -> list[tuple[str, str, str]]:
     """``(seg_id, file_name, image_path)`` of every image with a path, in dataset order."""
-    if dataset is None:
-        return []
+    if dataset is None:  # the score command's default dataset
+        from seg_data.synthetic import load_mini
+
+        dataset = load_mini()
     if isinstance(dataset, (str, Path)):
         from seg_data import load_path
 
@@ -143,11 +147,12 @@ class ShuffledImage(MetricWrapper):
     Parameters
     ----------
     name : str
-    inner : Metric or config
-        The metric to fool.
+    inner : Metric or config, optional
+        The metric to fool (default: ``clipscore``).
     dataset : SEGDataset, path or None
         The donor pool: the dataset being scored (the config passes ``${dataset}``; a path to a
-        dataset file/folder also works). ``None`` is allowed only when ``pool`` or ``path`` is set.
+        dataset file/folder also works). ``None``: the bundled mini set (``dataset=mini``, the
+        score command's default).
     path : str, optional
         A dataset file/folder that takes precedence over ``dataset`` (the config passes the
         score command's ``path``, which overrides ``dataset`` there too).

@@ -29,7 +29,8 @@ import numpy as np
 
 from .colours import COLOUR_NAMES, colour_index, dominant_colour
 
-__all__ = ["Detection", "Detector", "ShapesDetector", "OwlDetector", "classify_shape", "SHAPE_NAMES"]
+__all__ = ["Detection", "Detector", "ShapesDetector", "OwlDetector", "classify_shape", "SHAPE_NAMES", "DETECTORS",
+           "build_detector"]
 
 log = logging.getLogger(__name__)
 
@@ -335,3 +336,36 @@ def _nms(dets: list[Detection], iou: float) -> list[Detection]:
         if all(k.label != d.label or _iou(k.box, d.box) <= iou for k in keep):
             keep.append(d)
     return keep
+
+
+# Detector backends by name (``metric.detector=shapes``); lazy "module:attr" entries.
+from ..registry import Registry  # noqa: E402 - after the classes it names
+
+DETECTORS = Registry("detector")
+DETECTORS.register("shapes", "metrics_adapters.geneval.detectors:ShapesDetector")
+DETECTORS.register("owlv2", "metrics_adapters.geneval.detectors:OwlDetector")
+
+
+def build_detector(spec: Any) -> Detector:
+    """A detector from a name in :data:`DETECTORS`, a config mapping with ``_target_``, or itself.
+
+    Raises
+    ------
+    UnknownMetricError
+        An unknown name (the message lists the valid ones).
+    TypeError
+        Anything that does not build a :class:`Detector`.
+    """
+    if isinstance(spec, Detector):
+        return spec
+    if isinstance(spec, str):
+        det = DETECTORS.get(spec)()
+    elif isinstance(spec, dict) or hasattr(spec, "keys"):
+        from hydra.utils import instantiate
+
+        det = instantiate(spec)
+    else:
+        det = spec
+    if not isinstance(det, Detector):
+        raise TypeError(f"expected a detector name in {DETECTORS.names()}, a detector config or a Detector, got {spec!r}")
+    return det

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..base import Metric, MetricError, ScoreItem
 from ..judges.records import AnswerLog, write_usage
-from .detectors import Detector, ShapesDetector
+from .detectors import Detector, build_detector
 from .parser import PromptParseError, PromptSpec, TemplateParser
 from .scoring import check_requirements, fraction_met
 
@@ -24,13 +24,14 @@ class GenEvalMetric(Metric):
     Parameters
     ----------
     name : str
-    detector : Detector
-        :class:`~metrics_adapters.geneval.detectors.ShapesDetector` (``detector=shapes``, no
-        weights, for flat-coloured shape scenes) or
-        :class:`~metrics_adapters.geneval.detectors.OwlDetector` (``detector=owlv2``).
-    parser : TemplateParser or LMPromptParser
-        Prompt -> requirements; the template parser reads GenEval's prompt forms, the LM parser
-        any prompt.
+    detector : str, Detector or config
+        ``"owlv2"`` (default: :class:`~metrics_adapters.geneval.detectors.OwlDetector`,
+        transformers zero-shot detection) or ``"shapes"``
+        (:class:`~metrics_adapters.geneval.detectors.ShapesDetector`: no weights, for the
+        flat-coloured shape scenes of ``dataset=mini``); or a detector config/object.
+    parser : TemplateParser, LMPromptParser or config, optional
+        Prompt -> requirements; the template parser (default) reads GenEval's prompt forms, the
+        LM parser any prompt.
     article_count : {"exact", "at_least"}
         Whether "a red circle" asks for exactly one (default; every wrong count is an error, as
         in semantic error graphs) or at least one (GenEval's reading outside its counting task).
@@ -55,13 +56,17 @@ class GenEvalMetric(Metric):
 
     _FIELDS = ["score", "n_met", "n_requirements", "task", "failed", "checks", "detections", "error"]
 
-    def __init__(self, name: str = "geneval", detector: Detector | None = None, parser: Any = None,
+    def __init__(self, name: str = "geneval", detector: Detector | str | Any = "owlv2", parser: Any = None,
                  article_count: str = "exact", position_margin: float = 0.1, count_threshold: float = 0.0,
                  answers_dir: str | None = None) -> None:
         super().__init__(name)
         if article_count not in ("exact", "at_least"):
             raise ValueError(f"{name}: expected article_count 'exact' or 'at_least', got {article_count!r}")
-        self.detector = detector if detector is not None else ShapesDetector()
+        self.detector = build_detector(detector)
+        if parser is not None and not hasattr(parser, "parse"):
+            from hydra.utils import instantiate
+
+            parser = instantiate(parser)
         self.parser = parser if parser is not None else TemplateParser()
         self.article_count = article_count
         self.position_margin = float(position_margin)

@@ -42,7 +42,7 @@ NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, 
 _ARTICLES = {"a", "an"}
 _PREFIX = re.compile(r"^(?:a|an)\s+(?:photo|picture|image|painting|drawing|render(?:ing)?)\s+of\s+", re.I)
 _REL = re.compile(r"\s+(?:(?:to|on)\s+the\s+)?(left\s+of|right\s+of|above|below)\s+", re.I)
-_MAX_NOUN_WORDS = 3
+_MAX_NOUN_WORDS = 2  # GenEval object names (COCO classes) have at most two words
 
 
 class PromptParseError(ValueError):
@@ -148,6 +148,8 @@ def parse_prompt(prompt: str) -> PromptSpec:
         objects = (_phrase(body[:m.start()], prompt), _phrase(body[m.end():], prompt))
         return PromptSpec(objects, rel, _task(objects, rel))
     parts = [p for p in re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", body) if p.strip()]
+    if not parts:
+        raise PromptParseError(f"expected a prompt naming at least one object, got {prompt!r}")
     objects = tuple(_phrase(p, prompt) for p in parts)
     return PromptSpec(objects, None, _task(objects, None))
 

@@ -22,9 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChatRequest", "ChatResult", "ChatBackend", "HTTPChatBackend", "TransformersChatBackend"]
+__all__ = ["ChatRequest", "ChatResult", "ChatBackend", "HTTPChatBackend", "TransformersChatBackend", "DEFAULT_VLM",
+           "DEFAULT_LLM", "DEFAULT_API_URL"]
 
 log = logging.getLogger(__name__)
+
+# Defaults of the judge metrics (kept equal to conf/judge_backend/*.yaml).
+DEFAULT_VLM = "llava-hf/llava-1.5-7b-hf"
+DEFAULT_LLM = "gpt-4o-mini"
+DEFAULT_API_URL = "https://api.openai.com/v1"
 
 
 @dataclass(frozen=True)

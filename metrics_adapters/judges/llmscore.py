@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Metric, MetricError, ScoreItem
-from .backends import ChatBackend, ChatRequest
+from .backends import DEFAULT_API_URL, DEFAULT_LLM, DEFAULT_VLM, ChatBackend, ChatRequest, HTTPChatBackend, TransformersChatBackend
 from .common import Outcome, ask_and_parse
 from .parsing import ParseError, parse_judgement
 from .records import AnswerLog, write_usage
@@ -41,10 +41,11 @@ class LLMJudge(Metric):
     Parameters
     ----------
     name : str
-    captioner : ChatBackend
-        Vision chat model.
-    evaluator : ChatBackend
-        Text chat model (may be the same endpoint as the captioner).
+    captioner : ChatBackend, optional
+        Vision chat model; default LLaVA-1.5-7B through transformers.
+    evaluator : ChatBackend, optional
+        Text chat model (may be the same endpoint as the captioner); default ``gpt-4o-mini``
+        behind the OpenAI API (LLMScore's evaluator was a GPT model), key in ``OPENAI_API_KEY``.
     global_template, local_template, eval_template : str, optional
         Prompts (``file:PATH`` allowed); the evaluation template needs ``{prompt}``,
         ``{global_description}`` and ``{local_description}``.
@@ -66,9 +67,10 @@ class LLMJudge(Metric):
                  rating_range: Sequence[float] = (0.0, 100.0), max_attempts: int = 3,
                  answers_dir: str | None = None, tokens_per_image: float = 2000.0) -> None:
         super().__init__(name)
-        if captioner is None or evaluator is None:
-            raise ValueError(f"{name}: expected both a captioner and an evaluator backend, got "
-                             f"captioner={captioner!r}, evaluator={evaluator!r}")
+        if captioner is None:
+            captioner = TransformersChatBackend(DEFAULT_VLM, kind="vlm")
+        if evaluator is None:
+            evaluator = HTTPChatBackend(DEFAULT_API_URL, DEFAULT_LLM, api_key_env="OPENAI_API_KEY", vision=False)
         if not getattr(captioner, "vision", False):
             raise ValueError(f"{name}: expected a vision chat backend as captioner, got a text-only one")
         self.captioner, self.evaluator = captioner, evaluator

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Metric, MetricError, ScoreItem
-from .backends import ChatBackend, ChatRequest
+from .backends import DEFAULT_VLM, ChatBackend, ChatRequest, TransformersChatBackend
 from .common import Outcome, ask_and_parse
 from .parsing import parse_rating
 from .records import AnswerLog, write_usage
@@ -33,9 +33,10 @@ class VLMJudge(Metric):
     ----------
     name : str
         Score column.
-    backend : ChatBackend
+    backend : ChatBackend, optional
         A vision chat model (:class:`~metrics_adapters.judges.backends.HTTPChatBackend` or
         :class:`~metrics_adapters.judges.backends.TransformersChatBackend` with ``kind: vlm``).
+        Default: LLaVA-1.5-7B through transformers (VIEScore's backbone in the TS2 paper).
     template : str, optional
         Rubric with a ``{prompt}`` placeholder (or ``file:PATH``); default VIESCORE_SC.
     scale : (float, float)
@@ -60,7 +61,7 @@ class VLMJudge(Metric):
                  answers_dir: str | None = None, tokens_per_image: float = 800.0) -> None:
         super().__init__(name)
         if backend is None:
-            raise ValueError(f"{name}: expected a chat backend (metric.backend=...), got none")
+            backend = TransformersChatBackend(DEFAULT_VLM, kind="vlm")
         if not getattr(backend, "vision", False):
             raise ValueError(f"{name}: expected a vision chat backend for the VLM judge, got a text-only one")
         self.backend = backend

@@ -34,6 +34,13 @@ ANSWER_COLUMNS = ("metric", "seg_id", "node", "file_name", "prompt", "question_i
                   "choices", "expected", "raw_answer", "matched", "match_method", "similarity", "correct", "satisfied")
 
 
+class _NeedsImages:
+    """``needs_images`` that is True on the class and follows the VQA backend on an instance."""
+
+    def __get__(self, obj: Any, cls: type | None = None) -> bool:
+        return True if obj is None else bool(obj.vqa.needs_images)
+
+
 class QAMetric(Metric):
     """A question-generation/answering faithfulness metric (TIFA, DSG).
 
@@ -69,6 +76,14 @@ class QAMetric(Metric):
     generator_params : float, optional
         Parameter count of the model that wrote the questions, for the FLOPs estimate when the
         questions come from a file (the paper counts GPT-3's cost).
+    dataset_root : str, optional
+        Where the dataset lives (the configs pass ``${path}``): the default question file is
+        looked for there first, so that its hash is part of the fingerprint from the start.
+    answers_dir : str, optional
+        The run's output folder (``${output_dir}`` in the configs): per-question rows are appended
+        to ``answers.csv`` there as each batch finishes (``answers_<name>.csv`` if another kind of
+        metric already wrote an ``answers.csv``). Only images computed in this run appear; images
+        whose score came from the score cache were written by the run that computed them.
     """
 
     higher_is_better: ClassVar[bool] = True
@@ -83,7 +98,8 @@ class QAMetric(Metric):
                  questions_file: str | None = None, lm: Any = None, generation: Mapping[str, Any] | None = None,
                  accumulation: str | None = None, matcher: AnswerMatcher | Mapping[str, Any] | None = None,
                  cache: bool = True, cache_dir: str | None = None, question_tokens: float | None = None,
-                 vqa_tokens: float | None = None, generator_params: float | None = None) -> None:
+                 vqa_tokens: float | None = None, generator_params: float | None = None,
+                 dataset_root: str | None = None, answers_dir: str | None = None) -> None:
         super().__init__(name)
         self.vqa = _instantiate(vqa, "vqa")
         if not isinstance(self.vqa, VQABackend):
@@ -118,19 +134,28 @@ class QAMetric(Metric):
         self.questions_file: Path | None = None
         if questions in ("released", "file") and questions_file:
             self.questions_file = self._resolve_file(Path(str(questions_file)).expanduser())
+        elif questions in ("released", "file") and dataset_root:
+            root = Path(str(dataset_root)).expanduser()
+            cand = (root.parent if root.is_file() else root) / self.default_questions_file
+            if cand.is_file():  # else: inferred from the items' image paths at score time
+                self.questions_file = cand
+        self.answers_dir = answers_dir
+        self._log = None
+        self._written: set[tuple[str, str, str]] = set()
         self._qsets: dict[str, QuestionSet] | None = None
         self._generated: dict[str, QuestionSet | QuestionError] = {}
+        self._seg_of_prompt: dict[str, list[str]] = {}  # for writing generated sets by SEG id
         self._graphs: dict[str, Any] = {}
         self._cache = None
         self._records: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         self.stats = {"vqa_requests": 0, "vqa_cache_hits": 0, "vqa_model_calls": 0, "questions_generated": 0,
                       "question_cache_hits": 0, "question_failures": 0}
 
+    # Whether the engine must decode images: on an instance, whatever its VQA backend says (replay
+    # needs none); on the class, True (most backends look at pixels).
+    needs_images = _NeedsImages()  # type: ignore[assignment]
+
     # -- identity ------------------------------------------------------------------------------------
-    @property
-    def needs_images(self) -> bool:  # type: ignore[override]
-        """Whether the engine must decode images: only if the VQA backend looks at pixels (replay does not)."""
-        return self.vqa.needs_images
 
     def _resolve_file(self, p: Path) -> Path:
         if p.is_dir():
@@ -159,9 +184,16 @@ class QAMetric(Metric):
                "questions": str(self.questions_file) if self.questions_file else self.questions}
         if self.lm is not None:
             ids.update(self.lm.model_ids())
-        # Run statistics ride along here because run.json records model_ids after the run.
-        ids["qa_stats"] = dict(self.stats)
         return ids
+
+    def run_info(self) -> dict[str, Any]:
+        """Counters of this run: VQA requests, answer-cache hits, model calls, generated questions."""
+        info: dict[str, Any] = {"qa_stats": dict(self.stats)}
+        for part, obj in (("vqa_usage", self.vqa), ("lm_usage", self.lm)):
+            fn = getattr(obj, "usage", None)
+            if callable(fn) and fn() is not None:
+                info[part] = fn()
+        return info
 
     # -- cost --------------------------------------------------------------------------------------------
     def mean_questions(self) -> float | None:
@@ -192,15 +224,52 @@ class QAMetric(Metric):
             self.generator.cache = self._cache
         if self.questions_file is not None and self._qsets is None:
             self._qsets = load_question_csv(self.questions_file, kind=self.kind)
-        self.vqa.load(device, dtype)
-        self.matcher.load(device)
-        # The generator LM is loaded lazily by its first call: a fully cached run never loads it.
+        # Models load on first use: a run whose answers are all cached never loads the VQA model,
+        # one whose questions are cached never loads the generator, and exact matches need no SBERT.
+        self.matcher.device = device
         self._device, self._dtype = device, dtype
+        self._vqa_loaded = False
+
+    def _ensure_vqa(self) -> None:
+        if not getattr(self, "_vqa_loaded", False):
+            self.vqa.load(getattr(self, "_device", "cpu"), getattr(self, "_dtype", None))
+            self._vqa_loaded = True
 
     def unload(self) -> None:
         self.vqa.unload()
+        self._vqa_loaded = False
         if self.lm is not None:
             self.lm.unload()
+        # run.json has no channel for metric counters: they go beside answers.csv
+        # (usage_<name>.json, the judges' convention).
+        if self.answers_dir and str(self.answers_dir) not in ("None", "null"):
+            from ..judges.records import write_usage
+
+            write_usage(self.answers_dir, self.name, self.run_info())
+            if self.questions == "generate":
+                self.write_generated(self.answers_dir)
+
+    def write_generated(self, directory: str | Path) -> tuple[Path, Path | None]:
+        """Write this run's generated questions and failures into ``directory``.
+
+        ``questions_<name>.csv`` has the released format with one set per SEG id (reusable as
+        ``questions=file questions_file=...``); ``question_failures_<name>.csv`` lists the prompts
+        whose generation failed, with the error.
+        """
+        import pandas as pd
+
+        from .questions import save_question_csv
+
+        d = Path(directory)
+        by_seg = {seg: s for p, s in self._generated.items() if isinstance(s, QuestionSet)
+                  for seg in self._seg_of_prompt.get(p, [p])}
+        qpath = save_question_csv(by_seg, d / f"questions_{self.name}.csv", kind=self.kind)
+        bad = [{"prompt": p, "error": str(e)} for p, e in self._generated.items() if not isinstance(e, QuestionSet)]
+        fpath = None
+        if bad:
+            fpath = d / f"question_failures_{self.name}.csv"
+            pd.DataFrame(bad, columns=["prompt", "error"]).to_csv(fpath, index=False)
+        return qpath, fpath
 
     # -- questions -------------------------------------------------------------------------------------------
     def _infer_file(self, items: Sequence[ScoreItem]) -> None:
@@ -236,6 +305,10 @@ class QAMetric(Metric):
                         self._generated[res.prompt] = e
                 self.stats.setdefault("lm_calls", 0)
                 self.stats["lm_calls"] += self.lm.n_calls - calls0
+            for it in items:
+                segs = self._seg_of_prompt.setdefault(it.prompt, [])
+                if str(it.seg_id) not in segs:
+                    segs.append(str(it.seg_id))
             return [self._generated[it.prompt] for it in items]
         if self._qsets is None:
             self._infer_file(items)
@@ -257,6 +330,7 @@ class QAMetric(Metric):
     def _answer(self, reqs: list[VQARequest], img_keys: list[str | None]) -> list[str | VQAError]:
         self.stats["vqa_requests"] += len(reqs)
         if not (self.use_cache and self.vqa.cacheable and self._cache is not None):
+            self._ensure_vqa()
             before = self.vqa.n_model_calls
             out = self.vqa.answer(reqs)
             self.stats["vqa_model_calls"] += self.vqa.n_model_calls - before
@@ -277,6 +351,7 @@ class QAMetric(Metric):
         step = max(1, self.vqa.batch_size)
         for c in range(0, len(order), step):
             chunk = order[c:c + step]
+            self._ensure_vqa()
             before = self.vqa.n_model_calls
             res = self.vqa.answer([reqs[j] for _, j in chunk])
             self.stats["vqa_model_calls"] += self.vqa.n_model_calls - before
@@ -301,8 +376,8 @@ class QAMetric(Metric):
             recorded answer, API failure); the message names them. The engine then retries item
             by item, so the others are still scored (their answers come from the cache).
         """
-        if self._cache is None and self.use_cache:
-            self.load(getattr(self, "_device", "cpu"), getattr(self, "_dtype", None))
+        if not hasattr(self, "_device"):  # called without load() (direct Python use)
+            self.load("cpu")
         n = len(items)
         fails: dict[int, str] = {}
         qsets = self.question_sets(items)
@@ -351,39 +426,34 @@ class QAMetric(Metric):
                  "matched": m.choice, "match_method": m.method, "similarity": m.similarity,
                  "correct": correct[q.question_id], "satisfied": gated[q.question_id]} for q, a, m in rows]
         if fails:
+            # Nothing is logged for a failing batch: the engine retries item by item, and the
+            # items that succeed then are logged once.
             first = next(iter(fails.items()))
             if n == 1:
                 raise MetricError(first[1])
             raise MetricError(f"{len(fails)} of {n} items failed; first {items[first[0]].file_name}: {first[1]}")
+        self._write_log(items)
         return scores
+
+    def _write_log(self, items: Sequence[ScoreItem]) -> None:
+        if not self.answers_dir or str(self.answers_dir) in ("None", "null"):
+            return
+        if self._log is None:
+            from ..judges.records import AnswerLog
+
+            self._log = AnswerLog(self.answers_dir, self.name, ANSWER_COLUMNS[5:])
+        rows = []
+        for it in items:
+            key = (it.seg_id, it.file_name, it.prompt)
+            if key not in self._written:
+                self._written.add(key)
+                rows.extend({k: v for k, v in r.items() if k != "metric"} for r in self._records.get(key, []))
+        self._log.write(rows)
 
     # -- outputs ------------------------------------------------------------------------------------------
     def answer_records(self) -> list[dict[str, Any]]:
         """Per-question rows of every item scored by this instance (columns :data:`ANSWER_COLUMNS`)."""
         return [r for rows in self._records.values() for r in rows]
-
-    def write_answers(self, path: str | Path, items: Sequence[ScoreItem] | None = None, append: bool = False) -> Path:
-        """Write ``answers.csv`` (atomically): one row per (image, question) scored by this instance.
-
-        ``items`` restricts and orders the rows (dataset order); ``append`` adds to an existing
-        file of another metric (rows of this metric's name are replaced).
-        """
-        import pandas as pd
-
-        if items is not None:
-            rows = [r for it in items for r in self._records.get((it.seg_id, it.file_name, it.prompt), [])]
-        else:
-            rows = self.answer_records()
-        df = pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if append and path.is_file():
-            old = pd.read_csv(path, dtype=str, keep_default_na=False)
-            df = pd.concat([old[old["metric"] != self.name], df.astype(str)], ignore_index=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        df.to_csv(tmp, index=False)
-        tmp.replace(path)
-        return path
 
 
 def _instantiate(obj: Any, what: str) -> Any:

@@ -20,8 +20,9 @@ Called by the ``ts2 analyze`` handler when ``cfg.human`` is set. Reads a human-j
 
 Config keys read (all optional but ``human``): ``human``, ``output_dir`` (default ``.``),
 ``metrics`` (list, null = all), ``bootstrap`` (replicates, 1000; 0 = no intervals), ``seed``
-(0), ``confidence`` (0.95), ``permutations`` (default = ``bootstrap``; 0 = no permutation
-tests), ``progress`` (true).
+(0), ``confidence`` (0.95), ``human_permutations`` (1000; 0 = no permutation tests; the SEG
+analysis' ``permutations`` is not used), ``progress`` (true). Keys absent from the composed
+config are passed as ``++key=value``.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def human_main(cfg) -> int:
     n_boot = int(_get(cfg, "bootstrap", 1000))
     seed = int(_get(cfg, "seed", 0))
     confidence = float(_get(cfg, "confidence", 0.95))
-    n_perm = int(_get(cfg, "permutations", n_boot))
+    # Not the SEG analysis' `permutations` (9999 sign flips are cheap there): pooled permutation
+    # tests here recompute Kendall's tau on all images for every permutation and metric pair.
+    n_perm = int(_get(cfg, "human_permutations", 1000))
     progress = bool(_get(cfg, "progress", True))
     log.info("human view: %s (%d images, %d prompts, %d raters, %d metrics), bootstrap=%d",
              path, hj.n_items, hj.n_prompts, len(hj.raters), len(hj.metrics), n_boot)

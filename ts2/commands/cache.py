@@ -1,4 +1,7 @@
-"""``ts2 cache info | clear [cache_dir=DIR] [metric=NAME] [key=PREFIX] [json=true]``."""
+"""``ts2 cache info | clear [cache_dir=DIR] [name=METRIC] [key=PREFIX] [json=true]``.
+
+``name`` is a metric's column name (``metric=`` is taken by the metric config group).
+"""
 
 from __future__ import annotations
 
@@ -52,9 +55,9 @@ def info(cfg: DictConfig) -> int:
 
 def clear(cfg: DictConfig) -> int:
     with _open(cfg) as cache:
-        n = cache.clear(name=cfg.get("metric"), key=cfg.get("key"))
+        n = cache.clear(name=cfg.get("name"), key=cfg.get("key"))
         path = cache.path
-    what = " and ".join(x for x in (f"metric={cfg.metric}" if cfg.get("metric") else "",
+    what = " and ".join(x for x in (f"name={cfg.name}" if cfg.get("name") else "",
                                     f"key={cfg.key}" if cfg.get("key") else "") if x) or "all metrics"
     sys.stdout.write(f"deleted {n} cached score(s) ({what}) from {path}\n")
     return 0

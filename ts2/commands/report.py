@@ -50,6 +50,7 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  flops: Mapping[str, float] | None = None, lower_is_better: Sequence[str] = (),
                  labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
                  scatter: Sequence[str] | None = None, heatmaps: int = 2,
+                 figures: Sequence[str] | None = None, pareto: Sequence[str] | None = None,
                  extra_sections: Sequence[tuple[str, str]] = ()):
     """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
 
@@ -76,7 +77,8 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
     if dataset is not None:
         prompts = {s.seg_id: s.prompt for s in dataset}
     return rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels, groups=groups,
-                           scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts)
+                           scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts,
+                           figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto)
 
 
 def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
@@ -107,7 +109,9 @@ def main(cfg: DictConfig) -> int:
             seed=int(cfg.get("seed", 0)), dataset=dataset, subsets=str(cfg.get("subsets") or "auto"),
             figure_protocol=cfg.get("figure_protocol"), flops=_plain(cfg.get("flops")) or {},
             lower_is_better=_as_list(cfg.get("lower_is_better")), labels=_plain(cfg.get("labels")) or {},
-            scatter=_as_list(cfg.get("scatter")) or None, heatmaps=int(cfg.get("heatmaps", 2)))
+            scatter=_as_list(cfg.get("scatter")) or None, heatmaps=int(cfg.get("heatmaps", 2)),
+            figures=None if cfg.get("figures") is None else _as_list(cfg.figures),
+            pareto=None if cfg.get("pareto") is None else _as_list(cfg.pareto))
     except (FileNotFoundError, ValueError) as e:
         log.error("%s", e)
         return 2

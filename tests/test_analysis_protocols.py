@@ -1,0 +1,205 @@
+"""Protocols end to end on hand-made tiny SEGs: walks, root duplication, weighting, degenerate SEGs,
+SEG 164, delta normalisation, direction, subsets, explicit edges."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from analysis.metametrics.delta import walk_delta
+from analysis.metametrics.pair_acc import walk_pair_acc
+from analysis.metametrics.rank import walk_rank
+from analysis.metametrics.sep import walk_sep
+from analysis.pipeline import analyze
+from analysis.protocols import PROTOCOLS, Protocol, get_protocol
+from analysis.scores_io import prepare_inputs, read_scores
+from analysis.walks import build_walk_table, level_walks, protocol_walks
+from seg_data import SEG, SEGDataset, ImageRecord
+from seg_data.graph import build_graph
+
+
+def table(spec: dict[str, dict[str, list[float]]], metric: str = "m", subset: dict[str, str] | None = None) -> pd.DataFrame:
+    """{seg: {node: [scores]}} -> a wide score table."""
+    rows = []
+    for sid, nodes in spec.items():
+        for node, vals in nodes.items():
+            for k, v in enumerate(vals):
+                r = {"seg_id": sid, "node": node, "file_name": f"{sid}/{node}/{k}", metric: v}
+                if subset:
+                    r["subset"] = subset[sid]
+                rows.append(r)
+    return pd.DataFrame(rows)
+
+
+SEG_A = {"0": [0.9, 0.7], "1a": [0.6], "1b": [0.8], "2": [0.1]}
+W1 = ([0, 0, 1, 2], [0.9, 0.7, 0.6, 0.1])
+W2 = ([0, 0, 1, 2], [0.9, 0.7, 0.8, 0.1])
+SIGMA_A = float(np.std([0.9, 0.7, 0.6, 0.8, 0.1], ddof=1))
+
+
+def test_graph_protocol_on_a_hand_made_seg():
+    r = analyze(table({"5": SEG_A}), protocols=["graph"], bootstrap=0)
+    v = lambda k: r.value("m", k)  # noqa: E731
+    assert v("rank") == pytest.approx((walk_rank(*W1, tie_method="min") + walk_rank(*W2, tie_method="min")) / 2)
+    assert v("rank") == pytest.approx((5.5 + 3.5) / math.sqrt(6.75 * 5) / 2)  # eq. 1 ranks, by hand
+    assert v("sep") == pytest.approx((1.0 + 0.75) / 2)  # adjacent KS: W1 fully separated; W2 0.5 and 1
+    assert v("delta") == pytest.approx(0.35 / SIGMA_A)
+    assert v("kendall") == pytest.approx((5 + 3) / math.sqrt(30) / 2)
+    assert v("pair_acc") == pytest.approx((1.0 + 0.8) / 2)
+
+
+def test_paper_protocol_duplicates_the_root():
+    r = analyze(table({"5": SEG_A}), protocols=["paper"], bootstrap=0)
+    dup1 = ([0, 0, 0, 0, 1, 2], [0.9, 0.7, 0.9, 0.7, 0.6, 0.1])
+    dup2 = ([0, 0, 0, 0, 1, 2], [0.9, 0.7, 0.9, 0.7, 0.8, 0.1])
+    # both walks have 6 samples, so the sample weighting is a plain mean here
+    want = np.mean([-stats.spearmanr(*dup1).statistic, -stats.spearmanr(*dup2).statistic])
+    assert r.value("m", "rank") == pytest.approx(want)
+    assert r.value("m", "sep") == pytest.approx((walk_sep(*dup1) + walk_sep(*dup2)) / 2)
+    assert walk_sep(*dup2) == pytest.approx((0.5 + 1 + 1) / 3)  # duplicating a root does not move its ECDF
+    assert r.value("m", "delta") == pytest.approx((walk_delta(*dup1) + walk_delta(*dup2)) / 2 / SIGMA_A)
+
+
+def test_several_roots_make_ordered_root_pairs():
+    # roots 0a (0.9) and 0b (0.5), child 1 (0.6): four paper walks (0a,0a), (0a,0b), (0b,0a), (0b,0b)
+    spec = {"7": {"0a": [0.9], "0b": [0.5], "1": [0.6]}}
+    assert level_walks(["0a", "0b", "1"], [0, 0, 1], True) == [("0a", "0a", "1"), ("0a", "0b", "1"),
+                                                               ("0b", "0a", "1"), ("0b", "0b", "1")]
+    r = analyze(table(spec), protocols=["paper", "graph"], bootstrap=0)
+    # paper walk values, by hand: rank 1, 0, 0, -1; pair_acc 1, .5, .5, 0; KS 1, .5, .5, 1
+    assert r.value("m", "rank", protocol="paper") == pytest.approx(0.0)
+    assert r.value("m", "pair_acc", protocol="paper") == pytest.approx(0.5)
+    assert r.value("m", "sep", protocol="paper") == pytest.approx(0.75)
+    # graph walks (0a, 1), (0b, 1): rank 1 and -1; KS 1 and 1
+    assert r.value("m", "rank", protocol="graph") == pytest.approx(0.0)
+    assert r.value("m", "sep", protocol="graph") == pytest.approx(1.0)
+
+
+def test_walk_weighting():
+    spec = {"3": {"0": [1.0], "1a": [0.5], "1b": [0.4, 0.6, 0.2]}}
+    w1, w2 = 1.0, 3 / math.sqrt(15)  # walk (0,1a): 2 samples; walk (0,1b): 4 samples, by hand
+    assert walk_rank([0, 1, 1, 1], [1.0, 0.4, 0.6, 0.2]) == pytest.approx(w2)
+    base = PROTOCOLS["graph"].replace(tie_method="average")
+    r = analyze(table(spec), protocols=[base.replace(name="u"), base.replace(name="s", walk_weighting="samples")],
+                bootstrap=0)
+    assert r.value("m", "rank", protocol="u") == pytest.approx((w1 + w2) / 2)
+    assert r.value("m", "rank", protocol="s") == pytest.approx((2 * w1 + 4 * w2) / 6)
+
+
+def test_single_node_seg():
+    spec = {"0": SEG_A, "1": {"0": [0.5, 0.6]}}
+    r = analyze(table(spec), protocols=["paper", "graph", PROTOCOLS["paper"].replace(name="skip", degenerate_walk="skip")],
+                bootstrap=0)
+    ps = r.per_seg_frame().set_index(["protocol", "meta_metric", "seg_id"])["value"]
+    for k in ("rank", "sep", "delta", "kendall"):
+        assert ps[("paper", k, "1")] == 0.0  # the paper's code scores its one walk (0, 0) as 0
+        assert math.isnan(ps[("skip", k, "1")])
+        assert math.isnan(ps[("graph", k, "1")])  # no DAG walk at all
+    assert math.isnan(ps[("paper", "pair_acc", "1")])
+    mm = r.metametrics_frame().set_index(["protocol", "meta_metric", "subset"])
+    assert mm.loc[("paper", "rank", "Avg"), "n_segs"] == 2 and mm.loc[("graph", "rank", "Avg"), "n_segs"] == 1
+    # the paper's zero drags its average down
+    assert r.value("m", "sep", protocol="paper") == pytest.approx(ps[("paper", "sep", "0")] / 2)
+
+
+def test_seg_164_and_delta_normaliser():
+    spec = {"163": SEG_A, "164": {"0": [5.0], "1": [-5.0]}}
+    r = analyze(table(spec), protocols=["paper", PROTOCOLS["paper"].replace(name="keep", include_seg_164=True),
+                                        PROTOCOLS["paper"].replace(name="incl", delta_norm="std_included"),
+                                        PROTOCOLS["paper"].replace(name="raw", delta_norm="none")], bootstrap=0)
+    assert r.get("paper").seg_values.seg_ids == ("163",)
+    assert r.get("keep").seg_values.seg_ids == ("163", "164")
+    raw = r.value("m", "delta", protocol="raw")
+    all_scores = [0.9, 0.7, 0.6, 0.8, 0.1, 5.0, -5.0]
+    assert r.value("m", "delta", protocol="paper") == pytest.approx(raw / np.std(all_scores, ddof=1))  # SEG 164 too
+    assert r.value("m", "delta", protocol="incl") == pytest.approx(raw / SIGMA_A)
+
+
+def test_lower_is_better_metrics():
+    # SEG 1 is ordered backwards strongly enough that the metric's delta is negative overall
+    df = table({"0": SEG_A, "1": {"0": [0.1], "1": [0.5], "2": [0.95]}})
+    df["errs"] = -df["m"] * 4 + 1  # an error-count-like score: lower is better
+    r = analyze(df, protocols=["paper", "graph"], bootstrap=0, lower_is_better=["errs"])
+    for p in ("paper", "graph"):
+        for k in ("rank", "sep", "kendall", "pair_acc"):
+            assert r.value("errs", k, protocol=p) == pytest.approx(r.value("m", k, protocol=p))
+    d = r.value("m", "delta", protocol="paper")
+    assert d < 0
+    assert r.value("errs", "delta", protocol="paper") == pytest.approx(abs(d))  # paper: a magnitude hides the sign
+    assert r.value("errs", "delta", protocol="graph") == pytest.approx(r.value("m", "delta", protocol="graph"))
+    assert r.value("errs", "delta", protocol="graph") < 0  # the graph protocol keeps it
+    # declaring the direction wrongly flips every ordering meta-metric
+    r2 = analyze(df, protocols=["paper"], bootstrap=0)
+    assert r2.value("errs", "rank") == pytest.approx(-r.value("m", "rank", protocol="paper"))
+    assert r2.value("errs", "pair_acc") == pytest.approx(1 - r.value("m", "pair_acc", protocol="paper"))
+
+
+def test_subset_means_are_plain_means_over_segs():
+    spec = {"0": SEG_A, "1": {"0": [0.9], "1": [0.1]}, "2": {"0": [0.1, 0.2], "1": [0.5], "2": [0.4]}}
+    subsets = {"0": "X", "1": "Y", "2": "X"}
+    r = analyze(table(spec, subset=subsets), protocols=["paper"], bootstrap=0)
+    assert r.get().group_names == ("Avg", "X", "Y")
+    ps = r.per_seg_frame()
+    for k in r.meta_metrics:
+        d = ps[ps.meta_metric == k]
+        assert r.value("m", k, "Avg") == pytest.approx(d.value.mean())
+        assert r.value("m", k, "X") == pytest.approx(d[d.subset == "X"].value.mean())
+        assert r.value("m", k, "Y") == pytest.approx(d[d.subset == "Y"].value.mean())
+
+
+def _dataset_with_edges() -> SEGDataset:
+    nodes = {lbl: [ImageRecord(f"q/{lbl}/{k}") for k in range(len(v))] for lbl, v in SEG_A.items()}
+    g = build_graph(nodes, edges=[("0", "1a"), ("1a", "2"), ("0", "1b")])  # 1b is a sink: no 1b -> 2 edge
+    return SEGDataset([SEG("q", "a prompt", g, subset="S")], name="edges")
+
+
+def test_explicit_edges_change_graph_walks_only():
+    ds = _dataset_with_edges()
+    df = table({"q": SEG_A})
+    inputs = prepare_inputs(read_scores(df), ds)
+    seg = inputs.structure.segs[0]
+    assert protocol_walks(seg, "dag", False) == [("0", "1a", "2"), ("0", "1b")]
+    assert protocol_walks(seg, "levels", False) == [("0", "1a", "2"), ("0", "1b", "2")]
+    r = analyze(inputs, protocols=["graph"], bootstrap=0)
+    assert r.get().group_names == ("Avg", "S")  # subsets come from the dataset
+    assert r.value("m", "pair_acc") == pytest.approx((1.0 + walk_pair_acc([0, 0, 1], [0.9, 0.7, 0.8])) / 2)
+    assert r.value("m", "sep") == pytest.approx((1.0 + 0.5) / 2)
+
+
+def test_dag_walks_with_root_duplication_equal_the_paper_walks():
+    spec = {"0": {"0a": [0.1], "0b": [0.2], "1": [0.3], "2a": [0.4], "2b": [0.5]}}
+    inputs = prepare_inputs(read_scores(table(spec)))
+    seg = inputs.structure.segs[0]
+    assert sorted(protocol_walks(seg, "dag", True)) == sorted(protocol_walks(seg, "levels", True))
+    assert len(protocol_walks(seg, "levels", True)) == 2 * 2 * 1 * 2
+
+
+def test_walk_table_packs_every_sample():
+    spec = {"0": SEG_A, "1": {"0": [0.5] * 30, "1": [0.1]}}
+    inputs = prepare_inputs(read_scores(table(spec)))
+    wt = build_walk_table(inputs.structure, "levels", True)
+    assert wt.n_walks == 2 + 1 and list(wt.walks_per_seg()) == [2, 1]
+    packed = {int(w): sorted(b.rows[j][b.rows[j] >= 0].tolist()) for b in wt.buckets for j, w in enumerate(b.walk)}
+    assert len(packed[2]) == 61  # 30 root images twice + 1
+    for b in wt.buckets:  # levels are non-decreasing along each row (the kernels rely on it)
+        lv = np.where(b.rows >= 0, b.levels, np.iinfo(np.int64).max)
+        assert (np.diff(lv, axis=1) >= 0).all()
+
+
+def test_protocol_options_are_validated():
+    with pytest.raises(ValueError, match=r"ks_pairs to be one of \['all', 'adjacent'\]"):
+        Protocol(ks_pairs="some")
+    with pytest.raises(ValueError, match="expected a protocol among"):
+        get_protocol("papr")
+    with pytest.raises(ValueError, match="unknown"):
+        PROTOCOLS["paper"].replace(tie="min")
+    assert get_protocol({"name": "graph", "ks_pairs": "all"}) == PROTOCOLS["graph"].replace(ks_pairs="all")
+    # each deviation of the paper from the equations is exactly one option
+    paper, graph = PROTOCOLS["paper"].to_dict(), PROTOCOLS["graph"].to_dict()
+    assert {k for k in paper if paper[k] != graph[k]} == {
+        "name", "walks", "root_duplication", "tie_method", "walk_weighting", "ks_pairs", "degenerate_walk",
+        "delta_norm", "lower_is_better_delta", "include_seg_164"}

@@ -1,0 +1,167 @@
+"""Bootstrap CIs, paired comparisons, permutation p-values, Holm, ranking groups, Pareto frontier."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from analysis.bootstrap import bootstrap_group_means, percentile_ci, stratified_counts
+from analysis.compare import compare_metrics, holm, rank_metrics, sign_flip_pvalues
+from analysis.pareto import pareto_front, pareto_mask, parse_flops
+from analysis.pipeline import analyze
+
+
+def synthetic_scores(n_segs: int = 40, seed: int = 0) -> pd.DataFrame:
+    """Random TS2-like SEGs; 'good' follows the error count, 'copy' is a monotone transform of it,
+    'noise' ignores it."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in range(n_segs):
+        for lev in range(int(rng.integers(2, 5))):
+            for v in range(int(rng.integers(1, 3))):
+                label = f"{lev}{'ab'[v]}"
+                for k in range(int(rng.integers(1, 4))):
+                    good = 1 - 0.2 * lev + rng.normal(0, 0.15)
+                    rows.append({"seg_id": str(s), "node": label, "file_name": f"{s}-{label}-{k}", "good": good,
+                                 "copy": np.exp(3 * good), "noise": rng.random(),
+                                 "subset": "A" if s < n_segs // 2 else "B"})
+    return pd.DataFrame(rows)
+
+
+# -- bootstrap ---------------------------------------------------------------------------------------
+
+def test_stratified_counts_keep_stratum_sizes():
+    strata = ["A"] * 5 + ["B"] * 3 + [None] * 2
+    c = stratified_counts(strata, 200, np.random.default_rng(1))
+    assert c.shape == (200, 10)
+    assert (c[:, :5].sum(axis=1) == 5).all() and (c[:, 5:8].sum(axis=1) == 3).all() and (c[:, 8:].sum(axis=1) == 2).all()
+    assert c[:, :5].std() > 0  # really resampled
+
+
+def test_bootstrap_group_means_equal_a_plain_loop():
+    rng = np.random.default_rng(2)
+    values = rng.random((3, 9))
+    values[1, 4] = np.nan  # a SEG without a value for one cell is left out of its means
+    groups = [("Avg", np.arange(9)), ("A", np.arange(5)), ("B", np.arange(5, 9))]
+    counts = stratified_counts(["A"] * 5 + ["B"] * 4, 50, np.random.default_rng(3))
+    got = bootstrap_group_means(values, counts, groups)
+    for b in range(50):
+        drawn = np.repeat(np.arange(9), counts[b].astype(int))
+        for g, (_, idx) in enumerate(groups):
+            members = [i for i in drawn if i in set(idx)]
+            for c in range(3):
+                want = np.nanmean(values[c, members]) if not np.all(np.isnan(values[c, members])) else np.nan
+                assert got[b, c, g] == pytest.approx(want, nan_ok=True)
+
+
+def test_percentile_ci_is_the_quantile_pair():
+    reps = np.random.default_rng(4).normal(size=(1000, 2))
+    lo, hi = percentile_ci(reps, 0.9)
+    np.testing.assert_allclose(lo, np.quantile(reps, 0.05, axis=0))
+    np.testing.assert_allclose(hi, np.quantile(reps, 0.95, axis=0))
+    with pytest.raises(ValueError, match="confidence"):
+        percentile_ci(reps, 95)
+
+
+def test_analysis_cis_are_seeded_and_cover_the_estimate():
+    df = synthetic_scores()
+    a = analyze(df, protocols=["paper"], bootstrap=300, seed=5).metametrics_frame()
+    b = analyze(df, protocols=["paper"], bootstrap=300, seed=5).metametrics_frame()
+    c = analyze(df, protocols=["paper"], bootstrap=300, seed=6).metametrics_frame()
+    pd.testing.assert_frame_equal(a, b)
+    assert not np.allclose(a["ci_low"], c["ci_low"])
+    ok = a.dropna(subset=["value"])
+    assert ((ok["ci_low"] <= ok["value"] + 1e-12) & (ok["value"] <= ok["ci_high"] + 1e-12)).all()
+    none = analyze(df, protocols=["paper"], bootstrap=0).metametrics_frame()
+    assert none["ci_low"].isna().all() and none["ci_high"].isna().all()
+    np.testing.assert_allclose(none["value"], a["value"])  # the point estimates do not depend on the bootstrap
+
+
+def test_ci_width_matches_the_standard_error_of_the_mean():
+    # for a plain mean over SEGs the bootstrap SE approaches sd / sqrt(n)
+    df = synthetic_scores(n_segs=80, seed=9).assign(subset="A")
+    r = analyze(df, protocols=["graph"], bootstrap=2000, seed=1)
+    pr = r.get()
+    k = r.meta_metrics.index("rank")
+    seg = pr.seg_values.values[0, k]
+    se = np.nanstd(seg, ddof=1) / math.sqrt(np.sum(~np.isnan(seg)))
+    width = pr.ci_high[0, k, 0] - pr.ci_low[0, k, 0]
+    assert width == pytest.approx(2 * 1.96 * se, rel=0.15)
+
+
+# -- comparisons -------------------------------------------------------------------------------------
+
+def test_holm_by_hand():
+    assert holm([0.01, 0.04, 0.03]).tolist() == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5, np.nan, 0.01]).tolist()[::2] == pytest.approx([0.5, 0.02])
+    assert np.isnan(holm([0.5, np.nan, 0.01])[1])
+    assert holm([0.9, 0.8]).tolist() == [1.0, 1.0]  # 2 x 0.8 capped at 1; the step-down keeps it monotone
+    assert holm([0.9, 0.02]).tolist() == pytest.approx([0.9, 0.04])
+
+
+def test_sign_flip_matches_scipy_exact_permutation_test():
+    rng = np.random.default_rng(0)
+    a, b = rng.random(9), rng.random(9) + 0.2
+    want = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
+                                  vectorized=True, n_resamples=10**6).pvalue
+    assert sign_flip_pvalues((a - b)[:, None], n_permutations=9999)[0] == pytest.approx(want)
+
+
+def test_sign_flip_random_is_close_to_exact_and_handles_nan():
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.3, 1, 14)
+    exact = sign_flip_pvalues(d[:, None], n_permutations=2**14)[0]
+    rand = sign_flip_pvalues(d[:, None], n_permutations=20000, rng=np.random.default_rng(2))[0]
+    assert rand == pytest.approx(exact, abs=0.01)
+    col = np.concatenate([d, [np.nan, np.nan]])  # NaN rows are left out: same test
+    both = sign_flip_pvalues(np.stack([col, np.full(16, np.nan)], axis=1), n_permutations=20000,
+                             rng=np.random.default_rng(2))
+    assert both[0] == pytest.approx(exact, abs=0.01) and np.isnan(both[1])
+
+
+def test_compare_metrics():
+    r = analyze(synthetic_scores(), protocols=["paper"], bootstrap=400, seed=2)
+    c = compare_metrics(r, "good", "noise", n_permutations=2000)
+    row = c[(c.meta_metric == "rank") & (c.subset == "Avg")].iloc[0]
+    assert row["diff"] == pytest.approx(r.value("good", "rank") - r.value("noise", "rank"))
+    assert row["diff"] > 0.3 and row.ci_low > 0 and row.p_value < 0.01 and row.n_segs == 40
+    same = compare_metrics(r, "good", "copy", n_permutations=2000)
+    ordering = same[same.meta_metric.isin(["rank", "sep", "kendall", "pair_acc"])]
+    assert np.allclose(ordering["diff"], 0) and (ordering["p_value"] == 1.0).all()  # a monotone copy orders the same
+    with pytest.raises(ValueError, match="two different metrics"):
+        compare_metrics(r, "good", "good")
+    with pytest.raises(ValueError, match="expected metrics among"):
+        compare_metrics(r, "good", "clip")
+
+
+def test_ranking_groups_metrics_that_do_not_differ():
+    r = analyze(synthetic_scores(), protocols=["paper"], bootstrap=0)
+    ranking, pairs = rank_metrics(r, "rank", "Avg", n_permutations=2000)
+    grp = dict(zip(ranking.metric, ranking.group))
+    assert grp["good"] == grp["copy"] == 1 and grp["noise"] == 2
+    assert ranking.position.tolist() == [1, 2, 3] and ranking.metric.iloc[-1] == "noise"
+    assert set(ranking.set_index("metric").loc["good", "tied_with"].split(";")) == {"copy"}
+    assert (pairs["p_holm"] >= pairs["p_value"]).all() and pairs["significant"].sum() == 2
+
+
+# -- Pareto --------------------------------------------------------------------------------------------
+
+def test_pareto_hand_made_points_with_ties():
+    pts = {"cheap": (0.70, 1.0), "mid": (0.80, 10.0), "dominated": (0.60, 5.0), "twin": (0.80, 10.0),
+           "same_cost_worse": (0.75, 10.0), "best": (0.90, 100.0), "same_value_dearer": (0.90, 200.0)}
+    assert pareto_front(pts) == ["cheap", "mid", "twin", "best"]
+    assert pareto_mask([0.5], [3.0]).tolist() == [True]
+    assert pareto_mask([], []).tolist() == []
+    with pytest.raises(ValueError, match="NaN at position 1"):
+        pareto_mask([0.5, np.nan], [1.0, 2.0])
+
+
+def test_parse_flops():
+    assert parse_flops("224T") == 224e12 and parse_flops("7.01T") == pytest.approx(7.01e12)
+    assert parse_flops("604M FLOPs") == 604e6
+    with pytest.raises(ValueError, match="expected a FLOP count"):
+        parse_flops("lots")

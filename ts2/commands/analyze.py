@@ -1,0 +1,127 @@
+"""``ts2 analyze scores=FILE [dataset=... | path=DIR] [protocol=paper|graph] [output_dir=DIR]``.
+
+Writes ``metametrics.csv``, ``per_seg.csv``, ``table.md/.tex/.csv``, ``analysis.json`` and,
+when asked, ``compare.csv`` / ``ranking.csv`` / ``pairs.csv`` into ``output_dir``, and prints a
+short summary. ``human=FILE`` hands over to :mod:`ts2.commands.analyze_human`. Imports neither
+torch nor :mod:`metrics_adapters`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+def _output_dir(cfg: DictConfig) -> Path:
+    # In a multirun every job has its own folder (hydra.sweep.dir/<job number>).
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except (ValueError, ImportError):  # called outside a Hydra app (tests, scripts)
+        return Path(str(cfg.output_dir))
+
+
+def _protocols(cfg: DictConfig) -> list:
+    names = cfg.get("protocols")
+    if names:
+        return [str(n) for n in names]
+    proto = OmegaConf.to_container(cfg.protocol, resolve=True) if cfg.get("protocol") is not None else "paper"
+    if isinstance(proto, dict):
+        from hydra.utils import instantiate
+
+        return [instantiate(cfg.protocol)]
+    return [proto]
+
+
+def _list(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def main(cfg: DictConfig) -> int:
+    if cfg.get("human"):
+        from ts2.commands.analyze_human import human_main
+
+        return human_main(cfg)
+    if not cfg.get("scores"):
+        log.error("expected scores=FILE (a score table: seg_id, node, [file_name], one column per metric), got none")
+        return 2
+
+    from analysis.compare import compare_metrics, rank_metrics
+    from analysis.outputs import compare_text, summary_text, write_outputs
+    from analysis.pipeline import analyze
+    from analysis.scores_io import prepare_inputs, read_scores
+    from seg_data import SEGValidationError
+
+    out = _output_dir(cfg)
+    try:
+        table = read_scores(str(cfg.scores), metrics=_list(cfg.get("metrics")) or None,
+                            lower_is_better=_list(cfg.get("lower_is_better")))
+        dataset = None
+        if cfg.get("path") or cfg.get("dataset") is not None:
+            from ts2.common import load_dataset
+
+            dataset = load_dataset(cfg)
+        inputs = prepare_inputs(table, dataset, str(cfg.get("subsets", "auto")))
+        result = analyze(inputs, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
+                         bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence))
+    except (FileNotFoundError, ValueError, SEGValidationError, RuntimeError) as e:
+        log.error("%s", e)
+        return 2
+
+    extra = {}
+    n_perm = int(cfg.get("permutations", 9999))
+    compare = _list(cfg.get("compare"))
+    if compare:
+        if len(compare) != 2:
+            log.error("expected compare=[metric_a,metric_b] (two metric names), got %s", compare)
+            return 2
+        try:
+            frames = [compare_metrics(result, compare[0], compare[1], protocol=p, n_permutations=n_perm, seed=int(cfg.seed))
+                      for p in result.protocols]
+        except ValueError as e:
+            log.error("%s", e)
+            return 2
+        import pandas as pd
+
+        extra["compare"] = pd.concat(frames, ignore_index=True)
+    rk = cfg.get("ranking") or {}
+    if rk.get("enabled", False) and len(result.metrics) >= 2:
+        import pandas as pd
+
+        rankings, pairs = [], []
+        for p in result.protocols:
+            for mm in _list(rk.get("meta_metrics")):
+                if mm not in result.meta_metrics:
+                    continue
+                r, t = rank_metrics(result, mm, str(rk.get("subset", "Avg")), protocol=p, alpha=float(rk.get("alpha", 0.05)),
+                                    n_permutations=n_perm, seed=int(cfg.seed))
+                rankings.append(r)
+                pairs.append(t)
+        if rankings:
+            extra["ranking"] = pd.concat(rankings, ignore_index=True)
+            extra["pairs"] = pd.concat(pairs, ignore_index=True)
+    write_outputs(result, out, extra)
+    for note in result.notes:
+        log.warning("%s", note)
+    text = summary_text(result, meta_metrics=_list(cfg.get("table_meta_metrics")) or ("rank", "sep", "delta"))
+    if "compare" in extra:
+        text += "\n" + compare_text(extra["compare"])
+    if "ranking" in extra:
+        r = extra["ranking"]
+        first = r[(r["meta_metric"] == r["meta_metric"].iloc[0]) & (r["protocol"] == r["protocol"].iloc[0])]
+        best = ", ".join(first[first["group"] == 1]["metric"])
+        text += (f"\nbest group ({first['protocol'].iloc[0]}, {first['meta_metric'].iloc[0]}, {first['subset'].iloc[0]}; "
+                 f"not significantly different, Holm alpha={rk.get('alpha', 0.05)}): {best}\n")
+    sys.stdout.write(text + f"\nwrote {out}/metametrics.csv, per_seg.csv, table.md|tex|csv"
+                     + "".join(f", {k}.csv" for k in extra) + "\n")
+    return 0

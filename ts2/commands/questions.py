@@ -1,0 +1,103 @@
+"""``ts2 questions generate``: TIFA- or DSG-style questions for a dataset's prompts, by an LM.
+
+Writes the released TS2 question format (``id, prompt, question_id, [parent_question_id,]
+question, choices, answer``; one set per SEG id) and, when some prompts failed after every retry,
+a failures file (``id, prompt, attempts, error, last_output``). Each finished prompt is cached
+at once (QA cache), so a killed run started again asks the model only for the prompts left.
+Exit code 0 when every prompt got questions, 1 when some failed (the others are still written),
+2 for a configuration error.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
+
+
+def _prompts(cfg: DictConfig) -> list[tuple[str, str]]:
+    """``(id, prompt)`` pairs: the dataset's SEGs, or the lines of ``prompts``."""
+    if cfg.get("prompts"):
+        p = Path(str(cfg.prompts)).expanduser()
+        if not p.is_file():
+            raise FileNotFoundError(f"expected a prompts file (one prompt per line) at {p}, found none")
+        lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
+        pairs = [(str(i), ln) for i, ln in enumerate(ln for ln in lines if ln)]
+    else:
+        from ts2.common import load_dataset
+
+        pairs = [(s.seg_id, s.prompt) for s in load_dataset(cfg)]
+    if cfg.get("limit") is not None:
+        pairs = pairs[: int(cfg.limit)]
+    return pairs
+
+
+def generate(cfg: DictConfig) -> int:
+    from hydra.utils import instantiate
+
+    from metrics_adapters.qa.cache import QACache
+    from metrics_adapters.qa.generation import QuestionGenerator
+    from metrics_adapters.qa.questions import QuestionSet, save_question_csv
+
+    style = str(cfg.style)
+    try:
+        pairs = _prompts(cfg)
+        if not pairs:
+            raise ValueError("expected at least one prompt, got none")
+        lm = instantiate(cfg.qa_lm)
+        cache = QACache.at(cfg.cache_dir) if cfg.cache else None
+        gen = QuestionGenerator(lm, style=style, template_file=cfg.template_file, max_attempts=int(cfg.max_attempts),
+                                max_questions=int(cfg.max_questions), cache=cache, retry_failed=bool(cfg.retry_failed),
+                                chunk_size=int(cfg.chunk_size))
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        log.error("%s", e)
+        return 2
+    out = Path(str(cfg.out)).expanduser()
+    failures = Path(str(cfg.failures)).expanduser() if cfg.get("failures") else out.with_name(out.stem + ".failures.csv")
+    device = str(cfg.device)
+    if device == "auto" or device.startswith("cuda"):
+        from metrics_adapters.engine import resolve_device
+
+        device = resolve_device(device)
+    # The LM is loaded only if some prompt is not cached (HFCausalLM loads on first call).
+    lm.device = device
+    if hasattr(lm, "load") and str(cfg.precision) != "fp32":
+        lm.load(device, str(cfg.precision))
+    try:
+        results = gen.generate([p for _, p in pairs], progress=bool(cfg.progress))
+    finally:
+        if cache is not None:
+            cache.close()
+    sets, failed = {}, []
+    for (sid, prompt), res in zip(pairs, results):
+        if res.ok:
+            sets[sid] = QuestionSet(sid, prompt, res.questions, kind=style)
+        else:
+            failed.append({"id": sid, "prompt": prompt, "attempts": res.attempts,
+                           "error": res.errors[-1] if res.errors else "", "last_output": res.raw[-1] if res.raw else ""})
+    save_question_csv(sets, out, kind=style)
+    n_q = sum(len(s) for s in sets.values())
+    n_cached = sum(r.cached for r in results)
+    sys.stdout.write(f"{style}: {len(sets)} of {len(pairs)} prompts got questions ({n_q} questions, "
+                     f"{n_cached} from the cache), {len(failed)} failed; wrote {out}\n")
+    if failed:
+        import pandas as pd
+
+        failures.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(failed, columns=["id", "prompt", "attempts", "error", "last_output"]).to_csv(failures, index=False)
+        sys.stdout.write(f"failures (after {gen.max_attempts} attempts each) in {failures}\n")
+        return 1
+    if failures.exists():
+        failures.unlink()  # a stale list from an earlier run would mislead
+    return 0
+
+
+ACTIONS = {"generate": generate}
+
+
+def main(cfg: DictConfig) -> int:
+    return ACTIONS[str(cfg.action)](cfg)
