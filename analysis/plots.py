@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 __all__ = [
     "OKABE_ITO", "MARKERS", "save_figure", "pareto_figure", "score_histograms", "seg_heatmap",
@@ -121,6 +121,12 @@ def add_levels(scores: pd.DataFrame) -> pd.DataFrame:
 
 # -- Pareto ----------------------------------------------------------------------------------------
 
+def _cost_label(v: float, zero_x: float | None) -> str:
+    if zero_x is not None and v < zero_x * 10 ** 0.5:
+        return "0" if math.isclose(v, zero_x, rel_tol=1e-6) else ""
+    return si_flops(v)
+
+
 def si_flops(v: float) -> str:
     """``6.04e8`` -> ``"604M"``, ``1e13`` -> ``"10T"`` (3 significant digits, SI prefix)."""
     if not np.isfinite(v) or v <= 0:
@@ -204,8 +210,8 @@ def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str]
         ``metametrics.csv`` rows plus a ``flops`` column (FLOPs per image of the metric):
         ``metric, meta_metric, subset, value, flops`` and optionally ``ci_low, ci_high``
         (fractions; drawn as whiskers when present and finite). Rows of other meta-metrics are
-        ignored; metrics whose cost is missing or not positive cannot sit on a log axis and are
-        left out (the panel says how many).
+        ignored; metrics without a cost (NaN) are left out (the panel says how many); metrics
+        that cost 0 FLOPs are drawn in a column labelled ``0`` left of a dotted line.
     meta_metric : str
         ``rank``, ``sep``, ``delta``, ``kendall`` or ``pair_acc``.
     subsets : sequence of str, optional
@@ -245,19 +251,29 @@ def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str]
         axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
         for ax in axes[n:]:
             ax.set_visible(False)
+        any_zero, no_cost, no_value = False, set(), set()
         for ax, subset in zip(axes, subsets):
             d = pts[pts["subset"] == subset]
             cost = pd.to_numeric(d["flops"], errors="coerce").to_numpy(float)
-            ok = np.isfinite(cost) & (cost > 0) & np.isfinite(d["value"].to_numpy(float))
-            dropped = int((~ok).sum())
+            has_cost = np.isfinite(cost) & (cost >= 0)
+            ok = has_cost & np.isfinite(d["value"].to_numpy(float))
+            no_cost |= set(d.loc[~has_cost, "metric"])
+            no_value |= set(d.loc[has_cost & ~ok, "metric"])
             d, cost = d[ok], cost[ok]
+            # A free metric (0 FLOPs, e.g. a random control) cannot sit on a log axis: it is drawn
+            # in a column labelled "0" one decade left of the cheapest costed metric; the
+            # frontier is computed on the true costs.
+            pos = cost[cost > 0]
+            zero_x = 10.0 ** (math.floor(math.log10(pos.min())) - 1) if len(pos) else 1.0
+            x = np.where(cost > 0, cost, zero_x)
             ax.set_xscale("log")
             ax.set_title(subset)
             ax.set_xlabel("FLOPs per image (log scale; k, M, G, T, P = 10^3 ... 10^15)")
             ax.set_ylabel(META_LABELS.get(meta_metric, meta_metric) + ", %")
             ax.grid(True, which="major", color="0.9", lw=0.8)
             if d.empty:
-                ax.text(0.5, 0.5, "no metric with a FLOPs estimate", transform=ax.transAxes, ha="center")
+                ax.text(0.5, 0.5, "no metric with a FLOPs estimate and a value", transform=ax.transAxes,
+                        ha="center")
                 continue
             val = d["value"].to_numpy(float) * 100
             front = _frontier_mask(cost, val)
@@ -266,13 +282,13 @@ def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str]
             for i, m in enumerate(d["metric"]):
                 colour, marker = style[m]
                 if np.isfinite(lo[i]) and np.isfinite(hi[i]):
-                    ax.errorbar(cost[i], val[i], yerr=[[max(val[i] - lo[i], 0)], [max(hi[i] - val[i], 0)]],
+                    ax.errorbar(x[i], val[i], yerr=[[max(val[i] - lo[i], 0)], [max(hi[i] - val[i], 0)]],
                                 fmt="none", ecolor=colour, elinewidth=1.2, capsize=3, alpha=0.8, zorder=2)
-                ax.scatter(cost[i], val[i], s=64 if front[i] else 46, marker=marker, zorder=4,
+                ax.scatter(x[i], val[i], s=64 if front[i] else 46, marker=marker, zorder=4,
                            facecolors=colour if front[i] else "white", edgecolors=colour, linewidths=1.6)
             fi = np.flatnonzero(front)
             fi = fi[np.lexsort((-val[fi], cost[fi]))]
-            xmin, xmax = cost.min(), cost.max()
+            xmin, xmax = x.min(), x.max()
             pad = max(math.log10(xmax / xmin) * 0.08, 0.4)
             ax.set_xlim(10 ** (math.log10(xmin) - pad), 10 ** (math.log10(xmax) + pad * 2.5))
             if math.log10(xmax / xmin) < 2:
@@ -280,20 +296,34 @@ def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str]
                 ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
             # SI labels as in the paper's FLOP row (604M, 224T, 1.66P); no minor ticks (clutter,
             # and slow to lay out over many decades).
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: si_flops(v)))
+            has_zero = bool((cost == 0).any())
+            ax.xaxis.set_major_formatter(FuncFormatter(
+                lambda v, _pos: _cost_label(v, zero_x if has_zero else None)))
             ax.xaxis.set_minor_locator(NullLocator())
+            if has_zero and len(pos):
+                ax.axvline(zero_x * 10 ** 0.5, color="0.5", lw=0.8, ls=":", zorder=0)
+            elif has_zero:  # every metric is free: the axis is just the "0" column
+                ax.set_xlim(zero_x / 10, zero_x * 10)
+                ax.xaxis.set_major_locator(FixedLocator([zero_x]))
             # Staircase: a frontier metric's value holds until a costlier one improves on it.
-            fx = np.r_[cost[fi], ax.get_xlim()[1]]
+            fx = np.r_[x[fi], ax.get_xlim()[1]]
             fy = np.r_[val[fi], val[fi][-1]]
-            ax.step(fx, fy, where="post", color="0.25", lw=1.4, ls="--", zorder=1, label="Pareto frontier")
+            ax.step(fx, fy, where="post", color="0.25", lw=1.4, ls="--", zorder=1.8,  # above the grid (1.5)
+                    label="Pareto frontier")
             allv = np.r_[val, lo[np.isfinite(lo)], hi[np.isfinite(hi)]]
             span = max(allv.max() - allv.min(), 1.0)
             ax.set_ylim(allv.min() - 0.08 * span, allv.max() + 0.12 * span)
-            _label_points(ax, cost, val, [labels.get(m, m) for m in d["metric"]], front)
-            note = "filled / bold: Pareto-optimal (higher value, lower cost)"
-            if dropped:
-                note += f"\n{dropped} metric(s) without a FLOPs estimate not shown"
-            ax.text(0.01, 0.01, note, transform=ax.transAxes, fontsize=7.5, color="0.35", va="bottom")
+            _label_points(ax, x, val, [labels.get(m, m) for m in d["metric"]], front)
+            any_zero |= has_zero
+        # One note under the panels (inside an axes it would cover points).
+        note = "Filled marker, bold name: Pareto-optimal (no metric both cheaper and better)."
+        if any_zero:
+            note += " At \u201c0\u201d (left of the dotted line): metrics that cost 0 FLOPs."
+        if no_cost:
+            note += f" Not shown (no FLOPs estimate): {', '.join(labels.get(m, m) for m in sorted(no_cost))}."
+        if no_value:
+            note += f" Not shown where the value is undefined: {', '.join(labels.get(m, m) for m in sorted(no_value))}."
+        fig.supxlabel("\n".join(textwrap.wrap(note, width=int(fig.get_figwidth() * 14))), fontsize=9, color="0.3")
         if len(metrics) > 1:
             from matplotlib.lines import Line2D
 
@@ -378,7 +408,11 @@ def score_histograms(scores: pd.DataFrame, metrics: Sequence[str], labels: Mappi
             lo, hi = x[ok].min(), x[ok].max()
             # Fewer bins for small samples (square-root rule), so a level's shape is not all gaps.
             nb = int(np.clip(round(math.sqrt(ok.sum())), 8, bins))
-            edges = np.linspace(lo, hi if hi > lo else lo + 1, nb + 1)
+            if hi > lo:
+                edges = np.linspace(lo, hi, nb + 1)
+            else:  # a constant metric: one bar centred in a unit-wide axis (odd bin count)
+                edges = np.linspace(lo - 0.5, lo + 0.5, (nb | 1) + 1)
+                ax.set_title(ax.get_title() + " (constant)")
             ticks, names = [], []
             for r, lv in enumerate(present):
                 base = len(present) - 1 - r  # 0 errors on top
@@ -551,7 +585,7 @@ def rank_scatter(per_seg: pd.DataFrame, metric_x: str, metric_y: str, meta_metri
     labels = dict(labels or {})
     subsets = list(dict.fromkeys(wide["subset"]))
     with _style():
-        fig = _new_figure(5.6, 5.2)
+        fig = _new_figure(6.8, 5.2)
         ax = fig.add_subplot()
         for i, sub in enumerate(subsets):
             w = wide[wide["subset"] == sub]
@@ -573,7 +607,7 @@ def rank_scatter(per_seg: pd.DataFrame, metric_x: str, metric_y: str, meta_metri
             txt = f"{len(wide)} SEGs"
         txt += f"\nabove the diagonal: {labels.get(metric_y, metric_y)} better"
         ax.text(0.02, 0.98, txt, transform=ax.transAxes, va="top", fontsize=9)
-        ax.legend(title="subset (SEGs)", loc="lower right", frameon=True, framealpha=0.9)
+        fig.legend(title="subset (SEGs)", loc="outside right upper", frameon=False)  # never over points
         ax.grid(True, color="0.92")
         fig.suptitle(title or f"Per-SEG {name}" + (f" ({protocol} protocol)" if protocol else ""))
     return fig

@@ -589,7 +589,10 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
         with_cost = pts.dropna(subset=["flops"])
         no_cost = sorted(set(pts["metric"]) - set(with_cost["metric"]))
         for mmname in dict.fromkeys(pts["meta_metric"]):
-            if with_cost[with_cost["meta_metric"] == mmname].empty:
+            costed = with_cost.loc[with_cost["meta_metric"] == mmname, "metric"].unique()
+            if len(costed) < 2:  # a frontier of one point says nothing
+                log.info("Pareto figure of %s skipped: FLOPs per image known for %d metric(s) (%s), need 2; "
+                         "give the others with flops={name: value}", mmname, len(costed), ", ".join(costed) or "-")
                 continue
             fig = plots.pareto_figure(pts, mmname, labels=labels, groups=groups)
             p = plots.save_figure(fig, out / f"pareto_{mmname}.png")

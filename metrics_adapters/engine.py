@@ -532,8 +532,13 @@ def scores_frame(items: Sequence[ScoreItem], runs: Sequence[MetricRun]):
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file and ``os.replace``: readers never see a half-written file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk must not also keep the half-written copy that filled it.
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def preflight_output_dir(path: str | Path) -> Path:

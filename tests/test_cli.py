@@ -55,3 +55,10 @@ def test_duplicate_command_rejected():
     with pytest.raises(ValueError, match="already registered"):
         register_command("data", Command("data", "x:y", "dup"))
     assert set(COMMANDS) >= {"data", "score", "analyze", "run", "report"}
+
+
+def test_multirun_failure_gives_nonzero_exit(tmp_path):
+    # Every job fails (no such results folder): the multirun must not exit 0.
+    r = _run("report", "-m", f"results={tmp_path}/nope1,{tmp_path}/nope2", f"output_dir={tmp_path}/out")
+    assert r.returncode != 0
+    assert "exited with code 2" in r.stderr

@@ -318,3 +318,35 @@ def test_pyiqa_adapter_plumbing_with_a_stand_in_module(monkeypatch):
     assert s == [pytest.approx(1 / 3)]  # mean of a red image in [0, 1]
     assert m.higher_is_better is False  # pyiqa's lower_better, read after loading
     assert PyIQAMetric(model="musiq", lower_better=False).higher_is_better is True
+
+
+@pytest.mark.parametrize("overrides, check", [
+    (["metric=vlm_judge", "judge_backend@metric.backend=openai"], lambda m: type(m.backend).__name__ == "HTTPChatBackend"),
+    (["metric=vlm_judge", "judge_backend@metric.backend=llava"], lambda m: m.backend.kind == "vlm"),
+    (["metric=llm_judge", "judge_backend@metric.evaluator=transformers_lm"], lambda m: m.evaluator.kind == "lm"),
+    (["metric=llm_judge"], lambda m: m.evaluator.vision is False and m.captioner.vision is True),
+    (["metric=dsg", "metric.vqa=always_yes"], lambda m: type(m.vqa).__name__ == "AlwaysYesVQA"),
+    (["metric=tifa", "metric.vqa=blind_qa"], lambda m: type(m.vqa).__name__ == "BlindQA" and not m.needs_images),
+    (["metric=tifa", "metric.vqa=clip_as_vqa", "metric@metric.vqa.embedding=siglip"],
+     lambda m: type(m.vqa.embedding).__name__ == "SigLIPScore"),
+    (["metric=tifa", "metric.vqa=shuffled_blip"], lambda m: type(m.vqa.inner).__name__ == "BlipVQA"),
+    (["metric=always_yes", "metric.questions=generate", "+qa_lm@metric.lm=geneval_rules"],
+     lambda m: m.lm.name == "geneval-rules-tifa-v1"),
+    (["metric=dsg", "metric.questions=generate", "+qa_lm@metric.lm=geneval_rules_dsg"],
+     lambda m: m.lm.name == "geneval-rules-dsg-v1"),
+    (["metric=geneval", "+geneval_parser@metric.parser=lm"], lambda m: type(m.parser).__name__ == "LMPromptParser"),
+    (["metric=geneval", "metric.detector=shapes"], lambda m: type(m.detector).__name__ == "ShapesDetector"),
+    (["metric=shuffled_image", "metric@metric.inner=geneval_shapes"], lambda m: m.inner.name == "geneval_shapes"),
+    (["metric=composite", "metric@metric.quality=iqa", "metric.w_align=0.8"],
+     lambda m: type(m.quality).__name__ == "PyIQAMetric" and m.w_align == 0.8),
+])
+def test_control_judge_and_geneval_configs_compose_and_instantiate(overrides, check):
+    """Every config group of this area composes into the intended object (no model is loaded)."""
+    from hydra import compose, initialize_config_module
+    from hydra.utils import instantiate
+
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose("score", overrides=overrides)
+    m = instantiate(cfg.metric, _convert_="all")
+    assert isinstance(m, Metric) and check(m)
+    assert len(m.fingerprint_hash()) == 32

@@ -104,12 +104,17 @@ def test_failure_share_decides_exit_code(tmp_path):
     assert df.fake.isna().sum() == 1 and len(df) == 24
 
 
-def test_config_errors_exit_2_before_scoring(tmp_path, capsys):
+def test_config_errors_exit_2_before_scoring(tmp_path, capfd):
     ds = tm.make_dataset(tmp_path / "d", n_segs=1, nodes=("0",), per_node=1)
     clash = [f"path={ds}", "~metric", FAKE % "", "+metrics.again={_target_:tiny_models.PixelMeanMetric,name:fake}"]
     assert _score(*clash, f"output_dir={tmp_path / 'o'}") == 2
     assert not (tmp_path / "o" / "scores.csv").exists()
     assert _score(f"path={ds}", "~metric", f"output_dir={tmp_path / 'o2'}") == 2  # no metric at all
+    import torch
+
+    if not torch.cuda.is_available():
+        assert main(["score", f"path={ds}", "~metric", FAKE % "", "device=cuda", f"output_dir={tmp_path / 'o3'}"]) == 2
+        assert "expected a CUDA device for device=cuda" in capfd.readouterr().err
 
 
 def test_handler_preflight_refuses_unwritable_output_dir(tmp_path):
@@ -131,8 +136,8 @@ def test_unknown_metric_config_lists_the_options(tmp_path, capfd):
     assert "clipscroe" in err and "clipscore_hf" in err and "siglip" in err
 
 
-def test_list_metrics(capsys):
-    assert main(["score", "list_metrics=true"]) == 0
+def test_list_metrics(tmp_path, capsys):
+    assert main(["score", "list_metrics=true", f"output_dir={tmp_path}"]) == 0
     out = capsys.readouterr().out
     for name in ("clipscore", "clipscore_hf", "alignscore", "siglip"):
         assert f"  {name} " in out

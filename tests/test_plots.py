@@ -46,7 +46,7 @@ def test_pareto_figure_draws_the_hand_computed_frontier(tmp_path):
         np.testing.assert_allclose(ys[:-1], fy)
         bold = sorted(t.get_text() for t in ax.texts if t.get_fontweight() == "bold")
         assert bold == sorted({"Avg": ["b", "c"], "Synth": ["a", "d"]}[ax.get_title()])
-    assert "1 metric(s) without a FLOPs estimate" in " ".join(t.get_text() for t in axes[0].texts)
+    assert "Not shown (no FLOPs estimate): e." in fig._supxlabel.get_text()
     _png_ok(plots.save_figure(fig, tmp_path / "p.png"))
 
 
@@ -142,3 +142,17 @@ def test_palette_is_okabe_ito_and_markers_differ_within_a_group():
     style = plots.metric_colors(["a", "b", "c"], groups={"a": "g1", "b": "g1", "c": "g2"})
     assert style["a"][0] == style["b"][0] == plots.OKABE_ITO[0] and style["c"][0] == plots.OKABE_ITO[1]
     assert style["a"][1] != style["b"][1]
+
+
+def test_pareto_zero_cost_metric_is_drawn_in_a_zero_column_and_can_lead_the_frontier():
+    pts = pd.DataFrame({"metric": ["free", "cheap", "dear"], "meta_metric": "rank", "subset": "Avg",
+                        "value": [0.1, 0.05, 0.9], "flops": [0.0, 2e9, 5e9]})
+    fig = plots.pareto_figure(pts, "rank")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "Pareto frontier")
+    np.testing.assert_allclose(np.asarray(line.get_ydata())[:-1], [10.0, 90.0])  # free, then dear; cheap dominated
+    assert np.asarray(line.get_xdata())[0] == pytest.approx(1e8)  # one decade left of the cheapest costed metric
+    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert shown[0] == "0" and "2G" in shown and "5G" in shown
+    assert sorted(t.get_text() for t in ax.texts if t.get_fontweight() == "bold") == ["dear", "free"]

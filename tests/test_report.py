@@ -189,3 +189,15 @@ def test_report_on_a_ts2_analyze_output_finds_the_analysed_scores(tmp_path):
     out = build_report([tmp_path / "ana"], tmp_path / "rep", figures=["histograms"])
     assert [p.name for p in out.figures] == ["histograms_1.png"]
     pd.testing.assert_frame_equal(pd.read_csv(out.metametrics), pd.read_csv(tmp_path / "ana" / "metametrics.csv"))
+
+
+def test_pareto_figures_need_the_cost_of_two_metrics(tmp_path):
+    src = write_run(tmp_path / "r", make_scores(n_segs=4), flops={"good": 2e9}, bootstrap=0)  # 'noisy' has no cost
+    merged, todo = rp.merge_results([rp.load_result_dir(src)])
+    assert todo == [] and merged.flops == {"good": 2e9}
+    assert rp.make_figures(merged, tmp_path / "f", kinds=["pareto"]) == []
+    merged, _ = rp.merge_results([rp.load_result_dir(src)], flops={"noisy": 0.0})
+    figs = rp.make_figures(merged, tmp_path / "g", kinds=["pareto"], pareto=["rank"])
+    assert [f.path.name for f in figs] == ["pareto_rank.png"]
+    with pytest.raises(ValueError, match="figure kinds"):
+        rp.make_figures(merged, tmp_path / "h", kinds=["pie"])

@@ -100,9 +100,10 @@ def test_reproduce_writes_both_protocol_tables_and_the_discrepancy_list(ts2_dir,
     assert len(graph) == 48 and graph["match"].sum() < 48  # the graph protocol really is another computation
     md = (out / "table_paper.md").read_text()
     assert "71.4" in md and "103.7" in md
-    assert sorted(p.name for p in (out / "figures").iterdir()) == ["pareto_rank.png"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["pareto_printed_rank.png", "pareto_printed_sep.png",
+                                                                    "pareto_rank.png"]
     page = (out / "report.html").read_text()
-    assert "Discrepancies with the printed Table 2" in page and "data:image/png;base64," in page
+    assert "Discrepancies with the printed Table 2" in page and page.count("data:image/png;base64,") == 3
     assert "protocol graph:" in page
 
 

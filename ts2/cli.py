@@ -80,24 +80,66 @@ def main(argv: list[str] | None = None) -> int:
     return run_hydra(cmd, overrides, prog=f"ts2 {name}")
 
 
+def _check_output_override(overrides: list[str]) -> None:
+    """Check an ``output_dir=`` given on the command line before Hydra creates it.
+
+    Hydra makes the run folder and writes ``.hydra/`` and the log there before any handler runs,
+    and reports a failure as a bare traceback; a read-only or full disk gets a clear message
+    instead. Sweeps (``-m``) are left to each job.
+    """
+    if any(o in ("-m", "--multirun") for o in overrides):
+        return
+    for o in overrides:
+        key, sep, value = o.lstrip("+").partition("=")
+        if sep and key in ("output_dir", "hydra.run.dir") and value and "${" not in value:
+            from ts2.common import check_output_dir
+
+            check_output_dir(value)
+
+
+class JobFailed(RuntimeError):
+    """A job of a multirun returned a non-zero exit code."""
+
+
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def cfg_job_name() -> str:
+    from hydra.core.hydra_config import HydraConfig
+
+    return str(HydraConfig.get().job.get("num", "?"))
+
+
 def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     """Run ``cmd`` as a Hydra app with ``overrides`` (so ``-m``, ``--cfg`` and launchers work)."""
     import hydra
 
+    try:
+        _check_output_override(overrides)
+    except OSError as e:
+        print(f"{prog}: {e.strerror or e}", file=sys.stderr)
+        return 2
     handler = _load_target(cmd.target)
     result: dict[str, int] = {"rc": 0}
 
     def task(cfg) -> None:
-        rc = handler(cfg)
-        # In a multirun, the worst job decides the exit code.
-        result["rc"] = max(result["rc"], int(rc or 0))
+        rc = int(handler(cfg) or 0)
+        result["rc"] = max(result["rc"], rc)
+        if rc and _in_multirun():
+            # Launchers such as joblib run jobs in other processes, where `result` is not ours:
+            # raising marks the job failed, and Hydra fails the multirun after all jobs ran.
+            raise JobFailed(f"{prog} job {cfg_job_name()} exited with code {rc}")
 
     old = sys.argv
     sys.argv = [prog, *overrides]
     try:
         hydra.main(version_base="1.3", config_path="pkg://conf", config_name=cmd.config)(task)()
-    except SystemExit as e:  # hydra exits on bad overrides with its own message
-        return int(e.code or 0)
+    except SystemExit as e:  # hydra exits on bad overrides (and failed multirun jobs) with its message
+        return max(int(e.code or 0), result["rc"])
     finally:
         sys.argv = old
     return result["rc"]

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+from pathlib import Path
 
 from omegaconf import DictConfig
 
 log = logging.getLogger("ts2")
+
+# Room a run needs in its output folder besides its tables: Hydra's .hydra/ files, the log, run.json.
+MIN_FREE_BYTES = 1 << 20
 
 
 def load_dataset(cfg: DictConfig, check_images: bool | None = None):
@@ -19,3 +25,33 @@ def load_dataset(cfg: DictConfig, check_images: bool | None = None):
     if cfg.get("path"):
         return load_path(cfg.path, check_images=check)
     return instantiate(cfg.dataset, check_images=check)
+
+
+def check_output_dir(path: str | Path, min_free_bytes: int = MIN_FREE_BYTES) -> Path:
+    """Create ``path`` and prove it can take a run's outputs: writable, ``min_free_bytes`` free.
+
+    Called before anything expensive (Hydra's own folder set-up, loading a model), so that a
+    read-only or full disk fails in a second with the folder named, not after the work is done.
+
+    Raises
+    ------
+    OSError
+        The folder cannot be created or written, or has less free space than asked.
+    """
+    p = Path(path).expanduser()
+    probe = p / f".ts2-write-test-{os.getpid()}"
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe.write_text("ok")
+        free = shutil.disk_usage(p).free
+    except OSError as e:
+        raise OSError(e.errno, f"expected a writable output_dir, got {p}: {e.strerror or e}") from e
+    finally:
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+    if free < min_free_bytes:
+        raise OSError(28, f"expected at least {min_free_bytes / 2**20:.1f} MiB free in output_dir {p}, "
+                          f"got {free / 1024:.0f} KiB free; free some space or choose another output_dir")
+    return p

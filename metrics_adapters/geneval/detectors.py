@@ -149,11 +149,22 @@ class ShapesDetector(Detector):
         Components smaller than this many pixels are noise, not objects.
     background_tolerance : int
         A pixel within this max-channel distance of the background colour is background.
+    image_side : int
+        Side in pixels of the images scored, for the cost estimate only (the bundled synthetic
+        scenes are 128 px). The detector has no weights, so its cost is per pixel:
+        :attr:`OPS_PER_PIXEL` covers the background test, colour naming against the palette and
+        connected-component labelling.
     """
 
-    def __init__(self, min_area: int = 20, background_tolerance: int = 24) -> None:
+    OPS_PER_PIXEL = 100.0
+
+    def __init__(self, min_area: int = 20, background_tolerance: int = 24, image_side: int = 128) -> None:
         self.min_area = int(min_area)
         self.background_tolerance = int(background_tolerance)
+        self.image_side = int(image_side)
+
+    def flops_per_image(self) -> float | None:
+        return self.OPS_PER_PIXEL * self.image_side ** 2
 
     def settings(self) -> dict[str, Any]:
         return {"detector": "shapes", "version": 1, "min_area": self.min_area,

@@ -94,6 +94,9 @@ class GenEvalMetric(Metric):
 
     def unload(self) -> None:
         self.detector.unload()
+        backend = getattr(self.parser, "backend", None)
+        if backend is not None:
+            backend.unload()
 
     def run_info(self) -> dict[str, Any]:
         return {"parser_usage": self.parser.usage()}

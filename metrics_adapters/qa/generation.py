@@ -242,6 +242,12 @@ class LMBackend(ABC):
         self.retry_temperature = float(retry_temperature)
         self.seed = int(seed)
         self.n_calls = 0  # prompts sent to the model
+        self.device, self.dtype = "cpu", None
+
+    def prepare(self, device: str = "cpu", dtype: str | None = None) -> None:
+        """Where :meth:`load` puts the model when the first completion needs it (lazy loading:
+        a run whose questions are all cached never loads the model)."""
+        self.device, self.dtype = device, dtype
 
     def settings(self) -> dict[str, Any]:
         return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
@@ -338,7 +344,6 @@ class HFCausalLM(LMBackend):
         self.batch_size = int(batch_size)
         self._tok = None
         self._net = None
-        self.device = "cpu"
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "model": self.model, "revision": self.revision, "gguf_file": self.gguf_file,
@@ -396,7 +401,7 @@ class HFCausalLM(LMBackend):
         import torch
 
         if self._net is None:
-            self.load(self.device)
+            self.load(self.device, self.dtype)
         temp = self.temperature_for(attempt)
         out: list[str | Exception] = []
         for i in range(0, len(prompts), self.batch_size):

@@ -216,12 +216,6 @@ class QAMetric(Metric):
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        if self.use_cache and self._cache is None:
-            from .cache import QACache
-
-            self._cache = QACache.at(self.cache_dir)
-        if self.generator is not None:
-            self.generator.cache = self._cache
         if self.questions_file is not None and self._qsets is None:
             self._qsets = load_question_csv(self.questions_file, kind=self.kind)
         # Models load on first use: a run whose answers are all cached never loads the VQA model,
@@ -229,6 +223,17 @@ class QAMetric(Metric):
         self.matcher.device = device
         self._device, self._dtype = device, dtype
         self._vqa_loaded = False
+
+    def _qa_cache(self):
+        """The QA cache, opened on first use: after the engine's DataLoader workers have forked, so
+        no SQLite connection is inherited by a child process."""
+        if self.use_cache and self._cache is None:
+            from .cache import QACache
+
+            self._cache = QACache.at(self.cache_dir)
+            if self.generator is not None:
+                self.generator.cache = self._cache
+        return self._cache
 
     def _ensure_vqa(self) -> None:
         if not getattr(self, "_vqa_loaded", False):
@@ -238,6 +243,11 @@ class QAMetric(Metric):
     def unload(self) -> None:
         self.vqa.unload()
         self._vqa_loaded = False
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+            if self.generator is not None:
+                self.generator.cache = None
         if self.lm is not None:
             self.lm.unload()
         # run.json has no channel for metric counters: they go beside answers.csv
@@ -293,8 +303,8 @@ class QAMetric(Metric):
         if self.questions == "generate":
             prompts = list(dict.fromkeys(it.prompt for it in items if it.prompt not in self._generated))
             if prompts:
-                if self.lm is not None and getattr(self, "_device", None):
-                    self.lm.load(self._device, self._dtype)
+                self._qa_cache()
+                self.lm.prepare(getattr(self, "_device", "cpu"), getattr(self, "_dtype", None))
                 calls0 = self.lm.n_calls
                 for res in self.generator.generate(prompts):
                     self.stats["question_cache_hits" if res.cached else "questions_generated"] += 1
@@ -329,7 +339,8 @@ class QAMetric(Metric):
     # -- answering ----------------------------------------------------------------------------------------
     def _answer(self, reqs: list[VQARequest], img_keys: list[str | None]) -> list[str | VQAError]:
         self.stats["vqa_requests"] += len(reqs)
-        if not (self.use_cache and self.vqa.cacheable and self._cache is not None):
+        cache = self._qa_cache() if self.vqa.cacheable else None
+        if cache is None:
             self._ensure_vqa()
             before = self.vqa.n_model_calls
             out = self.vqa.answer(reqs)
@@ -340,7 +351,7 @@ class QAMetric(Metric):
         bh = fingerprint_hash(self.vqa.fingerprint())
         keys = [answer_key(bh, ik or "", r.question, r.choices if self.vqa.uses_choices else None)
                 for r, ik in zip(reqs, img_keys)]
-        found = self._cache.get_answers(set(keys))
+        found = cache.get_answers(set(keys))
         self.stats["vqa_cache_hits"] += sum(k in found for k in keys)
         todo: dict[str, int] = {}
         for j, k in enumerate(keys):
@@ -362,7 +373,7 @@ class QAMetric(Metric):
                 else:
                     found[k] = a
                     rows.append((k, bh, img_keys[j] or "", reqs[j].question, a))
-            self._cache.put_answers(rows)  # committed per chunk: a killed run keeps these answers
+            cache.put_answers(rows)  # committed per chunk: a killed run keeps these answers
         return [found[k] if k in found else errors[k] for k in keys]
 
     # -- scoring ------------------------------------------------------------------------------------------

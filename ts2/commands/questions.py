@@ -63,10 +63,8 @@ def generate(cfg: DictConfig) -> int:
         from metrics_adapters.engine import resolve_device
 
         device = resolve_device(device)
-    # The LM is loaded only if some prompt is not cached (HFCausalLM loads on first call).
-    lm.device = device
-    if hasattr(lm, "load") and str(cfg.precision) != "fp32":
-        lm.load(device, str(cfg.precision))
+    # The LM is loaded only if some prompt is not cached (on its first call).
+    lm.prepare(device, None if str(cfg.precision) == "fp32" else str(cfg.precision))
     try:
         results = gen.generate([p for _, p in pairs], progress=bool(cfg.progress))
     finally:

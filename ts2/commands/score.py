@@ -83,8 +83,8 @@ def main(cfg: DictConfig) -> int:
         return 2
     t0 = time.perf_counter()
     from metrics_adapters.cache import ScoreCache
-    from metrics_adapters.engine import (EngineSettings, check_unique_columns, items_from_table, score_metric,
-                                         write_outputs)
+    from metrics_adapters.engine import (EngineSettings, check_unique_columns, items_from_table, resolve_device,
+                                         score_metric, write_outputs)
 
     try:
         metrics = build_metrics(cfg)
@@ -95,7 +95,8 @@ def main(cfg: DictConfig) -> int:
                                   num_workers=int(cfg.num_workers),
                                   max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
                                   progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops))
-    except (ValueError, TypeError) as e:
+        resolve_device(settings.device)  # device=cuda on a machine without CUDA: say so now
+    except (ValueError, TypeError, RuntimeError) as e:
         log.error("%s", e)
         return 2
     ds = load_dataset(cfg)
@@ -106,6 +107,16 @@ def main(cfg: DictConfig) -> int:
     if not items:
         log.error("dataset %r has no images to score", ds.name)
         return 2
+    try:  # still before any model: room for scores.csv (a long run must not die writing it)
+        from ts2.common import MIN_FREE_BYTES, check_output_dir
+
+        n_cols = sum(len(m.output_columns()) for m in metrics)
+        check_output_dir(out, MIN_FREE_BYTES + sum(
+            len(it.seg_id) + len(it.node) + len(it.file_name) + len(it.image_path or "") + len(it.prompt) + 8
+            + 24 * n_cols for it in items))
+    except OSError as e:
+        log.error("%s", e.strerror or e)
+        return 2
     cache = ScoreCache.at(cfg.cache_dir) if cfg.cache else ScoreCache(None)
     log.info("scoring %d images of %r with %s; cache %s; output %s", len(items), ds.name,
              [m.name for m in metrics], cache.path, out)
@@ -115,11 +126,16 @@ def main(cfg: DictConfig) -> int:
         cache.close()
     config = OmegaConf.to_container(cfg, resolve=True)
     wall = time.perf_counter() - t0
-    csv_path, json_path = write_outputs(out, items, runs, config=config, extra={
-        "dataset": {"name": ds.name, "n_segs": len(ds), "n_images": len(items)},
-        "output_dir": str(out), "cache_path": cache.path, "wall_time_s": wall,
-        "max_failure_share": float(cfg.max_failure_share),
-    })
+    try:
+        csv_path, json_path = write_outputs(out, items, runs, config=config, extra={
+            "dataset": {"name": ds.name, "n_segs": len(ds), "n_images": len(items)},
+            "output_dir": str(out), "cache_path": cache.path, "wall_time_s": wall,
+            "max_failure_share": float(cfg.max_failure_share),
+        })
+    except OSError as e:  # e.g. the disk filled up during the run: the scores themselves are safe
+        log.error("could not write scores.csv/run.json to %s: %s; every finished score is in the cache %s, so "
+                  "the same command, run again once there is room, recomputes nothing", out, e, cache.path)
+        return 2
 
     rc = 0
     for r in runs:
