@@ -61,8 +61,10 @@ class EngineSettings:
         ``"fp32"``, or ``"fp16"``/``"bf16"`` autocast on CUDA (ignored, with a warning, on CPU).
     batch_size : int
         Distinct (image, prompt) pairs per metric call.
-    num_workers : int
+    num_workers : int or "auto"
         DataLoader processes decoding images in the background (0: in the main process).
+        ``"auto"``: none on the CPU (there they only take cycles from the model: measured in
+        ``benchmarks/scoring_speed.py``), ``min(4, cores // 2)`` with CUDA.
     max_image_side : int or None
         Larger images are downscaled first (see :mod:`metrics_adapters.images`).
     progress : bool
@@ -75,7 +77,7 @@ class EngineSettings:
     device: str = "auto"
     precision: str = "fp32"
     batch_size: int = 32
-    num_workers: int = 2
+    num_workers: int | str = "auto"
     max_image_side: int | None = DEFAULT_MAX_SIDE
     progress: bool = True
     measure_flops: bool = False
@@ -85,8 +87,14 @@ class EngineSettings:
             raise ValueError(f"expected precision one of {PRECISIONS}, got {self.precision!r}")
         if int(self.batch_size) < 1:
             raise ValueError(f"expected batch_size >= 1, got {self.batch_size}")
-        if int(self.num_workers) < 0:
-            raise ValueError(f"expected num_workers >= 0, got {self.num_workers}")
+        if self.num_workers != "auto" and not (isinstance(self.num_workers, int) and self.num_workers >= 0):
+            raise ValueError(f"expected num_workers >= 0 or 'auto', got {self.num_workers!r}")
+
+    def workers_for(self, device: str) -> int:
+        """The number of DataLoader workers to use on ``device``."""
+        if self.num_workers != "auto":
+            return int(self.num_workers)
+        return 0 if not str(device).startswith("cuda") else min(4, max(1, (os.cpu_count() or 2) // 2))
 
 
 @dataclass(frozen=True)
@@ -419,7 +427,7 @@ def _compute(metric, todo_items, todo_pairs, key, cache, settings, device, preci
              n_cached, DataLoader, tqdm, torch) -> int:
     """Run the metric over the missing pairs; fills ``results``/``pair_fail``; returns pairs stored."""
     ncols = len(metric.output_columns())
-    workers = int(settings.num_workers) if metric.needs_images else 0
+    workers = settings.workers_for(device) if metric.needs_images else 0
     if workers > 0:
         # The fast tokenizers' thread pool does not survive fork(); without this each worker warns.
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -113,12 +113,14 @@ def decode_image(path: str | Path | None, max_side: int | None = DEFAULT_MAX_SID
         with Image.open(p) as img:
             img.seek(0)  # first frame of animated GIF/PNG/WebP
             img.load()   # decode now: truncated or corrupt data fails here, not later
-            img = ImageOps.exif_transpose(img)
+            # In place, and downscaled before the detaching copy: a 12000 x 12000 RGB PNG is then
+            # held once at full size, not three times (0.6 GB peak instead of 1.7 GB).
+            ImageOps.exif_transpose(img, in_place=True)
             rgb = _to_rgb(img)
+            if max_side is not None and max(rgb.size) > max_side:
+                rgb.thumbnail((int(max_side), int(max_side)), Image.Resampling.BICUBIC)
             if rgb is img:
                 rgb = img.copy()  # detach from the file handle closed below
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError) as e:
         raise ImageDecodeError(f"{p}: expected a readable image file, got {type(e).__name__}: {e}") from e
-    if max_side is not None and max(rgb.size) > max_side:
-        rgb.thumbnail((int(max_side), int(max_side)), Image.Resampling.BICUBIC)
     return rgb

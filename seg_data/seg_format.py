@@ -26,6 +26,7 @@ Image ``path`` is relative to the file's folder (absolute paths are kept as they
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,38 @@ __all__ = ["FORMAT", "load_seg_file", "save_seg_file", "dataset_to_dict", "datas
 FORMAT = "ts2-seg/1"
 
 
+# Datasets with more images than this are written to .yaml files in JSON syntax (see save_seg_file).
+JSON_SYNTAX_MIN_IMAGES = 5000
+# Characters a YAML reader rejects or reads as line breaks inside a quoted scalar; JSON leaves them raw.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+
+
+def _json_body(text: str) -> str | None:
+    """The text after leading comment lines if it is a JSON object (JSON is YAML), else None."""
+    i = 0
+    while True:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        if text.startswith("#", i):
+            j = text.find("\n", i)
+            i = len(text) if j < 0 else j + 1
+            continue
+        return text[i:] if text.startswith("{", i) else None
+
+
 def _read(path: Path) -> Any:
     text = path.read_text(encoding="utf-8")
     try:
         if path.suffix.lower() == ".json":
             return json.loads(text)
+        body = _json_body(text)
+        if body is not None:
+            # A YAML file in JSON syntax (big datasets are saved so): the json parser reads it ~30x
+            # faster than PyYAML. YAML flow mappings that are not strict JSON fall through to PyYAML.
+            try:
+                return json.loads(body)
+            except json.JSONDecodeError:
+                pass
         import yaml
 
         # The C loader is ~10x faster on big (100k-image) files; fall back when libyaml is absent.
@@ -157,8 +185,16 @@ def save_seg_file(ds: SEGDataset, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = dataset_to_dict(ds, base=path.parent)
     tmp = path.with_name(path.name + ".tmp")
+    n_images = ds.n_images
     if path.suffix.lower() == ".json":
         tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    elif n_images > JSON_SYNTAX_MIN_IMAGES:
+        # Block YAML takes PyYAML ~0.5 ms per image to read (a minute for 100k images); the same data
+        # in JSON syntax is still valid YAML and loads ~30x faster (_read). Characters YAML would
+        # reject or fold are escaped; astral characters stay raw (YAML cannot read JSON's surrogates).
+        body = _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(data, ensure_ascii=False))
+        tmp.write_text(f"# {FORMAT} dataset {ds.name!r} ({len(ds)} SEGs, {n_images} images) in JSON syntax, which is "
+                       f"also YAML: it loads much faster than block YAML\n{body}\n", encoding="utf-8")
     else:
         import yaml
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import networkx as nx
 
-from .model import SEG, SEGDataset, parse_label
+from .model import SEG, SEGDataset, label_sort_key, parse_label
 
 __all__ = ["Problem", "SEGValidationError", "validate_seg", "validate_dataset", "raise_on_errors"]
 
@@ -81,7 +81,13 @@ def validate_seg(seg: SEG, check_images: bool = False) -> list[Problem]:
             out.append(P("warning", "empty_node", n, "node has no images"))
     acyclic = nx.is_directed_acyclic_graph(g)
     if not acyclic:
+        # simple_cycles' order and starting node follow set iteration (hash-seeded per process):
+        # start each cycle at its first node in label order, and sort, so reports are reproducible.
+        cycles = []
         for comp in nx.simple_cycles(g):
+            k = min(range(len(comp)), key=lambda i: label_sort_key(comp[i]))
+            cycles.append(comp[k:] + comp[:k])
+        for comp in sorted(cycles, key=lambda c: [label_sort_key(n) for n in c]):
             out.append(P("error", "cycle", comp[0], f"cycle through nodes {' -> '.join(comp + [comp[0]])}"))
     roots = [n for n in g if n not in bad and g.nodes[n]["level"] == 0]
     if len(g) and not roots:

@@ -73,7 +73,7 @@ def good_tifa(filled: str, attempt: int = 0) -> str:
     lines = []
     for w in _nouns(_prompt_of(filled)):
         lines += [f"About {w} (object):", f"Q: is there a {w}?", "Choices: yes, no", "A: yes",
-                  f"Q: what is in the picture?", f"Choices: {w}, tree, car, dog", f"A: {w}"]
+                  "Q: what is in the picture?", f"Choices: {w}, tree, car, dog", f"A: {w}"]
     return "\n".join(lines) + "\n\nDescription: the model went on with another example"
 
 
@@ -129,3 +129,32 @@ def noise_images(n: int, seed: int = 0, size: int = 48):
 
     rng = np.random.default_rng(seed)
     return [Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8)) for _ in range(n)]
+
+
+def build_tiny_instructblip(out: Path, seed: int = 0) -> Path:
+    """An InstructBlipForConditionalGeneration with a tiny Q-Former and a tiny T5 (as flan-t5-xl)."""
+    import torch
+    from transformers import (AutoTokenizer, BlipImageProcessor, InstructBlipConfig,
+                              InstructBlipForConditionalGeneration, InstructBlipProcessor, InstructBlipQFormerConfig,
+                              InstructBlipVisionConfig, T5Config)
+
+    tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
+    qtok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
+    # The processor adds its <image> token to the tokenizer: build it first so the vocabulary is final.
+    proc = InstructBlipProcessor(image_processor=BlipImageProcessor(size={"height": 32, "width": 32}), tokenizer=tok,
+                                 qformer_tokenizer=qtok, num_query_tokens=4)
+    vision = InstructBlipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                      image_size=32, patch_size=8)
+    qformer = InstructBlipQFormerConfig(vocab_size=len(qtok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                        intermediate_size=64, encoder_hidden_size=32, max_position_embeddings=128,
+                                        pad_token_id=qtok.pad_token_id)
+    text = T5Config(vocab_size=len(tok), d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=2,
+                    pad_token_id=tok.pad_token_id, eos_token_id=tok.sep_token_id, decoder_start_token_id=tok.pad_token_id)
+    cfg = InstructBlipConfig(vision_config=vision.to_dict(), qformer_config=qformer.to_dict(), text_config=text.to_dict(),
+                             num_query_tokens=4, image_token_index=tok.convert_tokens_to_ids("<image>"))
+    torch.manual_seed(seed)
+    model = InstructBlipForConditionalGeneration(cfg).eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    proc.save_pretrained(out)
+    return out

@@ -316,6 +316,13 @@ def test_device_and_precision_resolution(caplog):
         EngineSettings(precision="fp8")
     with pytest.raises(ValueError, match="batch_size"):
         EngineSettings(batch_size=0)
+    assert EngineSettings().workers_for("cpu") == 0  # auto: no workers competing with the model on a CPU
+    assert 1 <= EngineSettings().workers_for("cuda") <= 4
+    assert EngineSettings(num_workers=3).workers_for("cpu") == 3
+    with pytest.raises(ValueError, match="num_workers"):
+        EngineSettings(num_workers=-1)
+    with pytest.raises(ValueError, match="num_workers"):
+        EngineSettings(num_workers="many")
 
 
 def test_preflight_rejects_unwritable_output_dir(tmp_path):

@@ -137,8 +137,8 @@ KILL_POINTS = {
 def test_sigkill_then_restart_gives_the_uninterrupted_result(point, dataset, clean_csv, tmp_path):
     cache_dir, out = tmp_path / "cache", tmp_path / "out"
     db = cache_dir / "scores.sqlite"
-    # 12 batches of 2 at 0.15 s: ~2 s of scoring in which to land the kill (polled every 10 ms)
-    cmd = [sys.executable, "-m", "ts2", "score", *_score_args(dataset, cache_dir, out, delay=0.15)]
+    # 12 batches of 2 at 0.12 s: ~1.5 s of scoring in which to land the kill (polled every 10 ms)
+    cmd = [sys.executable, "-m", "ts2", "score", *_score_args(dataset, cache_dir, out, delay=0.12)]
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     trigger = KILL_POINTS[point]
     deadline = time.monotonic() + 120
@@ -183,15 +183,14 @@ def _expected_pixmean(path: str, prompt: str) -> float:
     return np.asarray(Image.open(path).convert("RGB"), dtype=np.float64).mean() / 255.0 + len(prompt) / 1000
 
 
-def test_two_processes_share_one_cache(tmp_path):
+def test_two_processes_share_one_cache(dataset, tmp_path):
     """Two full runs over the same images at once, one commit per image each: both finish, every
     score is right, the cache holds each score exactly once, and SQLite never reports a lock."""
-    ds = tm.make_dataset(tmp_path / "d", n_segs=4, nodes=("0", "1", "2"), per_node=4)  # 48 images
-    n = 48
+    ds, n = dataset, N_IMAGES
     cache_dir = tmp_path / "cache"
     procs = []
     for k in range(2):
-        cmd = [sys.executable, "-m", "ts2", "score", *_score_args(ds, cache_dir, tmp_path / f"out{k}", delay=0.03,
+        cmd = [sys.executable, "-m", "ts2", "score", *_score_args(ds, cache_dir, tmp_path / f"out{k}", delay=0.05,
                                                                      batch_size=1)]
         procs.append(subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     errs = []

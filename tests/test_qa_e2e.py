@@ -148,3 +148,18 @@ def test_every_qa_config_composes_and_instantiates(tmp_path):
         for lm in ("hf", "openai"):
             cfg = compose("questions", overrides=[f"qa_lm={lm}"])
             assert isinstance(instantiate(cfg.qa_lm), LMBackend)
+
+
+def test_questions_generate_from_a_prompts_file(tmp_path, cache_dir):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("A wooden chair by a window\n\nThree green apples\nA red kite\n")
+    out = tmp_path / "tifa_questions.csv"
+    rc = main(["questions", "generate", f"prompts={prompts}", "limit=2", "style=tifa", "device=cpu", "progress=false",
+               f"cache_dir={cache_dir}", f"out={out}", "~qa_lm",
+               "+qa_lm={_target_:metrics_adapters.qa.generation.CallableLM,fn:'qa_tiny:good_tifa',name:fake-tifa-v1}"])
+    assert rc == 0
+    sets = load_question_csv(out)
+    assert list(sets) == ["0", "1"]  # blank lines skipped, limit applied
+    assert sets["1"].prompt == "Three green apples"
+    assert sets["1"].questions[0].question == "is there a three?" and sets["1"].kind == "tifa"
+    assert main(["questions", "generate", f"prompts={tmp_path / 'missing.txt'}", f"out={out}", "device=cpu"]) == 2

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 from qa_tiny import noise_images
 
-from metrics_adapters.base import MetricError, ScoreItem
+from metrics_adapters.base import ScoreItem
 from metrics_adapters.qa.dsg import DSGScore
 from metrics_adapters.qa.matching import AnswerMatcher
 from metrics_adapters.qa.tifa import TIFAScore

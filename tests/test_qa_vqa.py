@@ -145,6 +145,22 @@ def test_blip_bad_model_path_fails_on_load(tmp_path):
         BlipVQA(str(tmp_path / "missing")).load("cpu")
 
 
+def test_instructblip_answers_do_not_depend_on_batch_size(tmp_path):
+    pytest.importorskip("transformers")
+    from qa_tiny import build_tiny_instructblip
+
+    from metrics_adapters.qa.vqa import InstructBlipVQA
+
+    d = build_tiny_instructblip(tmp_path / "iblip")
+    reqs = [VQARequest(q, image=im) for q, im in zip(["is there a dog?", "what color is it?", "how many?"],
+                                                     noise_images(3, seed=1))]
+    a, b = InstructBlipVQA(str(d), max_new_tokens=4, batch_size=1), InstructBlipVQA(str(d), max_new_tokens=4, batch_size=3)
+    a.load("cpu")
+    b.load("cpu")
+    assert a.answer(reqs) == b.answer(reqs)
+    assert a.settings()["template"] == "Question: {question} Short answer:"
+
+
 def test_llava_style_chat_backend_batches_with_left_padding(tmp_path):
     pytest.importorskip("transformers")
     from qa_tiny import build_tiny_llava

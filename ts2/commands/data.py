@@ -20,7 +20,11 @@ def main(cfg: DictConfig) -> int:
 def info(cfg: DictConfig) -> int:
     from seg_data.summary import format_summary, summarize
 
-    ds = load_dataset(cfg)
+    try:
+        ds = load_dataset(cfg)
+    except (FileNotFoundError, ValueError) as e:  # unreadable file, missing columns, invalid SEGs
+        log.error("%s", e)
+        return 2
     summary = summarize(ds, check_images=bool(cfg.check_images))
     if cfg.json:
         sys.stdout.write(json.dumps(summary) + "\n")
@@ -41,6 +45,10 @@ def validate(cfg: DictConfig) -> int:
         n = sum(p.severity == "error" for p in e.problems)
         sys.stdout.write(f"INVALID: {n} error(s)\n")
         return 1
+    except (FileNotFoundError, ValueError) as e:  # not even loadable: missing file or columns, bad id
+        log.error("%s", e)
+        sys.stdout.write("INVALID: could not load the dataset\n")
+        return 2
     problems = summarize(ds, check_images=bool(cfg.check_images))["problems"]
     for p in problems:
         node = f", node {p['node']}" if p["node"] is not None else ""

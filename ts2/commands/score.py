@@ -92,7 +92,7 @@ def main(cfg: DictConfig) -> int:
             raise ValueError("expected at least one metric (metric=NAME or +metric@metrics.KEY=NAME), got none")
         check_unique_columns(metrics)
         settings = EngineSettings(device=str(cfg.device), precision=str(cfg.precision), batch_size=int(cfg.batch_size),
-                                  num_workers=int(cfg.num_workers),
+                                  num_workers=cfg.num_workers if cfg.num_workers == "auto" else int(cfg.num_workers),
                                   max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
                                   progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops))
         resolve_device(settings.device)  # device=cuda on a machine without CUDA: say so now
