@@ -98,7 +98,7 @@ def _to_float(col: pd.Series, name: str, source: str, from_file: bool) -> np.nda
     inf = np.isinf(vals)
     if inf.any():
         i = int(np.flatnonzero(inf)[0])
-        raise ValueError(f"{_row_label(source, i, from_file)}, column {name!r}: expected a finite number, got {vals[i]!r}")
+        raise ValueError(f"{_row_label(source, i, from_file)}, column {name!r}: expected a finite number, got {float(vals[i])!r}")
     return vals
 
 

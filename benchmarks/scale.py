@@ -70,7 +70,6 @@ def make_structure(size: str, work: Path) -> tuple[Path, dict]:
 def make_scores(dataset: Path, n_metrics: int, out: Path) -> int:
     """One row per image of ``dataset``, ``n_metrics`` columns of seeded uniform scores."""
     import numpy as np
-    import pandas as pd
 
     from seg_data import load_path
 

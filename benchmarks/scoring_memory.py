@@ -42,7 +42,7 @@ def run(limit: int, args, work: Path) -> dict:
     if rc != 0:
         raise RuntimeError(f"ts2 score limit={limit} exited with {rc}:\n{log.read_text()[-3000:]}")
     rec = json.loads((out / "run.json").read_text())["metrics"][0]
-    return {"limit": limit, "n_scored": rec["n_scored"], "wall_s": round(wall, 1),
+    return {"limit": limit, "n_images": rec["n_items"], "n_scored": rec["n_scored"], "wall_s": round(wall, 1),
             "images_per_s": round(rec["images_per_s"] or 0.0, 1), "peak_rss_mib": round(usage.ru_maxrss / 1024)}
 
 
@@ -69,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(f"\n{args.arch} (random weights), batch_size={args.batch_size}, num_workers={args.num_workers}\n"
                      "| images | wall (s) | images/s | peak RSS (MiB) | growth over the first |\n|---:|---:|---:|---:|---:|\n")
     for r in rows:
-        sys.stdout.write(f"| {r['n_scored']} | {r['wall_s']} | {r['images_per_s']} | {r['peak_rss_mib']:,} | "
+        sys.stdout.write(f"| {r['n_images']} | {r['wall_s']} | {r['images_per_s']} | {r['peak_rss_mib']:,} | "
                          f"{r['peak_rss_mib'] - base:+,} MiB |\n")
-    n0, n1 = rows[0]["n_scored"], rows[-1]["n_scored"]
+    n0, n1 = rows[0]["n_images"], rows[-1]["n_images"]
     per_image_kib = (rows[-1]["peak_rss_mib"] - base) * 1024 / max(1, n1 - n0)
     sys.stdout.write(f"\ngrowth per extra image: {per_image_kib:.1f} KiB (a decoded 224 x 224 RGB image alone is 147 KiB; "
                      f"flat = streamed)\n")

@@ -1,19 +1,25 @@
 """Scoring speed: the engine vs a plain one-image-at-a-time loop, same model, same images.
 
-    python benchmarks/scoring_speed.py [--n-images 128] [--per-prompt 8] [--batch-size 32]
-                                       [--num-workers auto] [--arch ViT-B-32] [--image-size 512] [--breakdown]
+    python benchmarks/scoring_speed.py [--n-images 64] [--per-prompt 8] [--batch-size 32]
+                                       [--num-workers auto] [--rounds 3] [--arch ViT-B-32]
+                                       [--image-size 512] [--breakdown] [--json FILE]
 
 An open_clip ViT-B-32 with random weights (``pretrained=None``: speed does not depend on the
 weights; both sides seed the same initialisation, so their scores must agree too) scores
-``n-images`` JPEGs, ``per-prompt`` images per prompt as in a SEG. Each mode runs in its own
-process so that its peak memory (``ru_maxrss`` of the process and of its DataLoader workers)
-is its own; model construction is excluded from both timings.
+``n-images`` JPEGs, ``per-prompt`` images per prompt as in a SEG. Model construction is
+excluded from both timings.
 
 - ``loop``: for each image: open, convert, preprocess, encode the image, tokenize and encode the
   prompt, cosine, ``max(cos, 0)`` -- what a script written without the engine does.
 - ``engine``: :func:`metrics_adapters.engine.score_metric` end to end (file hashing, cache
-  look-up and writes to a fresh SQLite cache, background decoding, batches, text-embedding
-  reuse within a SEG, inference mode).
+  look-ups and writes to a fresh SQLite cache, decoding, batches, text-embedding reuse within a
+  SEG, inference mode).
+
+Each measurement runs in its own process (so its peak memory, ``ru_maxrss``, is its own) and
+the modes alternate over ``rounds`` rounds, so that load from other processes on a shared
+machine hits both alike. Reported per mode: the median wall-clock images/s, and images per
+CPU-second of the process and its workers (insensitive to other processes' load; on an
+otherwise idle machine it is the wall-clock rate divided by the cores used).
 
 Target (issue 4): engine >= 3x the loop's images/s on a 2-core CPU.
 """
@@ -22,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,10 +61,27 @@ def make_images(root: Path, n: int, per_prompt: int, size: int) -> list[tuple[st
     return pairs
 
 
-def peak_rss_mib() -> dict[str, float]:
-    self_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    child_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"peak_rss_mib": self_kib / 1024, "peak_rss_workers_mib": child_kib / 1024}
+class _Clock:
+    """Wall and CPU time (this process + its finished children) over a block."""
+
+    def __enter__(self):
+        self.t, self.c = time.perf_counter(), self._cpu()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall, self.cpu = time.perf_counter() - self.t, self._cpu() - self.c
+
+    @staticmethod
+    def _cpu() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+
+def _result(mode: str, n: int, clock: _Clock, **extra) -> dict:
+    return {"mode": mode, "seconds": clock.wall, "cpu_seconds": clock.cpu, "images_per_s": n / clock.wall,
+            "images_per_cpu_s": n / clock.cpu,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_workers_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, **extra}
 
 
 def run_loop(pairs, arch: str) -> dict:
@@ -69,16 +94,14 @@ def run_loop(pairs, arch: str) -> dict:
     model.eval()
     tokenizer = open_clip.get_tokenizer(arch)
     scores = []
-    t0 = time.perf_counter()
-    with torch.no_grad():
+    with _Clock() as clock, torch.no_grad():
         for path, prompt in pairs:
             image = preprocess(Image.open(path).convert("RGB")).unsqueeze(0)
             img_f = model.encode_image(image)
             txt_f = model.encode_text(tokenizer([prompt]))
             cos = torch.nn.functional.cosine_similarity(img_f, txt_f).item()
             scores.append(max(cos, 0.0))
-    dt = time.perf_counter() - t0
-    return {"mode": "loop", "seconds": dt, "images_per_s": len(pairs) / dt, "scores": scores, **peak_rss_mib()}
+    return _result("loop", len(pairs), clock, scores=scores)
 
 
 def run_engine(pairs, arch: str, batch_size: int, num_workers: int | str) -> dict:
@@ -94,30 +117,30 @@ def run_engine(pairs, arch: str, batch_size: int, num_workers: int | str) -> dic
     torch.manual_seed(0)
     metric = OpenCLIPScore(arch=arch, pretrained=None)
     metric.load("cpu")  # model construction is outside both timings
+    settings = EngineSettings(device="cpu", batch_size=batch_size, num_workers=num_workers, progress=False)
     with tempfile.TemporaryDirectory() as d:
         cache = ScoreCache(Path(d) / "scores.sqlite")
-        settings = EngineSettings(device="cpu", batch_size=batch_size, num_workers=num_workers, progress=False)
-        t0 = time.perf_counter()
-        run = score_metric(metric, items, cache, settings)
-        dt = time.perf_counter() - t0
+        with _Clock() as clock:
+            run = score_metric(metric, items, cache, settings)
         cache.close()
     if run.failures:
         raise RuntimeError(f"engine failed on {len(run.failures)} images: {run.failures[0]}")
-    return {"mode": "engine", "seconds": dt, "images_per_s": len(pairs) / dt, "batch_size": batch_size,
-            "num_workers": settings.workers_for("cpu"), "scores": [s[0] for s in run.scores], **peak_rss_mib()}
+    return _result("engine", len(pairs), clock, batch_size=batch_size, num_workers=settings.workers_for("cpu"),
+                   scores=[s[0] for s in run.scores])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n-images", type=int, default=128)
+    ap.add_argument("--n-images", type=int, default=64)
     ap.add_argument("--per-prompt", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--num-workers", default="auto", type=lambda v: v if v == "auto" else int(v),
                     help="engine DataLoader workers (auto: the engine's default, 0 on the CPU)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating loop/engine measurements per mode")
     ap.add_argument("--arch", default="ViT-B-32")
     ap.add_argument("--image-size", type=int, default=512)
     ap.add_argument("--breakdown", action="store_true",
-                    help="also run the engine with 2 background workers, and with batch 1")
+                    help="also run (once per round) the engine with 2 background workers, and with batch 1")
     ap.add_argument("--mode", choices=["loop", "engine"], help=argparse.SUPPRESS)
     ap.add_argument("--pairs", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the results here")
@@ -131,41 +154,48 @@ def main(argv=None) -> int:
 
     import numpy as np
 
+    variants = {"loop": ("loop", a.batch_size, a.num_workers), "engine": ("engine", a.batch_size, a.num_workers)}
+    if a.breakdown:
+        variants[f"engine batch {a.batch_size}, 2 workers"] = ("engine", a.batch_size, 2)
+        variants["engine batch 1, 0 workers"] = ("engine", 1, 0)
+    runs: dict[str, list[dict]] = {k: [] for k in variants}
     with tempfile.TemporaryDirectory() as d:
         pairs = make_images(Path(d), a.n_images, a.per_prompt, a.image_size)
         pairs_file = Path(d) / "pairs.json"
         pairs_file.write_text(json.dumps(pairs))
+        for _ in range(a.rounds):
+            for name, (mode, bs, nw) in variants.items():
+                cmd = [sys.executable, __file__, "--mode", mode, "--pairs", str(pairs_file), "--arch", a.arch,
+                       "--batch-size", str(bs), "--num-workers", str(nw)]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                runs[name].append(json.loads(out.strip().splitlines()[-1]))
 
-        def child(mode, bs=a.batch_size, nw=a.num_workers):
-            cmd = [sys.executable, __file__, "--mode", mode, "--pairs", str(pairs_file), "--arch", a.arch,
-                   "--batch-size", str(bs), "--num-workers", str(nw)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            return json.loads(out.strip().splitlines()[-1])
+    def med(name, key):
+        return statistics.median(r[key] for r in runs[name])
 
-        loop = child("loop")
-        engine = child("engine")
-        extra = [child("engine", a.batch_size, 2), child("engine", 1, 0)] if a.breakdown else []
-
+    loop, engine = runs["loop"][0], runs["engine"][0]
     max_diff = float(np.max(np.abs(np.array(loop["scores"]) - np.array(engine["scores"]))))
-    ratio = engine["images_per_s"] / loop["images_per_s"]
-    lines = [
-        f"{a.n_images} JPEGs {a.image_size}px, {a.per_prompt} per prompt, open_clip {a.arch} (random weights), CPU",
-        f"loop   : {loop['images_per_s']:7.2f} img/s ({loop['seconds']:.1f} s), peak RSS {loop['peak_rss_mib']:.0f} MiB",
-        f"engine : {engine['images_per_s']:7.2f} img/s ({engine['seconds']:.1f} s), batch {a.batch_size}, "
-        f"{engine['num_workers']} workers ({a.num_workers}), peak RSS {engine['peak_rss_mib']:.0f} MiB"
-        + (f" (+ each worker's peak RSS <= {engine['peak_rss_workers_mib']:.0f} MiB, mostly pages shared with "
-           "the parent by fork)" if engine["num_workers"] else ""),
-        f"ratio  : {ratio:.2f}x (target >= 3x); max |score difference| {max_diff:.2e}",
-    ]
-    for e in extra:
-        lines.append(f"  engine batch {e['batch_size']:>2}, {e['num_workers']} workers: {e['images_per_s']:7.2f} img/s "
-                     f"({e['images_per_s'] / loop['images_per_s']:.2f}x), peak RSS {e['peak_rss_mib']:.0f} MiB")
+    ratio_wall = med("engine", "images_per_s") / med("loop", "images_per_s")
+    ratio_cpu = med("engine", "images_per_cpu_s") / med("loop", "images_per_cpu_s")
+    lines = [f"{a.n_images} JPEGs {a.image_size}px, {a.per_prompt} per prompt, open_clip {a.arch} (random weights), "
+             f"CPU ({os.cpu_count()} cores), medians of {a.rounds} alternating rounds"]
+    for name in variants:
+        rs = runs[name]
+        walls = ", ".join(f"{r['images_per_s']:.2f}" for r in rs)
+        workers = f", {rs[0]['num_workers']} workers" if "num_workers" in rs[0] else ""
+        lines.append(
+            f"{name:<30}: {med(name, 'images_per_s'):6.2f} img/s (runs: {walls}), "
+            f"{med(name, 'images_per_cpu_s'):5.2f} img/CPU-s, peak RSS {max(r['peak_rss_mib'] for r in rs):.0f} MiB"
+            + workers + (f", ratio {med(name, 'images_per_s') / med('loop', 'images_per_s'):.2f}x" if name != "loop" else ""))
+    lines.append(f"ratio engine/loop: {ratio_wall:.2f}x wall-clock, {ratio_cpu:.2f}x per CPU-second (target >= 3x); "
+                 f"max |score difference| {max_diff:.2e}")
     sys.stdout.write("\n".join(lines) + "\n")
     if a.json:
-        for r in (loop, engine, *extra):
-            r.pop("scores")
-        Path(a.json).write_text(json.dumps({"loop": loop, "engine": engine, "breakdown": extra, "ratio": ratio,
-                                            "max_score_diff": max_diff}, indent=1))
+        for rs in runs.values():
+            for r in rs:
+                r.pop("scores", None)
+        Path(a.json).write_text(json.dumps({"runs": runs, "ratio_wall": ratio_wall, "ratio_cpu": ratio_cpu,
+                                            "max_score_diff": max_diff, "args": vars(a)}, indent=1))
     return 0
 
 

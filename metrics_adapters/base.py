@@ -136,5 +136,22 @@ class Metric(ABC):
         the engine then retries item by item to isolate the bad one.
         """
 
+    # -- optional hooks the engine calls --------------------------------------------------------
+    def run_info(self) -> dict[str, Any]:
+        """Counters of this run for ``run.json`` (tokens used, API cost, answer-cache hits, ...)."""
+        return {}
+
+    def finalize(self, frame):
+        """The finished score table (a DataFrame, one row per item) with columns added.
+
+        For scores that need the whole run, e.g. a composite normalised over all images; the
+        default adds nothing. Columns added here are declared by :meth:`finalize_directions`.
+        """
+        return frame
+
+    def finalize_directions(self) -> dict[str, bool]:
+        """Column -> higher_is_better of the columns :meth:`finalize` adds."""
+        return {}
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, {self.settings()})"

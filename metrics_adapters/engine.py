@@ -135,6 +135,7 @@ class MetricRun:
     flops_per_image_estimate: float | None
     flops_per_image_measured: float | None
     load_error: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # the metric's run_info(): tokens, cost, QA counters
     scores: tuple[tuple[float, ...] | None, ...] = field(default=(), repr=False)
 
     @property
@@ -336,6 +337,7 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
              metric.name, n, len(rep), len(cached), len(todo), device, precision)
 
     flops_est = cache.get_flops(key)
+    info: dict[str, Any] = {}
     flops_measured = None
     load_error = None
     compute_time = 0.0
@@ -365,6 +367,14 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
                                 precision, results, pair_fail, n_cached=len(cached), DataLoader=DataLoader,
                                 tqdm=tqdm, torch=torch)
             compute_time = time.perf_counter() - t0
+        if flops_est is None:
+            # Some costs are known only after scoring (e.g. the mean number of generated
+            # questions); analytic ones need no model, so ask again even when nothing was loaded.
+            est = metric.flops_per_image()
+            if est is not None:
+                flops_est = float(est)
+                cache.set_flops(key, flops_est)
+        info = dict(metric.run_info() or {})
     finally:
         if loaded and unload:
             metric.unload()
@@ -399,7 +409,7 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
         name=metric.name, columns=columns, directions=metric.directions(),
         score_range=None if metric.score_range is None else tuple(metric.score_range),
         fingerprint=fingerprint, cache_key=key, model_ids=dict(metric.model_ids()), device=device,
-        precision=precision, n_items=n, n_pairs=len(rep), cache_hits=len(cached), cache_misses=len(todo),
+        precision=precision, n_items=n, n_pairs=len(rep), cache_hits=len(cached), cache_misses=len(todo), info=info,
         n_scored=n_scored, failures=tuple(failures), truncated_prompts=len(truncated_prompts),
         truncated_items=truncated_items, wall_time_s=time.perf_counter() - t_start, compute_time_s=compute_time,
         images_per_s=(n_scored / compute_time) if compute_time > 0 and n_scored else None,
@@ -585,11 +595,20 @@ def package_versions(extra: Sequence[str] = ()) -> dict[str, str | None]:
 
 
 def write_outputs(output_dir: str | Path, items: Sequence[ScoreItem], runs: Sequence[MetricRun],
-                  config: dict | None = None, extra: dict | None = None) -> tuple[Path, Path]:
-    """Write ``scores.csv`` and ``run.json`` into ``output_dir`` (each atomically); return both paths."""
+                  config: dict | None = None, extra: dict | None = None,
+                  metrics: Sequence[Metric] = ()) -> tuple[Path, Path]:
+    """Write ``scores.csv`` and ``run.json`` into ``output_dir`` (each atomically); return both paths.
+
+    ``metrics`` (the run's metric objects) get their :meth:`Metric.finalize` hook on the finished
+    table, so run-level columns (e.g. a composite normalised over the run) reach ``scores.csv``.
+    """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     df = scores_frame(items, runs)
+    added: dict[str, bool] = {}
+    for m in metrics:
+        df = m.finalize(df)
+        added.update(m.finalize_directions())
     csv_path, json_path = out / "scores.csv", out / "run.json"
     atomic_write_text(csv_path, df.to_csv(index=False))
     record = {
@@ -598,6 +617,7 @@ def write_outputs(output_dir: str | Path, items: Sequence[ScoreItem], runs: Sequ
         "n_items": len(items),
         "columns": list(df.columns),
         "metrics": [r.summary() for r in runs],
+        "derived_columns": added,  # column -> higher_is_better, added after scoring by finalize()
         "config": config,
         "packages": package_versions(),
         **(extra or {}),

@@ -27,8 +27,8 @@ BAD = Path(__file__).parent / "data" / "bad"
 CASES = yaml.safe_load((BAD / "cases.yaml").read_text(encoding="utf-8"))["cases"]
 KINDS = {"image", "prompt", "dataset", "scores"}
 HUGE_SIDE = 12000
-# torch alone is ~0.5 GB; decoding the 144-megapixel image adds ~0.9 GB (it was ~1.6 GB before
-# images.py downscaled before copying)
+# Measured ~1.5 GB: torch alone is ~0.5 GB, decoding the 144-megapixel image ~0.9 GB (decoding a
+# 12000 x 12000 RGB PNG alone peaked at 1.7 GB before images.py downscaled before copying, 0.8 GB after)
 MAX_RSS_MIB = 2048
 
 
@@ -186,7 +186,7 @@ def test_prompt_case(case, long_prompt):
 
 # -- datasets ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("case", _cases("dataset"))
-def test_dataset_case(case, corpus, capfd):
+def test_dataset_case(case, corpus, capfd, tmp_path):
     from seg_data import load_path
     from ts2.cli import main
 
@@ -204,9 +204,20 @@ def test_dataset_case(case, corpus, capfd):
     with pytest.raises((ValueError, FileNotFoundError)) as ei:
         load_path(path, check_images=bool(case.get("check_images")))
     msg = str(ei.value)
-    assert str(path if path.is_file() else path / "metadata.csv") in msg
+    source = str(path if path.is_file() else path / "metadata.csv")
+    assert source in msg
     for s in exp["error"]:
         assert s in msg, (s, msg)
+    if case.get("check_images"):
+        return  # scoring does not stop for a missing image: see the image cases
+    # `ts2 score` refuses the dataset up front, with the same report and without a traceback
+    rc = main(["score", f"path={path}", "metric=random", "progress=false", f"cache_dir={tmp_path / 'c'}",
+               f"output_dir={tmp_path / 'o'}"])
+    err = capfd.readouterr().err
+    assert rc == 2 and source in err and "Traceback" not in err, err[-3000:]
+    for s in exp["error"]:
+        assert s in err, (s, err[-3000:])
+    assert not (tmp_path / "o" / "scores.csv").exists()
 
 
 def test_cycle_report_does_not_depend_on_the_hash_seed():
@@ -216,6 +227,28 @@ def test_cycle_report_does_not_depend_on_the_hash_seed():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
     assert len(outs) == 1 and "cycle through nodes 1 -> 2 -> 1" in outs.pop()
+
+
+def test_awkward_characters_survive_the_big_dataset_format(tmp_path, monkeypatch):
+    """Datasets over JSON_SYNTAX_MIN_IMAGES images are saved as JSON syntax in their .yaml file
+    (for load speed): characters JSON leaves raw but YAML would reject or fold (DEL, NEL, C1
+    controls, U+2028, BOM) must still read back the same through both parsers."""
+    import seg_data.seg_format as sf
+    from seg_data import load_path
+
+    prompt = 'a "quoted" \\ back\tslash \x7f\x85\x9f \u2028 \ufeff caf\u00e9 \U0001f600 end'
+    p = tmp_path / "d.yaml"
+    p.write_text(yaml.safe_dump({"format": "ts2-seg/1", "name": "awk", "segs": [
+        {"id": "s", "prompt": prompt, "nodes": [{"label": "0", "images": [{"id": "a"}]},
+                                                {"label": "1", "images": [{"id": "b"}]}]}]}))
+    ds = load_path(p)
+    assert ds["s"].prompt == prompt
+    monkeypatch.setattr(sf, "JSON_SYNTAX_MIN_IMAGES", 0)
+    out = sf.save_seg_file(ds, tmp_path / "big.yaml")
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# ts2-seg/1") and "\n{" in text  # the JSON form was written
+    assert load_path(out)["s"].prompt == prompt  # read by the json fast path
+    assert yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["segs"][0]["prompt"] == prompt
 
 
 # -- score files ------------------------------------------------------------------------------------

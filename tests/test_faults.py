@@ -7,7 +7,8 @@ writes (test_engine); these add what they leave out:
   end), each followed by a restart into the same output folder: the final ``scores.csv`` is
   byte-identical to an uninterrupted run's, with no duplicate or missing row, and SQLite's own
   ``PRAGMA integrity_check`` passes on the cache right after the kill;
-* two complete ``ts2 score`` processes writing the same scores into one cache at the same time;
+* three ``ts2 score`` processes on one cache at the same time: the two shards of a
+  data-parallel run (``shard=0/2``, ``shard=1/2``) and a full run writing the same scores;
 * an output folder that cannot be written (below a file, a read-only mount, a full disk, a disk
   that fills while the scores are written): a clear error naming the folder, exit code 2, and
   no model loaded -- or, when the disk fills at the very end, nothing lost.
@@ -128,8 +129,8 @@ KILL_POINTS = {
     "start": lambda rows, db: db.exists(),
     # random (the first metric) done, fake half way
     "middle": lambda rows, db: rows.get("fake", 0) >= N_IMAGES // 2,
-    # two batches before the end of the last metric, just before the outputs are written
-    "end": lambda rows, db: rows.get("fake", 0) >= N_IMAGES - 4,
+    # three batches before the end of the last metric, shortly before the outputs are written
+    "end": lambda rows, db: rows.get("fake", 0) >= N_IMAGES - 6,
 }
 
 
@@ -183,43 +184,47 @@ def _expected_pixmean(path: str, prompt: str) -> float:
     return np.asarray(Image.open(path).convert("RGB"), dtype=np.float64).mean() / 255.0 + len(prompt) / 1000
 
 
-def test_two_processes_share_one_cache(dataset, tmp_path):
-    """Two full runs over the same images at once, one commit per image each: both finish, every
-    score is right, the cache holds each score exactly once, and SQLite never reports a lock."""
-    ds, n = dataset, N_IMAGES
+def test_shards_and_an_overlapping_run_share_one_cache(dataset, tmp_path):
+    """Three ``ts2 score`` processes at once on one cache, one commit per image each: the two
+    shards of a data-parallel run (``shard=0/2``, ``shard=1/2``) and a full run overlapping both.
+    All finish, every score is right and stored exactly once, SQLite never reports a lock."""
+    n = N_IMAGES
     cache_dir = tmp_path / "cache"
-    procs = []
-    for k in range(2):
-        cmd = [sys.executable, "-m", "ts2", "score", *_score_args(ds, cache_dir, tmp_path / f"out{k}", delay=0.05,
-                                                                     batch_size=1)]
-        procs.append(subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    errs = []
-    for p in procs:
+    runs = {"shard0": ["shard=0/2"], "shard1": ["shard=1/2"], "full": []}
+    procs = {}
+    for name, extra in runs.items():
+        cmd = [sys.executable, "-m", "ts2", "score", *_score_args(dataset, cache_dir, tmp_path / name, delay=0.05,
+                                                                     batch_size=1), *extra]
+        procs[name] = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for name, p in procs.items():
         _, err = p.communicate(timeout=240)
-        errs.append(err.decode())
-    for p, err in zip(procs, errs):
-        assert p.returncode == 0, err[-3000:]
-        assert "database is locked" not in err and "OperationalError" not in err, err[-3000:]
+        err = err.decode()
+        assert p.returncode == 0, (name, err[-3000:])
+        assert "database is locked" not in err and "OperationalError" not in err, (name, err[-3000:])
 
-    frames = [pd.read_csv(tmp_path / f"out{k}" / "scores.csv") for k in range(2)]
-    assert (tmp_path / "out0" / "scores.csv").read_text() == (tmp_path / "out1" / "scores.csv").read_text()
-    df = frames[0]
-    assert len(df) == n and not df["file_name"].duplicated().any()
-    np.testing.assert_allclose(df["random"], [_expected_random(f) for f in df["file_name"]], rtol=0, atol=1e-15)
-    np.testing.assert_allclose(df["fake"], [_expected_pixmean(p, q) for p, q in zip(df["image_path"], df["prompt"])],
+    full = pd.read_csv(tmp_path / "full" / "scores.csv")
+    assert len(full) == n and not full["file_name"].duplicated().any()
+    np.testing.assert_allclose(full["random"], [_expected_random(f) for f in full["file_name"]], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(full["fake"], [_expected_pixmean(p, q) for p, q in zip(full["image_path"], full["prompt"])],
                                rtol=1e-12)
+    # the shards split the images (disjoint, complete) and agree with the full run on each one
+    parts = [pd.read_csv(tmp_path / f"shard{k}" / "scores.csv") for k in range(2)]
+    assert all(len(part) > 0 for part in parts)
+    merged = pd.concat(parts).set_index("file_name")
+    assert not merged.index.duplicated().any() and set(merged.index) == set(full["file_name"])
+    pd.testing.assert_frame_equal(merged.loc[full["file_name"]].reset_index()[list(full.columns)], full)
 
     db = cache_dir / "scores.sqlite"
     assert _rows_by_name(db) == {"random": n, "fake": n}
     assert _integrity(db) == "ok"
-    runs = [_run_json(tmp_path / f"out{k}") for k in range(2)]
-    for name in ("random", "fake"):
-        for r in runs:
-            assert r[name]["cache_hits"] + r[name]["n_scored"] == n and r[name]["n_failed"] == 0
-    # Both were really writing at the same time: each found at most part of the slow metric
-    # already cached when it started, so each computed some of it (run one after the other,
-    # the second would have scored nothing).
-    assert all(r["fake"]["n_scored"] > 0 for r in runs), [r["fake"]["n_scored"] for r in runs]
+    recs = {name: _run_json(tmp_path / name) for name in runs}
+    for name, r in recs.items():
+        for m in ("random", "fake"):
+            assert r[m]["cache_hits"] + r[m]["n_scored"] == r[m]["n_items"] and r[m]["n_failed"] == 0, (name, m)
+    # They really ran at the same time: some images of the slow metric were computed by the full
+    # run AND a shard, each before the other's commit was there to find (one after the other, the
+    # three runs would compute each image exactly once).
+    assert sum(r["fake"]["n_scored"] for r in recs.values()) > n, {k: r["fake"]["n_scored"] for k, r in recs.items()}
 
 
 # -- unwritable and full output folders -------------------------------------------------------------

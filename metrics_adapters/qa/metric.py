@@ -210,7 +210,11 @@ class QAMetric(Metric):
         nq = self.mean_questions()
         n_vqa = self.vqa.n_params()
         n_gen = self.lm.n_params() if self.lm is not None else self.generator_params
-        if nq is None or (n_vqa is None and n_gen is None):
+        if n_vqa is None and n_gen is None:
+            return None
+        if not n_vqa and not n_gen:  # e.g. always_yes with rule-written questions: free per question
+            return 0.0
+        if nq is None:
             return None
         return nq * (2.0 * float(n_gen or 0) * self.question_tokens + 2.0 * float(n_vqa or 0) * self.vqa_tokens)
 

@@ -96,11 +96,20 @@ def main(cfg: DictConfig) -> int:
                                   max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
                                   progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops))
         resolve_device(settings.device)  # device=cuda on a machine without CUDA: say so now
+        from analysis.shards import parse_shard
+
+        shard = parse_shard(cfg.get("shard"))  # shard=i/n of a data-parallel run (experiment=slurm_shards)
     except (ValueError, TypeError, RuntimeError) as e:
         log.error("%s", e)
         return 2
-    ds = load_dataset(cfg)
+    try:
+        ds = load_dataset(cfg)
+    except (FileNotFoundError, ValueError) as e:  # missing file or columns, invalid SEGs (all listed)
+        log.error("%s", e)
+        return 2
     table = ds.image_table()
+    if shard is not None:
+        table = table[shard.mask(table["file_name"])]
     if cfg.get("limit") is not None:
         table = table.head(int(cfg.limit))
     items = items_from_table(table)
@@ -131,7 +140,7 @@ def main(cfg: DictConfig) -> int:
             "dataset": {"name": ds.name, "n_segs": len(ds), "n_images": len(items)},
             "output_dir": str(out), "cache_path": cache.path, "wall_time_s": wall,
             "max_failure_share": float(cfg.max_failure_share),
-        })
+        }, metrics=metrics)
     except OSError as e:  # e.g. the disk filled up during the run: the scores themselves are safe
         log.error("could not write scores.csv/run.json to %s: %s; every finished score is in the cache %s, so "
                   "the same command, run again once there is room, recomputes nothing", out, e, cache.path)
