@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -89,28 +88,10 @@ class ScoreCache:
     """
 
     def __init__(self, path: str | Path | None, timeout: float = 60.0) -> None:
+        from .sqlite_store import open_store
+
         self.in_memory = path is None or str(path) == ":memory:"
-        self.path = ":memory:" if self.in_memory else str(Path(path).expanduser())
-        if not self.in_memory:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = sqlite3.connect(self.path, timeout=timeout)
-            if not self.in_memory:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                # WAL + NORMAL: a killed process never loses a committed batch; only an OS crash may
-                # drop the last transactions (never corrupts the file).
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-            with self._db:
-                self._db.executescript(_SCHEMA)
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-            (ver,) = self._db.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
-        except sqlite3.DatabaseError as e:
-            raise RuntimeError(f"{self.path}: expected a ts2 score cache (SQLite), could not open it: {e}; "
-                               "remove the file or use cache_dir=... to start a new one") from e
-        if ver != SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path}: expected cache schema {SCHEMA_VERSION}, got {ver}; "
-                               "run `ts2 cache clear` or point cache_dir elsewhere")
+        self._db, self.path = open_store(path, _SCHEMA, SCHEMA_VERSION, "ts2 score cache", timeout=timeout)
 
     @classmethod
     def at(cls, cache_dir: str | Path | None = None, **kw) -> ScoreCache:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -101,27 +100,13 @@ class QACache:
     """
 
     def __init__(self, path: str | Path | None, timeout: float = 60.0) -> None:
+        from ..sqlite_store import open_store
+
         self.in_memory = path is None or str(path) == ":memory:"
-        self.path = ":memory:" if self.in_memory else str(Path(path).expanduser())
-        if not self.in_memory:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            # check_same_thread=False: API backends answer from worker threads, but every write
-            # goes through this object from the calling thread.
-            self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
-            if not self.in_memory:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-            with self._db:
-                self._db.executescript(_SCHEMA)
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (_SCHEMA_VERSION,))
-            (ver,) = self._db.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
-        except sqlite3.DatabaseError as e:
-            raise RuntimeError(f"{self.path}: expected a ts2 QA cache (SQLite), could not open it: {e}; "
-                               "remove the file or set cache_dir to start a new one") from e
-        if ver != _SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path}: expected QA cache schema {_SCHEMA_VERSION}, got {ver}")
+        # check_same_thread=False: API backends answer from worker threads, but every write
+        # goes through this object from the calling thread.
+        self._db, self.path = open_store(path, _SCHEMA, _SCHEMA_VERSION, "ts2 QA cache", timeout=timeout,
+                                         check_same_thread=False)
 
     @classmethod
     def at(cls, cache_dir: str | Path | None = None, **kw: Any) -> QACache:
