@@ -62,3 +62,12 @@ def test_multirun_failure_gives_nonzero_exit(tmp_path):
     r = _run("report", "-m", f"results={tmp_path}/nope1,{tmp_path}/nope2", f"output_dir={tmp_path}/out")
     assert r.returncode != 0
     assert "exited with code 2" in r.stderr
+
+
+def test_analyze_imports_neither_torch_nor_adapters(ts2_dir, tmp_path):
+    scores = ts2_dir / "released" / "scores_subset.csv"
+    code = ("import sys, ts2.cli; rc = ts2.cli.main(['analyze', 'scores=%s', 'bootstrap=0', 'output_dir=%s']); "
+            "sys.exit(3 if {'torch', 'metrics_adapters'} & set(sys.modules) else rc)" % (scores, tmp_path / "a"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "a" / "metametrics.csv").is_file()

@@ -208,3 +208,20 @@ def test_sigkill_mid_run_then_restart(tmp_path):
     resumed = (tmp_path / "resumed" / "scores.csv").read_text()
     assert resumed == (tmp_path / "clean" / "scores.csv").read_text()
     assert len(pd.read_csv(tmp_path / "resumed" / "scores.csv")) == 24
+
+
+def test_empty_shard_is_a_finished_job(tmp_path):
+    """More shards than images: the empty shards exit 0 with a header-only scores.csv, and the
+    shards together hold every image once."""
+    ds = tm.make_dataset(tmp_path / "d", n_segs=1, nodes=("0", "1"), per_node=1)  # 2 images
+    outs = []
+    for i in range(5):
+        out = tmp_path / f"s{i}"
+        assert _score(f"path={ds}", "metric=random", f"shard={i}/5", f"output_dir={out}",
+                      f"cache_dir={tmp_path / 'c'}") == 0
+        outs.append(pd.read_csv(out / "scores.csv"))
+    sizes = sorted(len(o) for o in outs)
+    assert sum(sizes) == 2 and sizes[0] == 0  # 2 images in 5 shards: some shards are empty
+    from seg_data import load_path
+
+    assert sorted(pd.concat(outs)["file_name"]) == sorted(load_path(ds).image_table()["file_name"])

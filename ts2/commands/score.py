@@ -113,6 +113,13 @@ def main(cfg: DictConfig) -> int:
     if cfg.get("limit") is not None:
         table = table.head(int(cfg.limit))
     items = items_from_table(table)
+    if not items and shard is not None and len(ds.image_table()):
+        # More shards than images (or an unlucky hash split): an empty shard is a finished job,
+        # not a failure, so a cluster array job does not report a spurious error.
+        log.warning("shard %s of dataset %r holds no images; writing an empty scores.csv", cfg.shard, ds.name)
+        write_outputs(out, [], [], config=OmegaConf.to_container(cfg, resolve=True),
+                      extra={"dataset": {"name": ds.name, "n_segs": len(ds), "n_images": 0}, "output_dir": str(out)})
+        return 0
     if not items:
         log.error("dataset %r has no images to score", ds.name)
         return 2
