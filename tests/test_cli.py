@@ -71,3 +71,26 @@ def test_analyze_imports_neither_torch_nor_adapters(ts2_dir, tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "a" / "metametrics.csv").is_file()
+
+
+def test_run_default_end_to_end(tmp_path):
+    """`ts2 run` with no metric arguments: the README's main job on the bundled mini set."""
+    import pandas as pd
+
+    out = tmp_path / "run"
+    r = _run("run", f"output_dir={out}", "bootstrap=20", "progress=false", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"report: {out / 'report.html'}" in r.stdout
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 5  # self-contained: figures embedded
+    figs = {p.name for p in (out / "figures").iterdir()}
+    assert "pareto_rank.png" in figs and any(f.startswith("histograms") for f in figs)
+    assert any(f.startswith("heatmap_best") for f in figs) and any(f.startswith("heatmap_worst") for f in figs)
+    for name in ("table.md", "table.tex", "table.csv", "scores.csv", "run.json", "metametrics.csv", "per_seg.csv"):
+        assert (out / name).is_file(), name
+    mm = pd.read_csv(out / "metametrics.csv")
+    rank = mm[(mm.protocol == "graph") & (mm.meta_metric == "rank") & (mm.subset == "Avg")].set_index("metric")["value"]
+    # a real metric orders the synthetic errors; the controls must not
+    assert rank["geneval_shapes"] > 0.9
+    assert abs(rank["random"]) < 0.15 and abs(rank["shuffled_image"]) < 0.15
+    assert rank["always_yes"] == 0.0

@@ -55,3 +55,14 @@ def check_output_dir(path: str | Path, min_free_bytes: int = MIN_FREE_BYTES) -> 
         raise OSError(28, f"expected at least {min_free_bytes / 2**20:.1f} MiB free in output_dir {p}, "
                           f"got {free / 1024:.0f} KiB free; free some space or choose another output_dir")
     return p
+
+
+def output_dir(cfg: DictConfig) -> Path:
+    """Where a command writes: Hydra's runtime folder inside a Hydra job (a multirun gives each
+    job its own), else ``cfg.output_dir`` (a handler called directly from Python or a test)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except (ImportError, ValueError):
+        return Path(str(cfg.output_dir))

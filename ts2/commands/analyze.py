@@ -10,21 +10,14 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+
+from ts2.common import output_dir
 
 log = logging.getLogger(__name__)
 
 
-def _output_dir(cfg: DictConfig) -> Path:
-    # In a multirun every job has its own folder (hydra.sweep.dir/<job number>).
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except (ValueError, ImportError):  # called outside a Hydra app (tests, scripts)
-        return Path(str(cfg.output_dir))
 
 
 def _protocols(cfg: DictConfig) -> list:
@@ -62,7 +55,7 @@ def main(cfg: DictConfig) -> int:
     from analysis.scores_io import prepare_inputs, read_scores
     from seg_data import SEGValidationError
 
-    out = _output_dir(cfg)
+    out = output_dir(cfg)
     try:
         table = read_scores(str(cfg.scores), metrics=_list(cfg.get("metrics")) or None,
                             lower_is_better=_list(cfg.get("lower_is_better")))

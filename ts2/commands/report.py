@@ -18,18 +18,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from ts2.common import output_dir
+
 log = logging.getLogger(__name__)
 
 
-def _output_dir(cfg: DictConfig) -> Path:
-    # In a Hydra job the runtime folder is authoritative (a multirun gives each job its own);
-    # a handler called directly (tests, Python) uses output_dir.
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except (ImportError, ValueError):
-        return Path(cfg.output_dir)
 
 
 def _as_list(value) -> list[str]:
@@ -91,6 +84,22 @@ def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
     return p.name
 
 
+def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path, dataset=None):
+    """:func:`build_report` with its settings read from a config (``ts2 report`` and ``ts2 run``).
+
+    Missing keys take the defaults of ``conf/report.yaml``.
+    """
+    return build_report(
+        results, out, title=str(cfg.get("title") or "TS2 report"),
+        protocols=_as_list(cfg.get("protocols")) or ["paper"], bootstrap=int(cfg.get("bootstrap", 1000)),
+        seed=int(cfg.get("seed", 0)), dataset=dataset, subsets=str(cfg.get("subsets") or "auto"),
+        figure_protocol=cfg.get("figure_protocol"), flops=_plain(cfg.get("flops")) or {},
+        lower_is_better=_as_list(cfg.get("lower_is_better")), labels=_plain(cfg.get("labels")) or {},
+        scatter=_as_list(cfg.get("scatter")) or None, heatmaps=int(cfg.get("heatmaps", 2)),
+        figures=None if cfg.get("figures") is None else _as_list(cfg.figures),
+        pareto=None if cfg.get("pareto") is None else _as_list(cfg.pareto))
+
+
 def main(cfg: DictConfig) -> int:
     results = _as_list(cfg.get("results"))
     if not results:
@@ -101,17 +110,9 @@ def main(cfg: DictConfig) -> int:
         from ts2.common import load_dataset
 
         dataset = load_dataset(cfg)
-    out = _output_dir(cfg)
+    out = output_dir(cfg)
     try:
-        res = build_report(
-            results, out, title=str(cfg.get("title") or "TS2 report"),
-            protocols=_as_list(cfg.get("protocols")) or ["paper"], bootstrap=int(cfg.get("bootstrap", 1000)),
-            seed=int(cfg.get("seed", 0)), dataset=dataset, subsets=str(cfg.get("subsets") or "auto"),
-            figure_protocol=cfg.get("figure_protocol"), flops=_plain(cfg.get("flops")) or {},
-            lower_is_better=_as_list(cfg.get("lower_is_better")), labels=_plain(cfg.get("labels")) or {},
-            scatter=_as_list(cfg.get("scatter")) or None, heatmaps=int(cfg.get("heatmaps", 2)),
-            figures=None if cfg.get("figures") is None else _as_list(cfg.figures),
-            pareto=None if cfg.get("pareto") is None else _as_list(cfg.pareto))
+        res = report_from_config(cfg, results, out, dataset)
     except (FileNotFoundError, ValueError) as e:
         log.error("%s", e)
         return 2

@@ -29,18 +29,13 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, ListConfig
 
+from ts2.common import output_dir
+
 log = logging.getLogger(__name__)
 
 SCORES_IN_RELEASE = Path("released") / "scores_subset.csv"
 
 
-def _output_dir(cfg: DictConfig) -> Path:
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except (ImportError, ValueError):
-        return Path(cfg.output_dir)
 
 
 def locate_inputs(path: str | Path | None, scores: str | None = None, revision: str | None = None) -> tuple[Path, str]:
@@ -195,7 +190,7 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
 def main(cfg: DictConfig) -> int:
     protocols = cfg.get("protocols") or ["paper", "graph"]
     protocols = [str(p) for p in protocols] if isinstance(protocols, (list, tuple, ListConfig)) else [str(protocols)]
-    out = _output_dir(cfg)
+    out = output_dir(cfg)
     try:
         r = reproduce(cfg.get("path"), out, scores=cfg.get("scores"), protocols=protocols,
                       bootstrap=int(cfg.get("bootstrap", 1000)), seed=int(cfg.get("seed", 0)),

@@ -14,12 +14,13 @@ from omegaconf import DictConfig
 
 from ts2.commands import report as report_cmd
 from ts2.commands import score as score_cmd
+from ts2.common import output_dir
 
 log = logging.getLogger(__name__)
 
 
 def main(cfg: DictConfig) -> int:
-    out = score_cmd._output_dir(cfg)
+    out = output_dir(cfg)
     rc = score_cmd.main(cfg)
     if rc == 2 or not (out / "scores.csv").is_file():
         log.error("scoring did not finish (exit code %d); no analysis or report written", rc)
@@ -31,11 +32,7 @@ def main(cfg: DictConfig) -> int:
 
     dataset = load_dataset(cfg)  # again, cheaply: gives the analysis the real edges and subsets
     try:
-        res = report_cmd.build_report(
-            [out], out, title=str(cfg.get("title") or "TS2 report"), protocols=list(cfg.protocols),
-            bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), dataset=dataset, subsets=str(cfg.subsets),
-            figure_protocol=cfg.get("figure_protocol"), lower_is_better=list(cfg.get("lower_is_better") or []),
-            heatmaps=int(cfg.get("heatmaps", 2)))
+        res = report_cmd.report_from_config(cfg, [out], out, dataset)
     except (FileNotFoundError, ValueError) as e:
         log.error("report failed: %s", e)
         return 2

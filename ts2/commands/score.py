@@ -11,24 +11,14 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ts2.common import load_dataset
+from ts2.common import load_dataset, output_dir
 
 log = logging.getLogger(__name__)
 
 
-def _output_dir(cfg: DictConfig) -> Path:
-    # In a Hydra job the runtime folder is authoritative (a multirun gives each job its own);
-    # a handler called directly (tests, Python) uses output_dir.
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except (ImportError, ValueError):
-        return Path(cfg.output_dir)
 
 
 def build_metrics(cfg: DictConfig) -> list:
@@ -75,7 +65,7 @@ def main(cfg: DictConfig) -> int:
         return 0
     from metrics_adapters.engine import preflight_output_dir
 
-    out = _output_dir(cfg)
+    out = output_dir(cfg)
     try:  # before any model or dataset is loaded: fail in a second, not after an hour
         preflight_output_dir(out)
     except OSError as e:
