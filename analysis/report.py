@@ -716,6 +716,46 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
     return "<table class='mm'>" + "".join(rows) + "</table>"
 
 
+def read_human_results(path: str | Path) -> pd.DataFrame:
+    """``human_metametrics.csv`` (``ts2 analyze human=...``), given as the file or its folder."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "human_metametrics.csv"
+    return _read_csv(p, "human results", ["metric", "statistic", "grouping", "value"])
+
+
+def views_frame(mm: pd.DataFrame, human: pd.DataFrame, protocol: str, seg_meta_metric: str = "rank",
+                statistic: str = "kendall_b", grouping: str = "prompt"):
+    """The SEG view (``seg_meta_metric``, subset Avg, ``protocol``) beside the human view
+    (``statistic`` with ``grouping``) of the metrics in both; see :func:`analysis.views.compare_views`."""
+    from .views import compare_views, view_values
+
+    d = mm[(mm["protocol"] == protocol) & (mm["meta_metric"] == seg_meta_metric) & (mm["subset"] == "Avg")]
+    seg = dict(zip(d["metric"], d["value"].astype(float)))
+    return compare_views(seg, view_values(human, statistic=statistic, grouping=grouping))
+
+
+def views_html(cmp, protocol: str, seg_meta_metric: str, statistic: str, grouping: str) -> str:
+    """HTML of a :class:`analysis.views.ViewComparison`: both rank orders and Kendall's tau."""
+    t = cmp.table
+    rows = ["<tr><th>metric</th><th>SEG view: %s (%s, Avg)</th><th>SEG rank</th><th>human view: %s (%s)</th>"
+            "<th>human rank</th><th>shift</th></tr>" % tuple(html.escape(x) for x in
+                                                              (seg_meta_metric, protocol, statistic, grouping))]
+    for r in t.itertuples(index=False):
+        rows.append(f"<tr><td>{html.escape(str(r.metric))}</td><td>{_fmt_pct(float(r.seg_value))}</td>"
+                    f"<td>{int(r.seg_rank)}</td><td>{_fmt_pct(float(r.human_value))}</td>"
+                    f"<td>{int(r.human_rank)}</td><td>{int(r.rank_shift):+d}</td></tr>")
+    tau = "n/a (fewer than 2 common metrics)" if not np.isfinite(cmp.tau) else f"{cmp.tau:.3f} (p = {cmp.pvalue:.3g})"
+    parts = [f"<p>Order under the SEG view: {html.escape(' > '.join(cmp.seg_order))}<br>"
+             f"Order under the human view: {html.escape(' > '.join(cmp.human_order))}<br>"
+             f"Kendall's tau-b between the two views over {cmp.n} metric(s): <b>{tau}</b></p>",
+             "<table>" + "".join(rows) + "</table>"]
+    for name, only in (("SEG", cmp.only_seg), ("human", cmp.only_human)):
+        if only:
+            parts.append(f"<p class='note'>Only in the {name} view (left out): {html.escape(', '.join(only))}</p>")
+    return "".join(parts)
+
+
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;max-width:1200px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}

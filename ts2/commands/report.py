@@ -44,10 +44,15 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
                  scatter: Sequence[str] | None = None, heatmaps: int = 2,
                  figures: Sequence[str] | None = None, pareto: Sequence[str] | None = None,
-                 extra_sections: Sequence[tuple[str, str]] = ()):
+                 extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
+                 human_statistic: str = "kendall_b", human_grouping: str = "prompt",
+                 seg_meta_metric: str = "rank"):
     """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
 
-    ``ts2 run`` calls this after scoring. Returns :class:`analysis.report.ReportOutputs`.
+    ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
+    ``ts2 analyze human=...``, or its folder), the report also shows the SEG view and the human
+    view of the same metrics side by side (both rank orders, Kendall's tau between them) and
+    writes ``views.csv``. Returns :class:`analysis.report.ReportOutputs`.
 
     Raises
     ------
@@ -66,6 +71,16 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
     merged = rp.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
                                   dataset=dataset, subsets=subsets)
+    if human is not None:
+        protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
+                                       str(merged.metametrics["protocol"].iloc[0]))
+        cmp = rp.views_frame(merged.metametrics, rp.read_human_results(human), protocol, seg_meta_metric,
+                             human_statistic, human_grouping)
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        cmp.table.to_csv(Path(output_dir) / "views.csv", index=False)
+        extra_sections = [*extra_sections, ("SEG view and human view",
+                                            rp.views_html(cmp, protocol, seg_meta_metric, human_statistic,
+                                                          human_grouping))]
     prompts = None
     if dataset is not None:
         prompts = {s.seg_id: s.prompt for s in dataset}
@@ -97,7 +112,10 @@ def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path
         lower_is_better=_as_list(cfg.get("lower_is_better")), labels=_plain(cfg.get("labels")) or {},
         scatter=_as_list(cfg.get("scatter")) or None, heatmaps=int(cfg.get("heatmaps", 2)),
         figures=None if cfg.get("figures") is None else _as_list(cfg.figures),
-        pareto=None if cfg.get("pareto") is None else _as_list(cfg.pareto))
+        pareto=None if cfg.get("pareto") is None else _as_list(cfg.pareto), human=cfg.get("human"),
+        human_statistic=str(cfg.get("human_statistic") or "kendall_b"),
+        human_grouping=str(cfg.get("human_grouping") or "prompt"),
+        seg_meta_metric=str(cfg.get("seg_meta_metric") or "rank"))
 
 
 def main(cfg: DictConfig) -> int:
