@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -384,3 +384,29 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
     subset_of, how = _subsets_from(subsets, table, ds)
     structure = Structure.from_dataset(ds, row_of, n_rows=len(x), subset_of=subset_of)
     return AnalysisInputs(structure, x, table.metrics, table.lower_is_better, how, table.source, tuple(notes))
+
+
+def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
+    """``table`` plus the metric columns of ``reference`` (e.g. TS2's released scores), joined on
+    ``file_name``, so a new metric is analysed beside the published ones on the same images.
+
+    Reference metrics already in ``table`` are left out (``table`` wins); images of ``table``
+    missing from ``reference`` get NaN reference scores (dropped per protocol, like any NaN).
+
+    Raises
+    ------
+    ValueError
+        Either table has no ``file_name`` column, or no image is in both.
+    """
+    for t in (table, reference):
+        if not t.has_file_name:
+            raise ValueError(f"{t.source}: expected a 'file_name' column to join the reference scores on, got none")
+    extra = [m for m in reference.metrics if m not in table.metrics]
+    ref = reference.frame.set_index("file_name")[extra]
+    joined = table.frame.join(ref, on="file_name")
+    if extra and joined[extra].notna().to_numpy().sum() == 0:
+        raise ValueError(f"expected images of {table.source} in the reference {reference.source} (joined on "
+                         f"file_name), found none in common")
+    return ScoreTable(joined, tuple(table.metrics) + tuple(extra),
+                      frozenset(table.lower_is_better) | frozenset(m for m in reference.lower_is_better if m in extra),
+                      table.source)

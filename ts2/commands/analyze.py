@@ -40,6 +40,25 @@ def _list(value) -> list[str]:
     return [str(v) for v in value]
 
 
+def _reference(cfg: DictConfig):
+    """The reference score file: ``reference=FILE``; with ``reference=auto`` (default), the
+    released per-image scores of the paper (``released/scores_subset.csv``) when they lie in the
+    dataset folder given by ``path=``; ``reference=null`` for none."""
+    from pathlib import Path
+
+    ref = cfg.get("reference", None)
+    if ref in (None, "", "none", "null"):
+        return None
+    if ref != "auto":
+        return Path(str(ref))
+    if cfg.get("path"):
+        p = Path(str(cfg.path))
+        cand = (p if p.is_dir() else p.parent) / "released" / "scores_subset.csv"
+        if cand.is_file() and cand.resolve() != Path(str(cfg.scores)).resolve():
+            return cand
+    return None
+
+
 def main(cfg: DictConfig) -> int:
     if cfg.get("human"):
         from ts2.commands.analyze_human import human_main
@@ -59,6 +78,12 @@ def main(cfg: DictConfig) -> int:
     try:
         table = read_scores(str(cfg.scores), metrics=_list(cfg.get("metrics")) or None,
                             lower_is_better=_list(cfg.get("lower_is_better")))
+        ref = _reference(cfg)
+        if ref is not None:
+            from analysis.scores_io import with_reference
+
+            log.info("analysing the reference metrics of %s beside %s", ref, cfg.scores)
+            table = with_reference(table, read_scores(str(ref), lower_is_better=_list(cfg.get("lower_is_better"))))
         dataset = None
         if cfg.get("path") or cfg.get("dataset") is not None:
             from ts2.common import load_dataset
