@@ -137,6 +137,10 @@ class Metric(ABC):
         """
 
     # -- optional hooks the engine calls --------------------------------------------------------
+    def prepare(self, items: Sequence[ScoreItem]) -> None:  # noqa: B027 - optional hook
+        """Called with all the items before :meth:`fingerprint` is taken, so settings that depend
+        on the data (e.g. a question file found beside the dataset) enter the cache key."""
+
     def run_info(self) -> dict[str, Any]:
         """Counters of this run for ``run.json`` (tokens used, API cost, answer-cache hits, ...)."""
         return {}

@@ -152,6 +152,10 @@ class CompositeMetric(Metric):
         fa, fq = self.align.flops_per_image(), self.quality.flops_per_image()
         return None if fa is None and fq is None else float(fa or 0.0) + float(fq or 0.0)
 
+    def prepare(self, items: Sequence[ScoreItem]) -> None:
+        self.align.prepare(items)
+        self.quality.prepare(items)
+
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self.align.load(device, dtype)
         self.quality.load(device, dtype)

@@ -299,6 +299,7 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
     t_start = time.perf_counter()
     device = resolve_device(settings.device)
     precision = effective_precision(device, settings.precision)
+    metric.prepare(items)  # data-dependent settings first: they are part of the cache key
     key = cache_key(metric, precision, settings.max_image_side)
     fingerprint = metric.fingerprint()
     cache.register(key, metric.name, {"fingerprint": fingerprint, "precision": precision,

@@ -66,3 +66,30 @@ def test_hooks_reach_outputs(tmp_path):
     # a rerun is served from the cache; the cost stays recorded
     run2 = score_metric(CountingMetric(), items, cache, FAST)
     assert (run2.cache_hits, run2.flops_per_image_estimate) == (8, 7.0)
+
+
+def test_question_file_found_beside_the_dataset_keys_the_cache(tmp_path):
+    """TIFA with released questions found next to metadata.csv (no questions_file, no path=: the
+    dataset group names the folder, as with the hub copy): editing
+    that file must not reuse stale cached scores (prepare() puts its hash in the fingerprint)."""
+    import pandas as pd
+
+    from ts2.cli import main
+
+    d = tmp_path / "ts2like"
+    d.mkdir()
+    (d / "metadata.csv").write_text("id,target_prompt,file_name,image_source,rank\n"
+                                    "0,a cat,images/000-00.jpg,SD,0\n0,a cat,images/000-01.jpg,SD,1\n")
+    answers = tmp_path / "answers.csv"
+    answers.write_text("0,images/000-00.jpg,0,yes\n0,images/000-01.jpg,0,no\n")
+
+    def run(expected_answer: str, out: str) -> list[float]:
+        (d / "tifa_questions.csv").write_text("id,prompt,question_id,question,choices,answer\n"
+                                              f"0,a cat,0,is there a cat?,yes|no,{expected_answer}\n")
+        assert main(["score", "dataset=ts2", f"dataset.path={d}", "metric=tifa", "metric.vqa=replay", f"metric.vqa.answers={answers}",
+                     "device=cpu", "progress=false", f"output_dir={tmp_path / out}",
+                     f"cache_dir={tmp_path / 'cache'}"]) == 0
+        return pd.read_csv(tmp_path / out / "scores.csv")["tifa"].tolist()
+
+    assert run("yes", "a") == [1.0, 0.0]
+    assert run("no", "b") == [0.0, 1.0]  # the edited question file misses the cache

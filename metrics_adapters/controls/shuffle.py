@@ -61,6 +61,9 @@ class MetricWrapper(Metric):
     def flops_per_image(self) -> float | None:
         return self.inner.flops_per_image()
 
+    def prepare(self, items: Sequence[ScoreItem]) -> None:
+        self.inner.prepare(items)
+
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self.inner.load(device, dtype)
 

@@ -285,6 +285,14 @@ class QAMetric(Metric):
             pd.DataFrame(bad, columns=["prompt", "error"]).to_csv(fpath, index=False)
         return qpath, fpath
 
+    def prepare(self, items: Sequence[ScoreItem]) -> None:
+        """Find the question file beside the dataset now, so its content hash keys the cache."""
+        if self.questions != "generate" and self.questions_file is None and items:
+            try:
+                self._infer_file(items)
+            except MetricError as e:  # reported per item when scoring, like before
+                log.warning("%s", e)
+
     # -- questions -------------------------------------------------------------------------------------------
     def _infer_file(self, items: Sequence[ScoreItem]) -> None:
         """Find the question file beside the dataset from an item's image path (TS2 layout)."""
