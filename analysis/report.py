@@ -49,7 +49,7 @@ import pandas as pd
 
 __all__ = ["ResultDir", "RunInfo", "MergedResults", "ReportFigure", "ReportOutputs", "FIGURE_KINDS",
            "expand_result_paths", "load_result_dir", "merge_results", "complete_analysis", "make_figures",
-           "paper_table_frame", "write_tables", "metametrics_html", "write_report", "render_html", "parse_overrides"]
+           "metametrics_html", "write_report", "render_html", "parse_overrides"]
 
 log = logging.getLogger(__name__)
 
@@ -814,56 +814,6 @@ class ReportOutputs:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def paper_table_frame(mm: pd.DataFrame, protocol: str, meta_metrics: Sequence[str] | None = None,
-                      labels: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """One protocol of a ``metametrics.csv`` frame in the layout of :func:`analysis.tables.paper_table`:
-    values in %, a ``(meta_metric, subset)`` row index (``Avg`` first), one column per metric
-    (named by ``labels`` when given)."""
-    from .metametrics import PAPER_META_METRICS
-
-    d = mm[mm["protocol"] == protocol]
-    kinds = [k for k in (meta_metrics or PAPER_META_METRICS) if (d["meta_metric"] == k).any()]
-    subsets = list(dict.fromkeys(d["subset"]))
-    subsets = (["Avg"] if "Avg" in subsets else []) + [s for s in subsets if s != "Avg"]
-    metrics = list(dict.fromkeys(d["metric"]))
-    wide = d.pivot_table(index=["meta_metric", "subset"], columns="metric", values="value", aggfunc="first",
-                         dropna=False)
-    index = pd.MultiIndex.from_tuples([(k, s) for k in kinds for s in subsets], names=["meta_metric", "subset"])
-    table = wide.reindex(index=index, columns=metrics) * 100.0
-    table = table.dropna(how="all")
-    table.columns = [dict(labels or {}).get(m, m) for m in metrics]
-    return table
-
-
-def write_tables(mm: pd.DataFrame, out_dir: str | Path, labels: Mapping[str, str] | None = None,
-                 stem: str = "table", decimals: int = 1) -> list[Path]:
-    """``<stem>.md``, ``<stem>.tex`` and ``<stem>.csv`` from a merged ``metametrics.csv`` frame.
-
-    Same layout as :func:`analysis.tables.write_tables` (one block per protocol, rank/sep/delta
-    x Avg/subsets rows, values in %, best of each row bold), whose formatters it uses; that
-    function starts from an :class:`~analysis.pipeline.AnalysisResult`, while a report merges
-    meta-metrics of several runs that no single result holds.
-    """
-    from .tables import to_latex, to_markdown
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    md, tex, frames = [], [], []
-    for proto in dict.fromkeys(mm["protocol"]):
-        t = paper_table_frame(mm, proto, labels=labels)
-        md.append(f"### protocol={proto}\n\nValues in %; best of each row in bold.\n\n" + to_markdown(t, decimals))
-        tex.append(to_latex(t, decimals, caption=f"protocol={proto}; values in %"))
-        f = t.reset_index()
-        f.insert(0, "protocol", proto)
-        frames.append(f)
-    paths = [out / f"{stem}.md", out / f"{stem}.tex", out / f"{stem}.csv"]
-    paths[0].write_text("\n".join(md), encoding="utf-8")
-    paths[1].write_text("\n".join(tex), encoding="utf-8")
-    csv = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    paths[2].write_text(csv.to_csv(index=False, float_format="%.4f"), encoding="utf-8")
-    return paths
-
-
 def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS2 report",
                  protocol: str | None = None, labels: Mapping[str, str] | None = None,
                  groups: Mapping[str, str] | None = None, scatter: Sequence[str] | None = None,
@@ -889,6 +839,8 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
     if merged.scores is not None:
         written_sc = out / "scores.csv"
         merged.scores.to_csv(written_sc, index=False)
+    from .tables import write_tables
+
     table_paths = write_tables(mm, out, labels=labels) if mm is not None else []
     figs = make_figures(merged, out / "figures", protocol=protocol, labels=labels, groups=groups, scatter=scatter,
                         n_heatmaps=n_heatmaps, prompts=prompts, kinds=figures, pareto=pareto)

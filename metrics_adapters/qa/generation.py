@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..api.endpoint import EndpointBackend
 from .questions import Question, QuestionError, QuestionSet, build_dependency_graph
 from .templates import TEMPLATES
 
@@ -425,42 +426,27 @@ class HFCausalLM(LMBackend):
         return out
 
 
-class OpenAIChatLM(LMBackend):
+class OpenAIChatLM(EndpointBackend, LMBackend):
     """A language model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     The filled template is sent as one user message. ``api_key_env`` names the environment
     variable with the key; ``n_params`` (assumed parameter count) feeds only the FLOPs estimate.
     """
 
+    id_prefix = "qg"
+
     def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
                  system_prompt: str | None = None, timeout: float = 120.0, max_retries: int = 4,
                  max_concurrency: int = 4, n_params: float | None = None, **kw: Any) -> None:
         super().__init__(**kw)
-        self.base_url, self.model, self.api_key_env = base_url, str(model), api_key_env
-        self.system_prompt = system_prompt
-        self.timeout, self.max_retries, self.max_concurrency = float(timeout), int(max_retries), int(max_concurrency)
-        self._n_params = n_params
-        self._client = None
+        self._init_endpoint(base_url, model, api_key_env, system_prompt, timeout, max_retries, max_concurrency,
+                            n_params)
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "base_url": str(self.base_url).rstrip("/"), "model": self.model,
-                "system_prompt": self.system_prompt}
-
-    def model_ids(self) -> dict[str, Any]:
-        return {"qg_model": self.model, "qg_endpoint": str(self.base_url).rstrip("/")}
-
-    def n_params(self) -> float | None:
-        return None if self._n_params is None else float(self._n_params)
+        return {**super().settings(), **self._endpoint_settings()}
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        from ..api import ChatClient
-
-        if self._client is None:
-            self._client = ChatClient(self.base_url, self.model, api_key_env=self.api_key_env, timeout=self.timeout,
-                                      max_retries=self.max_retries, max_concurrency=self.max_concurrency)
-
-    def usage(self) -> dict[str, Any] | None:
-        return None if self._client is None else self._client.usage.to_dict()
+        self._ensure_client()
 
     def _complete(self, prompts: list[str], attempt: int) -> list[str | Exception]:
         from ..api import APIError

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..api.endpoint import EndpointBackend
+
 __all__ = ["VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
            "ReplayVQA", "format_prompt", "normalize_image_name"]
 
@@ -313,7 +315,7 @@ class ChatVQA(_HFBackend):
         return [s.strip() for s in self._proc.batch_decode(out[:, n_in:], skip_special_tokens=True)]
 
 
-class OpenAIVQA(VQABackend):
+class OpenAIVQA(EndpointBackend, VQABackend):
     """A vision model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Parameters
@@ -333,41 +335,26 @@ class OpenAIVQA(VQABackend):
         How images are encoded in the request (PNG: lossless).
     """
 
+    id_prefix = "vqa"
+
     def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
                  template: str = "{question} Answer with a single word or phrase.", system_prompt: str | None = None,
                  max_tokens: int = 20, temperature: float = 0.0, timeout: float = 60.0, max_retries: int = 4,
                  max_concurrency: int = 4, n_params: float | None = None, image_format: str = "PNG",
                  batch_size: int = 16) -> None:
         super().__init__(template=template, batch_size=batch_size)
-        self.base_url, self.model, self.api_key_env = base_url, str(model), api_key_env
-        self.system_prompt = system_prompt
+        self._init_endpoint(base_url, model, api_key_env, system_prompt, timeout, max_retries, max_concurrency,
+                            n_params)
         self.max_tokens, self.temperature = int(max_tokens), float(temperature)
-        self.timeout, self.max_retries, self.max_concurrency = float(timeout), int(max_retries), int(max_concurrency)
-        self._n_params = n_params
         self.image_format = image_format
-        self._client = None
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "base_url": str(self.base_url).rstrip("/"), "model": self.model,
-                "system_prompt": self.system_prompt, "max_tokens": self.max_tokens, "temperature": self.temperature,
-                "image_format": self.image_format}
-
-    def model_ids(self) -> dict[str, Any]:
-        return {"vqa_model": self.model, "vqa_endpoint": str(self.base_url).rstrip("/")}
-
-    def n_params(self) -> float | None:
-        return None if self._n_params is None else float(self._n_params)
+        return {**super().settings(), **self._endpoint_settings(), "max_tokens": self.max_tokens,
+                "temperature": self.temperature, "image_format": self.image_format}
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        from ..api import ChatClient
-
-        if self._client is None:
-            self._client = ChatClient(self.base_url, self.model, api_key_env=self.api_key_env, timeout=self.timeout,
-                                      max_retries=self.max_retries, max_concurrency=self.max_concurrency)
+        self._ensure_client()
         self.device = device
-
-    def usage(self) -> dict[str, Any] | None:
-        return None if self._client is None else self._client.usage.to_dict()
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
         from ..api import APIError, user_message

@@ -151,6 +151,7 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     from analysis import report as rp
     from analysis.paper_table2 import FAMILIES, FLOPS, LABELS, compare_with_printed
     from analysis.pipeline import analyze
+    from analysis.tables import write_tables
     from seg_data import load_ts2_release
 
     root, score_src = locate_inputs(path, scores, revision)
@@ -167,7 +168,7 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     (out / "discrepancies.md").write_text(discrepancies_markdown(disc) + "\n", encoding="utf-8")
     tables: dict[str, list[Path]] = {}
     for proto in dict.fromkeys(mm["protocol"]):
-        tables[proto] = rp.write_tables(mm[mm["protocol"] == proto], out, labels=LABELS, stem=f"table_{proto}")
+        tables[proto] = write_tables(mm[mm["protocol"] == proto], out, labels=LABELS, stem=f"table_{proto}")
     scores_frame = frame.copy()
     merged = rp.MergedResults(
         scores=scores_frame, metametrics=mm, per_seg=ps,
