@@ -101,5 +101,5 @@ def test_file_sha256_and_decode_settings(tmp_path):
 
     p = tmp_path / "f.bin"
     p.write_bytes(b"abc" * 1000)
-    assert file_sha256(p, chunk=7) == hashlib.sha256(b"abc" * 1000).hexdigest()
+    assert file_sha256(p, chunk=7)[0] == hashlib.sha256(b"abc" * 1000).hexdigest()
     assert decode_settings(512) != decode_settings(1024)
