@@ -84,10 +84,9 @@ def split_torchvision_transform(transform) -> PixelSpec | None:
     from torchvision import transforms as T
 
     steps = list(getattr(transform, "transforms", []))
-    kinds = [type(s) for s in steps]
-    if T.ToTensor not in kinds:
+    k = next((i for i, s in enumerate(steps) if isinstance(s, T.ToTensor)), None)  # open_clip: MaybeToTensor
+    if k is None:
         return None
-    k = kinds.index(T.ToTensor)
     tail = steps[k + 1:]
     if len(tail) != 1 or not isinstance(tail[0], T.Normalize) or getattr(tail[0], "inplace", False):
         return None
