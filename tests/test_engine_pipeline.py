@@ -264,7 +264,7 @@ def test_unusable_cache_dir_is_a_clear_error_and_the_command_runs_uncached(tmp_p
         ScoreCache.at(tmp_path / "file" / "cache")
     path = tm.make_dataset(tmp_path / "d", n_segs=2, nodes=("0",), per_node=2)
     out = tmp_path / "out"
-    rc = main(["score", "device=cpu", "progress=false", f"path={path}", "metric=null",
+    rc = main(["score", "device=cpu", "progress=false", f"path={path}", "~metric",
                "+metrics.fake={_target_:tiny_models.PixelMeanMetric,name:fake}", f"cache_dir={tmp_path / 'file' / 'c'}",
                f"output_dir={out}"])
     assert rc == 0 and (out / "scores.csv").is_file()
