@@ -93,8 +93,8 @@ class EngineSettings:
     max_image_side : int or None
         Larger images are downscaled first (see :mod:`metrics_adapters.images`).
     decode : str
-        ``"pil"`` (Pillow, the decode policy of :mod:`metrics_adapters.images`) or ``"gpu"``
-        (JPEGs decoded by nvJPEG on CUDA: other pixels, so another cache key; CUDA only).
+        ``"pil"`` (Pillow, the decode policy of :mod:`metrics_adapters.images`). ``"gpu"``
+        (nvJPEG on CUDA, its own cache key) is reserved and refused: not implemented yet.
     progress : bool
         Show a tqdm bar (images/s, ETA) on stderr.
     measure_flops : bool
@@ -117,6 +117,8 @@ class EngineSettings:
             raise ValueError(f"expected precision one of {PRECISIONS}, got {self.precision!r}")
         if self.decode not in DECODERS:
             raise ValueError(f"expected decode one of {DECODERS}, got {self.decode!r}")
+        if self.decode == "gpu":  # the key exists (decode_settings) but the nvJPEG path is not written yet
+            raise ValueError("decode=gpu (nvJPEG on CUDA) is not implemented yet; use decode=pil")
         if self.batch_size != "auto" and not (isinstance(self.batch_size, int) and self.batch_size >= 1):
             raise ValueError(f"expected batch_size >= 1 or 'auto', got {self.batch_size!r}")
         if self.num_workers != "auto" and not (isinstance(self.num_workers, int) and self.num_workers >= 0):
