@@ -40,15 +40,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats as ss
 
+from .stats import cluster_draws, draw_counts, percentile_ci, williams_test
+
 __all__ = [
     "STATISTICS", "GROUPINGS", "get_statistic",
     "spearman", "kendall_tau_b", "kendall_tau_c", "pearson", "pairwise_accuracy",
     "PairwiseAccuracy", "tie_calibrated_pairwise_accuracy", "grouped_pairwise_accuracy",
     "GroupedCorrelation", "grouped_correlation", "human_statistic",
     "krippendorff_alpha",
-    "BootstrapCI", "draw_clusters", "percentile_ci", "cluster_bootstrap", "bootstrap_human_statistic",
+    "BootstrapCI", "draw_clusters", "cluster_bootstrap", "bootstrap_human_statistic",
     "bootstrap_krippendorff_alpha",
-    "PairedTest", "williams_test", "williams_test_metrics", "permutation_test",
+    "PairedTest", "williams_test_metrics", "permutation_test",
     "metric_correlation_matrix", "metric_correlation_pvalues",
     "STATISTIC_LABELS", "human_table", "table_to_markdown", "write_human_table",
 ]
@@ -547,34 +549,12 @@ class BootstrapCI:
 
 
 def draw_clusters(n_groups: int, n_boot: int, seed: int | None = 0) -> np.ndarray:
-    """``(n_boot, n_groups)`` cluster indices drawn with replacement (one row per replicate).
+    """``(n_boot, n_groups)`` prompt indices drawn with replacement (:func:`analysis.stats.cluster_draws`).
 
     Every bootstrap function here draws through this, so the same seed resamples the same
     prompts for every metric and statistic (the intervals are comparable, paired).
     """
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, n_groups, size=(n_boot, n_groups))
-
-
-def _draw_counts(draws: np.ndarray, n_groups: int) -> np.ndarray:
-    """Multiplicity of each cluster in each replicate, shape (n_boot, n_groups)."""
-    rows = np.repeat(np.arange(draws.shape[0]), draws.shape[1])
-    counts = np.zeros((draws.shape[0], n_groups))
-    np.add.at(counts, (rows, draws.ravel()), 1.0)
-    return counts
-
-
-def percentile_ci(replicates, confidence: float = 0.95) -> tuple[float, float, int]:
-    """Percentile interval of the finite replicates: ``(low, high, n_invalid)``."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"expected 0 < confidence < 1, got {confidence}")
-    r = np.asarray(replicates, dtype=float)
-    ok = np.isfinite(r)
-    if not ok.any():
-        return math.nan, math.nan, int(len(r))
-    a = (1 - confidence) / 2
-    lo, hi = np.quantile(r[ok], [a, 1 - a])
-    return float(lo), float(hi), int((~ok).sum())
+    return cluster_draws(n_groups, n_boot, np.random.default_rng(seed))
 
 
 def _progress(it, progress: bool, desc: str):
@@ -623,8 +603,8 @@ def cluster_bootstrap(statistic: Callable[[np.ndarray, np.ndarray], float], grou
         idx = np.concatenate([members[k] for k in draws[b]])
         lab = np.repeat(np.arange(len(uniq)), [len(members[k]) for k in draws[b]])
         reps[b] = statistic(idx, lab)
-    lo, hi, bad = percentile_ci(reps, confidence)
-    return BootstrapCI(value, lo, hi, n_boot, bad, confidence)
+    ci = percentile_ci(reps, confidence)
+    return BootstrapCI(value, ci.low, ci.high, n_boot, ci.n_invalid, confidence)
 
 
 def _bootstrap_pairwise(x, y, codes, n_groups, draws, grouping, progress, desc) -> np.ndarray:
@@ -635,7 +615,7 @@ def _bootstrap_pairwise(x, y, codes, n_groups, draws, grouping, progress, desc) 
     ``C(w_c, 2)`` pairs of an item with its own copy, tied in both metric and human. So one sort
     of the pairs serves every replicate: only the weights change.
     """
-    counts = _draw_counts(draws, n_groups)
+    counts = draw_counts(draws, n_groups)
     reps = np.empty(len(draws))
     if grouping == "global":
         i, j = np.triu_indices(len(x), 1)
@@ -708,7 +688,7 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
     elif grouping == "prompt":
         per = grouped_correlation(x, y, uniq[codes], statistic).per_group
         ok = np.isfinite(per)
-        counts = _draw_counts(draws, G)
+        counts = draw_counts(draws, G)
         den = counts @ ok.astype(float)
         with np.errstate(invalid="ignore", divide="ignore"):
             reps = np.where(den > 0, (counts @ np.where(ok, per, 0.0)) / den, np.nan)
@@ -718,8 +698,8 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
         for b in _progress(range(n_boot), progress, desc):
             idx = np.concatenate([members[k] for k in draws[b]])
             reps[b] = fn(x[idx], y[idx])
-    lo, hi, bad = percentile_ci(reps, confidence)
-    return BootstrapCI(value, lo, hi, n_boot, bad, confidence)
+    ci = percentile_ci(reps, confidence)
+    return BootstrapCI(value, ci.low, ci.high, n_boot, ci.n_invalid, confidence)
 
 
 def bootstrap_krippendorff_alpha(reliability_data, groups, level: str = "interval", n_boot: int = 1000,
@@ -779,48 +759,6 @@ class PairedTest:
     n_resamples: int
 
 
-def williams_test(r12: float, r13: float, r23: float, n: int) -> tuple[float, float]:
-    """Williams' test for two dependent correlations sharing variable 1 (Steiger 1980, eq. 7).
-
-    With 1 = human, 2 and 3 = two metrics on the same ``n`` items::
-
-        |R| = 1 - r12^2 - r13^2 - r23^2 + 2 r12 r13 r23
-        t   = (r12 - r13) sqrt((n - 1)(1 + r23))
-              / sqrt(2 |R| (n - 1)/(n - 3) + ((r12 + r13)/2)^2 (1 - r23)^3)
-
-    t follows Student's t with ``n - 3`` degrees of freedom (the test used for metric
-    comparisons by Graham & Baldwin, 2014, in WMT).
-
-    Returns
-    -------
-    (t, p)
-        p two-sided. NaN when the denominator vanishes (e.g. all correlations 1).
-
-    Raises
-    ------
-    ValueError
-        ``n <= 3`` or a correlation outside [-1, 1] / NaN.
-
-    Examples
-    --------
-    >>> t, p = williams_test(0.4, 0.5, 0.1, 103)   # psych::r.test(103, .4, .5, .1): t = -0.89, p = 0.37
-    >>> round(t, 3), round(p, 2)
-    (-0.891, 0.37)
-    """
-    for name, r in (("r12", r12), ("r13", r13), ("r23", r23)):
-        if not (math.isfinite(r) and -1 <= r <= 1):
-            raise ValueError(f"expected {name} in [-1, 1], got {r}")
-    if n <= 3:
-        raise ValueError(f"expected n > 3 items for Williams' test, got {n}")
-    det = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
-    den = 2 * det * (n - 1) / (n - 3) + ((r12 + r13) / 2) ** 2 * (1 - r23) ** 3
-    if den <= 0:
-        return math.nan, math.nan
-    t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / math.sqrt(den)
-    p = float(2 * ss.t.sf(abs(t), n - 3))
-    return float(t), p
-
-
 def williams_test_metrics(a, b, human, method: str = "pearson", nan_policy: str = "raise") -> PairedTest:
     """Williams' test between metrics ``a`` and ``b`` (global grouping).
 
@@ -848,7 +786,8 @@ def williams_test_metrics(a, b, human, method: str = "pearson", nan_policy: str 
     if not all(math.isfinite(r) for r in (r12, r13, r23)):
         t, p = math.nan, math.nan
     else:
-        t, p = williams_test(r12, r13, r23, len(a))
+        w = williams_test(r12, r13, r23, len(a))
+        t, p = w.t, w.p
     return PairedTest("williams", method, "global", r12, r13, r12 - r13, t, p, len(a), 0)
 
 

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     sys.path.insert(0, str(REPO))
-    from analysis.bootstrap import bootstrap_group_means, stratified_counts
+    from analysis.stats import bootstrap_group_means, stratified_counts
     from analysis.pipeline import analyze
 
     df = make_table(args.ts2, args.columns)

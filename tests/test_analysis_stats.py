@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.bootstrap import bootstrap_group_means, percentile_ci, stratified_counts
-from analysis.compare import compare_metrics, holm, rank_metrics, sign_flip_pvalues
+from analysis.compare import compare_metrics, rank_metrics
+from analysis.stats import bootstrap_group_means, holm, percentile_ci, sign_flip_pvalues, stratified_counts
 from analysis.pareto import pareto_front, pareto_mask, parse_flops
 from analysis.pipeline import analyze
 
@@ -60,9 +60,18 @@ def test_bootstrap_group_means_equal_a_plain_loop():
 
 def test_percentile_ci_is_the_quantile_pair():
     reps = np.random.default_rng(4).normal(size=(1000, 2))
-    lo, hi = percentile_ci(reps, 0.9)
-    np.testing.assert_allclose(lo, np.quantile(reps, 0.05, axis=0))
-    np.testing.assert_allclose(hi, np.quantile(reps, 0.95, axis=0))
+    ci = percentile_ci(reps, 0.9)
+    np.testing.assert_allclose(ci.low, np.quantile(reps, 0.05, axis=0))
+    np.testing.assert_allclose(ci.high, np.quantile(reps, 0.95, axis=0))
+    # non-finite replicates are left out per cell and counted; an all-invalid cell is NaN
+    reps[:10, 0] = np.nan
+    reps[10, 0] = np.inf
+    reps[:, 1] = np.nan
+    ci = percentile_ci(reps, 0.9)
+    assert ci.low[0] == pytest.approx(np.quantile(reps[11:, 0], 0.05)) and ci.n_invalid.tolist() == [11, 1000]
+    assert math.isnan(ci.low[1]) and math.isnan(ci.high[1])
+    one = percentile_ci([np.nan, *range(101)], 0.9)
+    assert (one.low, one.high, one.n_invalid) == (pytest.approx(5.0), pytest.approx(95.0), 1)
     with pytest.raises(ValueError, match="confidence"):
         percentile_ci(reps, 95)
 
