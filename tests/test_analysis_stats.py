@@ -174,3 +174,37 @@ def test_parse_flops():
     assert parse_flops("604M FLOPs") == 604e6
     with pytest.raises(ValueError, match="expected a FLOP count"):
         parse_flops("lots")
+
+
+def test_delta_bootstrap_resamples_its_normaliser():
+    # A plain-loop reference: each replicate concatenates the drawn SEGs' rows and recomputes
+    # the std over them (graph protocol: std of the analysed SEGs' scores).
+    df = synthetic_scores(n_segs=12, seed=5)
+    r = analyze(df, protocols=["graph", "paper"], bootstrap=30, seed=3, subsets="none")
+    for pname in ("graph", "paper"):
+        pr = r.get(pname)
+        sv = pr.seg_values
+        k = r.meta_metrics.index("delta")
+        raw = sv.values[:, k, :] * sv.sigma[:, None]  # per-SEG un-normalised delta
+        draws = stratified_counts([None] * len(sv.seg_ids), 30, np.random.default_rng(3))
+        cols = list(r.metrics)
+        rows_of = {sid: g for sid, g in df.groupby("seg_id")}
+        for b in range(30):
+            drawn = np.repeat(np.arange(len(sv.seg_ids)), draws[b].astype(int))
+            pool = pd.concat([rows_of[sv.seg_ids[s]] for s in drawn])
+            for i, m in enumerate(cols):
+                # paper (std_all): every row lies in an analysed SEG here, so the pool is resampled too
+                want = np.nanmean(raw[i, drawn]) / pool[m].std(ddof=1)
+                assert pr.replicates[b, i, k, 0] == pytest.approx(want, rel=1e-9)
+
+
+def test_delta_of_huge_scores_is_not_zero():
+    df = synthetic_scores(n_segs=8, seed=6)
+    big = df.assign(**{c: df[c] * 1e200 for c in ("good", "noise")})
+    a = analyze(df, protocols=["paper", "graph"], bootstrap=20, seed=1)
+    b = analyze(big, protocols=["paper", "graph"], bootstrap=20, seed=1)
+    for p in ("paper", "graph"):
+        for m in ("good", "noise"):
+            assert b.value(m, "delta", protocol=p) == pytest.approx(a.value(m, "delta", protocol=p), rel=1e-9)
+            assert a.value(m, "delta", protocol=p) != 0.0
+        np.testing.assert_allclose(b.get(p).ci_low, a.get(p).ci_low, rtol=1e-9)
