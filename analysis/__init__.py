@@ -14,7 +14,6 @@ Where things are (one module per concern):
 - :mod:`analysis.pipeline`        :func:`~analysis.pipeline.analyze`: the whole thing in one call
 - :mod:`analysis.tables`          paper-style tables (md/tex/csv); :mod:`analysis.outputs` files
 - :mod:`analysis.pareto`          Pareto frontier in (meta-metric, cost)
-- :mod:`analysis.reference`       slow plain-loop reference implementation (tests, benchmark)
 
 This package never imports torch or :mod:`metrics_adapters`: costs and scores reach it as numbers.
 """

@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.reference_columns:
         from analysis.pipeline import included_segs
         from analysis.protocols import PROTOCOLS
-        from analysis.reference import reference_seg_values
+        sys.path.insert(0, str(REPO / "tests"))  # the plain-loop reference is test code
+        from reference_impl import reference_seg_values
         from analysis.scores_io import prepare_inputs, read_scores
 
         inputs = prepare_inputs(read_scores(df))
