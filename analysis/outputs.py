@@ -44,6 +44,7 @@ def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, 
         "subsets": {name: list(pr.group_names) for name, pr in result.protocols.items()},
         "subset_source": result.subset_source,
         "n_segs": {name: len(pr.seg_values.seg_ids) for name, pr in result.protocols.items()},
+        "excluded_segs": {name: list(pr.excluded) for name, pr in result.protocols.items()},
         "delta_sigma": {name: dict(zip(result.metrics, map(_num, pr.seg_values.sigma)))
                         for name, pr in result.protocols.items()},
         "bootstrap": result.bootstrap,

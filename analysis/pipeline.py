@@ -25,6 +25,7 @@ from .chance import ChanceLevels, chance_adjusted, chance_levels
 from .compute import walk_values
 from .metametrics import META_METRICS, get_meta_metric
 from .protocols import Protocol, get_protocol
+from .release import TS2_LAST_SEG, is_ts2_release
 from .scores_io import AnalysisInputs, ScoreTable, prepare_inputs, read_scores
 from .walks import build_walk_table
 
@@ -44,7 +45,8 @@ class ProtocolResult:
     ``estimates``/``n_segs``/``ci_low``/``ci_high`` are ``(metric, meta_metric, group)``
     arrays, groups named by ``group_names`` (``Avg`` first); ``replicates`` is
     ``(bootstrap, metric, meta_metric, group)`` or None when ``bootstrap == 0``. ``chance``
-    holds the chance levels (:mod:`analysis.chance`), None when ``chance == 0``.
+    holds the chance levels (:mod:`analysis.chance`), None when ``chance == 0``; ``excluded``
+    the SEG ids the protocol left out (the TS2 release's SEG 164 under ``paper``).
     """
 
     seg_values: SegValues
@@ -55,6 +57,7 @@ class ProtocolResult:
     ci_low: np.ndarray
     ci_high: np.ndarray
     chance: ChanceLevels | None = None
+    excluded: tuple[str, ...] = ()
 
     @property
     def protocol(self) -> Protocol:
@@ -141,12 +144,18 @@ class AnalysisResult:
 
 
 def included_segs(inputs: AnalysisInputs, protocol: Protocol) -> list[str]:
-    """SEG ids analysed under ``protocol`` (the paper's code leaves out SEG 164)."""
+    """SEG ids analysed under ``protocol``.
+
+    ``include_seg_164=false`` (the paper protocol) leaves out SEG ``"164"`` only when the data
+    is the TS2 release (:func:`analysis.release.is_ts2_release`), as the paper's code did; every
+    other dataset keeps all its SEGs. When applied it is logged and recorded
+    (``ProtocolResult.excluded``, ``analysis.json``).
+    """
     ids = inputs.structure.seg_ids
-    if not protocol.include_seg_164 and "164" in ids:
-        log.info("protocol %s: SEG 164 left out, as the paper's code does (protocol.include_seg_164=true keeps it)",
-                 protocol.name)
-        return [i for i in ids if i != "164"]
+    if not protocol.include_seg_164 and is_ts2_release(inputs.structure):
+        log.info("protocol %s: the TS2 release (SEGs 0-164) is analysed without SEG 164, as the paper's code did "
+                 "(protocol.include_seg_164=true keeps it)", protocol.name)
+        return [i for i in ids if i != TS2_LAST_SEG]
     return ids
 
 
@@ -154,6 +163,7 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
                  seed: int = 0, confidence: float = 0.95, chance: int = 0) -> ProtocolResult:
     """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked."""
     seg_ids = included_segs(inputs, protocol)
+    excluded = tuple(i for i in inputs.structure.seg_ids if i not in set(seg_ids))
     wt = build_walk_table(inputs.structure, protocol.walks, protocol.root_duplication, seg_ids)
     wv, nv = walk_values(wt, inputs.scores, protocol, meta_metrics)
     sigma = score_std(inputs.scores, inputs.structure, seg_ids, protocol.delta_norm)
@@ -193,7 +203,7 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
     if chance and n_s:
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
                                sorted(inputs.lower_is_better), int(chance), seed, confidence, progress=True)
-    return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels)
+    return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded)
 
 
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,

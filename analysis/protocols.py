@@ -7,7 +7,7 @@ Two named protocols exist (``conf/protocol/paper.yaml`` and ``conf/protocol/grap
     per present level with the level-0 choice made twice (root duplication), Spearman with
     average ranks, KS between *all* level pairs of a walk, walk averages weighted by sample
     count, single-level walks scoring 0, delta divided by the std of every score in the table,
-    SEG 164 left out.
+    TS2's SEG 164 left out (on the TS2 release only).
 ``graph``
     The paper's equations (2, 4, 5) on the SEG's DAG: root-to-sink walks, no duplicated root,
     Spearman with average ranks for ties (see below), KS between
@@ -82,7 +82,9 @@ class Protocol:
         delta (the paper, for LLMScore), ``signed`` keeps the sign.
     include_seg_164 : bool
         The paper's code iterates ``range(164)`` and so drops TS2's last SEG (id ``"164"``).
-        ``False`` reproduces that (a SEG with id ``"164"`` is left out, with a log line).
+        ``False`` reproduces that on the TS2 release only, recognised by its data
+        (:func:`analysis.release.is_ts2_release`), with a log line and a record in
+        ``analysis.json``; any other dataset keeps every SEG.
     """
 
     name: str = "custom"

@@ -110,17 +110,39 @@ def test_single_node_seg():
     assert r.value("m", "sep", protocol="paper") == pytest.approx(ps[("paper", "sep", "0")] / 2)
 
 
-def test_seg_164_and_delta_normaliser():
-    spec = {"163": SEG_A, "164": {"0": [5.0], "1": [-5.0]}}
-    r = analyze(table(spec), protocols=["paper", PROTOCOLS["paper"].replace(name="keep", include_seg_164=True),
-                                        PROTOCOLS["paper"].replace(name="incl", delta_norm="std_included"),
-                                        PROTOCOLS["paper"].replace(name="raw", delta_norm="none")], bootstrap=0)
-    assert r.get("paper").seg_values.seg_ids == ("163",)
-    assert r.get("keep").seg_values.seg_ids == ("163", "164")
+TS2_SEG_164 = {"0": [0.61], "1": [0.54, 0.54], "2a": [0.34, 0.47]}  # the release's last SEG: nodes 0, 1, 1, 2a, 2a
+
+
+def ts2_shaped(last: dict[str, list[float]] = TS2_SEG_164) -> dict[str, dict[str, list[float]]]:
+    """165 SEGs with the TS2 release's ids; SEG 164 as given."""
+    return {**{str(i): SEG_A for i in range(164)}, "164": last}
+
+
+def test_seg_164_and_delta_normaliser(caplog):
+    spec = ts2_shaped({"0": [5.0], "1": [-5.0, -5.0], "2a": [-6.0, -6.0]})
+    with caplog.at_level("INFO", logger="analysis.pipeline"):
+        r = analyze(table(spec), protocols=["paper", PROTOCOLS["paper"].replace(name="keep", include_seg_164=True),
+                                            PROTOCOLS["paper"].replace(name="incl", delta_norm="std_included"),
+                                            PROTOCOLS["paper"].replace(name="raw", delta_norm="none")], bootstrap=0)
+    assert r.get("paper").seg_values.seg_ids == tuple(str(i) for i in range(164))
+    assert r.get("paper").excluded == ("164",) and "TS2 release" in caplog.text and "SEG 164" in caplog.text
+    assert r.get("keep").seg_values.seg_ids[-1] == "164" and r.get("keep").excluded == ()
     raw = r.value("m", "delta", protocol="raw")
-    all_scores = [0.9, 0.7, 0.6, 0.8, 0.1, 5.0, -5.0]
+    all_scores = [0.9, 0.7, 0.6, 0.8, 0.1] * 164 + [5.0, -5.0, -5.0, -6.0, -6.0]
     assert r.value("m", "delta", protocol="paper") == pytest.approx(raw / np.std(all_scores, ddof=1))  # SEG 164 too
-    assert r.value("m", "delta", protocol="incl") == pytest.approx(raw / SIGMA_A)
+    assert r.value("m", "delta", protocol="incl") == pytest.approx(raw / np.std(all_scores[:-5], ddof=1))
+
+
+@pytest.mark.parametrize("spec", [
+    {"163": SEG_A, "164": TS2_SEG_164},                                # a user's 2-SEG table
+    {**ts2_shaped(), "165": SEG_A},                                    # 166 SEGs: not the release
+    ts2_shaped({"0": [0.61], "1": [0.54], "2a": [0.34, 0.47]}),        # SEG 164 shaped differently
+])
+def test_paper_protocol_keeps_seg_164_of_other_datasets(spec, caplog):
+    with caplog.at_level("INFO", logger="analysis.pipeline"):
+        r = analyze(table(spec), protocols=["paper"], bootstrap=0)
+    assert "164" in r.get("paper").seg_values.seg_ids and r.get("paper").excluded == ()
+    assert "SEG 164" not in caplog.text
 
 
 def test_lower_is_better_metrics():
