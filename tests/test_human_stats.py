@@ -456,10 +456,14 @@ def test_table_writer(tmp_path):
     assert list(t.index) == ["BLEU-4", "m2"]
     assert t.loc["BLEU-4", "Kendall's τ_b"] == pytest.approx(18.79)
     md = H.write_human_table(res, tmp_path / "t.md", statistics=("spearman", "kendall_b"),
-                             labels={"m1": "BLEU-4"}).read_text()
+                             labels={"m1": "BLEU-4"}, with_ci=False).read_text()
     assert "| BLEU-4 | 18.3 | 18.8 |" in md
     assert "| m2 | 59.7 | 47.2 |" in md
     assert "| BLEU-4 | – | 20.0 |" in md  # the prompt table has no Spearman row
+    md = H.write_human_table(res.assign(ci_low=[0.1, 0.15, 0.5, 0.4, np.nan]), tmp_path / "t.md",
+                             statistics=("spearman", "kendall_b"), labels={"m1": "BLEU-4"}, confidence=0.9).read_text()
+    assert "| BLEU-4 | 18.3 [10.0, 100.0] | 18.8 [15.0, 100.0] |" in md and "90% prompt-bootstrap" in md
+    assert "| BLEU-4 | – | 20.0 |" in md  # no interval where a bound is missing
     csv = pd.read_csv(H.write_human_table(res, tmp_path / "t.csv", statistics=("spearman", "kendall_b")))
     assert set(csv["grouping"]) == {"global", "prompt"}
     with pytest.raises(ValueError, match="format"):
