@@ -19,14 +19,20 @@ import pandas as pd
 
 from seg_data import SEGDataset
 
-from .aggregate import SegValues, compute_seg_values, group_means, normaliser_moments, score_std
-from .stats import bootstrap_group_means, percentile_ci, stratified_counts
+from .aggregate import (
+    SegValues,
+    compute_seg_values,
+    group_means,
+    normaliser_moments,
+    score_std,
+)
 from .chance import ChanceLevels, chance_adjusted, chance_levels
 from .compute import walk_values
 from .metametrics import META_METRICS, get_meta_metric
 from .protocols import Protocol, get_protocol
 from .release import TS2_LAST_SEG, is_ts2_release
 from .scores_io import AnalysisInputs, ScoreTable, prepare_inputs, read_scores
+from .stats import bootstrap_group_means, percentile_ci, stratified_counts
 from .walks import build_walk_table
 
 __all__ = ["ProtocolResult", "AnalysisResult", "analyze", "run_protocol", "included_segs"]

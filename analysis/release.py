@@ -40,7 +40,7 @@ def is_ts2_release(structure: Structure) -> bool:
     last = next(s for s in structure.segs if s.seg_id == TS2_LAST_SEG)
     seg = last.seg
     if seg is None:
-        sizes = Counter({lbl: len(r) for lbl, r in zip(last.labels, last.rows)})
+        sizes = Counter({lbl: len(r) for lbl, r in zip(last.labels, last.rows, strict=True)})
     else:
         sizes = Counter({n: len(seg.images(n)) for n in seg.nodes})
         prompt = str(getattr(seg, "prompt", "") or "")

@@ -12,7 +12,12 @@ Pure functions on arrays; results are small frozen dataclasses.
 """
 
 from .intervals import Interval, percentile_ci
-from .resampling import bootstrap_group_means, cluster_draws, draw_counts, stratified_counts
+from .resampling import (
+           bootstrap_group_means,
+           cluster_draws,
+           draw_counts,
+           stratified_counts,
+)
 from .significance import WilliamsResult, holm, sign_flip_pvalues, williams_test
 
 __all__ = ["Interval", "percentile_ci", "bootstrap_group_means", "cluster_draws", "draw_counts", "stratified_counts",
