@@ -83,13 +83,14 @@ def test_analyze_writes_every_output(scores, tmp_path):
 
 def test_analyze_protocols_and_bootstrap_off(scores, tmp_path):
     out = tmp_path / "both"
-    r = _run(f"scores={scores}", f"output_dir={out}", "bootstrap=0", "protocols=[paper,graph]", "ranking.enabled=false")
+    r = _run(f"scores={scores}", f"output_dir={out}", "bootstrap=0", "chance=0", "protocols=[paper,graph]",
+             "ranking.enabled=false")
     assert r.returncode == 0, r.stderr
     mm = pd.read_csv(out / "metametrics.csv")
     assert set(mm.protocol) == {"paper", "graph"} and mm["ci_low"].isna().all()
     assert not (out / "ranking.csv").exists()
     text = (out / "metametrics.csv").read_text().splitlines()[1]
-    assert text.endswith(",,12")  # empty CI cells, not "nan"
+    assert text.endswith(",,12,,,,")  # empty CI and chance cells, not "nan"
 
 
 def test_bad_input_is_a_clear_error(tmp_path):
