@@ -97,8 +97,15 @@ _CHAT_TEMPLATE = (
 def build_tiny_llava(out: Path, seed: int = 0) -> Path:
     """A LlavaForConditionalGeneration (tiny CLIP vision tower + tiny Llama) with a chat template."""
     import torch
-    from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor)
+    from transformers import (
+        AutoTokenizer,
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
     tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
@@ -131,9 +138,16 @@ def noise_images(n: int, seed: int = 0, size: int = 48):
 def build_tiny_instructblip(out: Path, seed: int = 0) -> Path:
     """An InstructBlipForConditionalGeneration with a tiny Q-Former and a tiny T5 (as flan-t5-xl)."""
     import torch
-    from transformers import (AutoTokenizer, BlipImageProcessor, InstructBlipConfig,
-                              InstructBlipForConditionalGeneration, InstructBlipProcessor, InstructBlipQFormerConfig,
-                              InstructBlipVisionConfig, T5Config)
+    from transformers import (
+        AutoTokenizer,
+        BlipImageProcessor,
+        InstructBlipConfig,
+        InstructBlipForConditionalGeneration,
+        InstructBlipProcessor,
+        InstructBlipQFormerConfig,
+        InstructBlipVisionConfig,
+        T5Config,
+    )
 
     tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
     qtok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
