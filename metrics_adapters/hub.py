@@ -101,6 +101,21 @@ def _in_hf_cache(model: str, revision: str | None) -> bool:
     return False
 
 
+def _one_log_line_per_message() -> None:
+    """Drop huggingface_hub's own stderr handler when the application logs through the root logger.
+
+    The library adds a bare StreamHandler to its logger on import and also propagates to the root,
+    so under ts2's logging every hub warning was printed twice (once bare, once formatted).
+    """
+    import huggingface_hub  # noqa: F401  (importing it installs the handler we remove)
+
+    hf = logging.getLogger("huggingface_hub")
+    if logging.getLogger().handlers and hf.propagate:
+        for h in list(hf.handlers):
+            if type(h) is logging.StreamHandler:
+                hf.removeHandler(h)
+
+
 def _go_offline() -> None:
     # huggingface_hub and transformers read this flag at call time: cached files load at once,
     # missing ones fail at once, instead of five retries per file. Child processes inherit it.
@@ -132,6 +147,7 @@ def require_model(model: str, revision: str | None = None, option: str = "model"
         A hub id that is not cached while ``HF_HUB_OFFLINE`` is set or the hub cannot be reached.
     """
     model = str(model)
+    _one_log_line_per_message()
     if model.startswith("local-dir:") or Path(model).expanduser().exists() or not _HUB_ID.match(model):
         return model
     if _in_hf_cache(model, revision):
