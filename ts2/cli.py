@@ -157,7 +157,7 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
         precheck(prog, cmd.config, overrides)
         _check_output_override(overrides)
     except ConfigError as e:
-        print(f"{prog}: {e}" if not str(e).startswith(prog) else str(e), file=sys.stderr)
+        print(str(e) if prog in str(e) else f"{prog}: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"{prog}: {e.strerror or e}", file=sys.stderr)

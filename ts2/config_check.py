@@ -203,8 +203,8 @@ def precheck(prog: str, config_name: str, args: list[str]):
         cfg = compose_config(config_name, checked)
     except HydraException as e:
         msg = str(e)
-        m = re.search(r"Could not (?:override|delete from config|delete) '([^']+)'", msg)
-        if m and "not in struct" in msg or (m and "Key" in msg and "not found" in msg):
+        m = re.search(r"Could not override '([^']+)'\.\s*To append to your config use", msg)
+        if m:
             key = m.group(1)
             others = [o for o in checked if o.lstrip("+~").split("=", 1)[0].split("@")[0] != key]
             raise _unknown_key(prog, key, config_name, others) from e

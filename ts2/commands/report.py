@@ -102,20 +102,18 @@ def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
 def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path, dataset=None):
     """:func:`build_report` with its settings read from a config (``ts2 report`` and ``ts2 run``).
 
-    Missing keys take the defaults of ``conf/report.yaml``.
+    Both compose ``conf/analysis/default.yaml`` and ``conf/report/default.yaml``, where every
+    setting and its default lives; none is restated here.
     """
     return build_report(
-        results, out, title=str(cfg.get("title") or "TS2 report"),
-        protocols=_as_list(cfg.get("protocols")) or ["paper"], bootstrap=int(cfg.get("bootstrap", 1000)),
-        seed=int(cfg.get("seed", 0)), dataset=dataset, subsets=str(cfg.get("subsets") or "auto"),
-        figure_protocol=cfg.get("figure_protocol"), flops=_plain(cfg.get("flops")) or {},
-        lower_is_better=_as_list(cfg.get("lower_is_better")), labels=_plain(cfg.get("labels")) or {},
-        scatter=_as_list(cfg.get("scatter")) or None, heatmaps=int(cfg.get("heatmaps", 2)),
-        figures=None if cfg.get("figures") is None else _as_list(cfg.figures),
-        pareto=None if cfg.get("pareto") is None else _as_list(cfg.pareto), human=cfg.get("human"),
-        human_statistic=str(cfg.get("human_statistic") or "kendall_b"),
-        human_grouping=str(cfg.get("human_grouping") or "prompt"),
-        seg_meta_metric=str(cfg.get("seg_meta_metric") or "rank"))
+        results, out, title=str(cfg.title), protocols=_as_list(cfg.protocols), bootstrap=int(cfg.bootstrap),
+        seed=int(cfg.seed), dataset=dataset, subsets=str(cfg.subsets), figure_protocol=cfg.figure_protocol,
+        flops=_plain(cfg.flops) or {}, lower_is_better=_as_list(cfg.lower_is_better),
+        labels=_plain(cfg.labels) or {}, scatter=_as_list(cfg.scatter) or None, heatmaps=int(cfg.heatmaps),
+        figures=None if cfg.figures is None else _as_list(cfg.figures),
+        pareto=None if cfg.pareto is None else _as_list(cfg.pareto), human=cfg.human,
+        human_statistic=str(cfg.human_statistic), human_grouping=str(cfg.human_grouping),
+        seg_meta_metric=str(cfg.seg_meta_metric))
 
 
 def main(cfg: DictConfig) -> int:
