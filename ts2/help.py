@@ -130,7 +130,7 @@ def config_groups(cfg) -> dict[str, str]:
 def _show(value) -> str:
     if isinstance(value, (DictConfig, ListConfig)):
         value = OmegaConf.to_container(value, resolve=False)
-    text = "null" if value is None else str(value).replace("'", "")
+    text = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value).replace("'", "")
     return text if len(text) <= 38 else text[:35] + "..."
 
 
@@ -184,4 +184,4 @@ def command_help(prog: str, command, cfg) -> str:
 
 
 def _key_line(path: str, value, meanings: dict[str, str]) -> str:
-    return f"  {path + '=' + _show(value):<44} {meanings.get(path, '')}".rstrip()
+    return f"  {path + '=' + _show(value):<44}  {meanings.get(path, '')}".rstrip()
