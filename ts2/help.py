@@ -152,16 +152,19 @@ def command_help(prog: str, command, cfg) -> str:
     if command.actions:
         out += ["", f"actions: {' | '.join(command.actions)}  (the first word after `{prog}`)"]
     groups = config_groups(cfg)
-    group_roots = set()
+    group_roots: set[str] = set()
+    listed_groups: set[str] = set()
     if groups:
         out += ["", "config groups (GROUP=OPTION):"]
-        for g, choice in groups.items():
+        for g, choice in sorted(groups.items(), key=lambda kv: ("@" in kv[0], kv[0])):
             name = g.split("@")[0]
             where = g.split("@")[1] if "@" in g else name
             group_roots.add(where.split(".")[0] if "." not in name else where)
             opts = group_options(name.lstrip("/"))
-            shown = f"{where}={choice}" if where == name else f"{where} ({name}={choice})"
-            out.append(f"  {shown:<34} options: {', '.join(opts)}")
+            listed = f"options: {', '.join(opts)}" if name not in listed_groups else f"options of {name}: as above"
+            listed_groups.add(name)
+            shown = f"{where}={choice}" if where == name else f"{where}={choice} ({name})"
+            out.append(f"  {shown:<34} {listed}")
     meanings = key_meanings(command.config)
     out += ["", "keys (KEY=VALUE; default shown):"]
     body = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
