@@ -10,6 +10,8 @@ the same composition ``hydra.main`` does next) and turns every problem into one
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 import re
 import tempfile
 from importlib.resources import files
@@ -176,7 +178,7 @@ def _check_output_dir(prog: str, cfg, overrides: list[str]) -> None:
     given = any(o.lstrip("+").startswith("output_dir=") for o in overrides)
     try:
         if not anc.is_dir():
-            raise NotADirectoryError(20, "not a directory", str(anc))
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(anc))
         tempfile.TemporaryFile(dir=anc).close()
     except OSError as e:
         how = "pass output_dir=DIR (a writable folder)" if given else \
