@@ -28,17 +28,19 @@ def write_frame(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, pd.DataFrame] | None = None,
-                  roles: dict[str, str] | None = None, dataset: str | None = None) -> list[Path]:
+                  roles: dict[str, str] | None = None, dataset: str | None = None,
+                  score_files: list[str] | tuple[str, ...] = ()) -> list[Path]:
     """Write every output of ``result`` (and ``extra`` frames as ``<name>.csv``) to ``out_dir``,
     as one set (:func:`seg_data.results.result_set`: a killed writer leaves a folder that reads
     as interrupted). ``roles`` (metric -> role, default ``metric``) and the ``dataset`` name go
-    into ``analysis.json``."""
+    into ``analysis.json``, with the absolute paths of the ``score_files`` read (the user's table,
+    then any reference table), so a report can draw their per-image scores."""
     with result_set(out_dir, "ts2 analyze"):
-        return _write_outputs(result, Path(out_dir), extra, roles or {}, dataset)
+        return _write_outputs(result, Path(out_dir), extra, roles or {}, dataset, score_files)
 
 
 def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFrame] | None,
-                   roles: dict[str, str], dataset: str | None) -> list[Path]:
+                   roles: dict[str, str], dataset: str | None, score_files) -> list[Path]:
     paths = [write_frame(result.metametrics_frame(), out / "metametrics.csv"),
              write_frame(result.per_seg_frame(), out / "per_seg.csv")]
     paths += write_tables(result, out)
@@ -50,6 +52,7 @@ def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFr
         "lower_is_better": sorted(result.lower_is_better),
         "roles": {m: roles.get(m, "metric") for m in result.metrics},
         "dataset": dataset,
+        "score_files": [str(Path(f).resolve()) for f in score_files],
         "meta_metrics": list(result.meta_metrics),
         "protocols": {name: pr.protocol.to_dict() for name, pr in result.protocols.items()},
         "subsets": {name: list(pr.group_names) for name, pr in result.protocols.items()},

@@ -317,9 +317,11 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
     # readable at page width instead of becoming a 2000-px strip.
     starts = [i for i in range(ncell) if i == 0 or nodes[i] != nodes[i - 1]]
     ends = starts[1:] + [ncell]
+    # Rows of about equal width: 22 cells at 20 per row become 11 + 11, not 20 + 2.
+    per_row = math.ceil(ncell / math.ceil(ncell / max_per_row))
     chunks: list[tuple[int, int]] = []
     for a, b in zip(starts, ends):
-        if chunks and b - chunks[-1][0] <= max_per_row:
+        if chunks and b - chunks[-1][0] <= per_row:
             chunks[-1] = (chunks[-1][0], b)
         else:
             chunks.append((a, b))

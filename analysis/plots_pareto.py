@@ -183,6 +183,8 @@ def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str]
             hi = d["ci_high"].to_numpy(float) * 100 if "ci_high" in d else np.full(len(d), np.nan)
             for i, m in enumerate(d["metric"]):
                 colour, marker = style[m]
+                if is_ctrl[i]:
+                    colour = "0.6"
                 if np.isfinite(lo[i]) and np.isfinite(hi[i]):
                     ax.errorbar(x[i], val[i], yerr=[[max(val[i] - lo[i], 0)], [max(hi[i] - val[i], 0)]],
                                 fmt="none", ecolor=colour, elinewidth=1.2, capsize=3, alpha=0.8, zorder=2)

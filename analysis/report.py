@@ -289,7 +289,8 @@ def runs_html(runs: Sequence[RunInfo]) -> str:
         hm = "-" if r.cache_hits is None else f"{r.cache_hits} / {r.cache_misses}"
         wt = "-" if r.wall_time_s is None else f"{r.wall_time_s:.1f}" + (" <small>(sum of shards)</small>"
                                                                           if len(r.dirs) > 1 else "")
-        ips = "<br>".join(f"{html.escape(m)}: {v:.3g}" for m, v in r.images_per_s.items()) or "-"
+        ips = "<br>".join(f"{html.escape(m)}: {v:.3g}" if np.isfinite(v) else f"{html.escape(m)}: cached"
+                          for m, v in r.images_per_s.items()) or "-"
         rows.append(f"<tr><td>{html.escape(r.label)}</td><td>{cols}</td><td>{ov}</td>"
                     f"<td>{'-' if r.n_images is None else r.n_images}</td><td>{html.escape(str(r.device or '-'))}</td>"
                     f"<td>{wt}</td><td>{ips}</td><td>{r.n_failed}</td><td>{hm}</td></tr>")
@@ -336,13 +337,13 @@ def _overview(merged: MergedResults, labels: Mapping[str, str]) -> str:
     if merged.scores is not None:
         parts.append(f"; {merged.scores['seg_id'].nunique()} SEGs, {len(merged.scores)} images")
     parts.append("</p><ul>")
-    what = {"metric": "under evaluation", "reference": "references (published scores, for comparison)",
-            "control": "controls (built to fail: the floor a metric must clear; never on a Pareto frontier, "
+    what = {"metric": "Metrics under evaluation", "reference": "Reference metrics (published scores, for comparison)",
+            "control": "Controls (built to fail: the floor a metric must clear; never on a Pareto frontier, "
                        "never choosing heatmaps)"}
     for role, text in what.items():
         ms = [labels.get(m, m) for m in merged.metrics if merged.role(m) == role]
         if ms:
-            parts.append(f"<li>Metrics {text}: {html.escape(', '.join(ms))}</li>")
+            parts.append(f"<li>{text}: {html.escape(', '.join(ms))}</li>")
     return "".join(parts) + "</ul>"
 
 
@@ -411,4 +412,4 @@ def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatm
 def _fmt_flops(f: float) -> str:
     from .plots import si_flops
 
-    return si_flops(f) or "-"
+    return "0" if f == 0 else (si_flops(f) or "-")

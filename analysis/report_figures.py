@@ -239,11 +239,12 @@ def _pareto_figures(merged, out: Path, protocol, labels, groups, pareto, level) 
     no_cost = sorted(set(pts["metric"]) - set(with_cost["metric"]))
     figs = []
     for mmname in dict.fromkeys(pts["meta_metric"]):
-        costed = with_cost.loc[(with_cost["meta_metric"] == mmname) & (with_cost["role"] != "control"),
-                               "metric"].unique()
-        if len(costed) < 2:  # a frontier of one point says nothing
-            log.info("Pareto figure of %s skipped: FLOPs per image known for %d non-control metric(s) (%s), need 2",
-                     mmname, len(costed), ", ".join(costed) or "-")
+        costed = with_cost.loc[with_cost["meta_metric"] == mmname]
+        own = costed.loc[costed["role"] != "control", "metric"].unique()
+        # A figure needs two costed points, one of them a non-control (the controls are its floor).
+        if len(costed["metric"].unique()) < 2 or not len(own):
+            log.info("Pareto figure of %s skipped: FLOPs per image known for %d metric(s), %d non-control (%s)",
+                     mmname, costed["metric"].nunique(), len(own), ", ".join(own) or "-")
             continue
         fig = plots.pareto_figure(pts, mmname, labels=labels, groups=groups)
         p = plots.save_figure(fig, out / f"pareto_{mmname}.png")

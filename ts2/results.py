@@ -176,6 +176,39 @@ def _read_csv(path: Path, what: str, required: Sequence[str], dtype: dict | None
     return df
 
 
+def _analysed_score_table(p: Path) -> pd.DataFrame | None:
+    """The per-image scores a ``ts2 analyze`` job read: the files listed in its ``analysis.json``
+    (the user's table, then the reference table), joined on ``file_name``; else its Hydra
+    config's ``scores=`` file. ``None`` (with an INFO line) when they are gone."""
+    import json
+
+    files = []
+    a = p / "analysis.json"
+    if a.is_file():
+        try:
+            files = [Path(f) for f in json.loads(a.read_text(encoding="utf-8")).get("score_files") or []]
+        except (json.JSONDecodeError, AttributeError) as e:
+            raise ValueError(f"{a}: expected a JSON object, could not read it: {e}") from e
+    if not files:
+        f = _analysed_scores_file(p)
+        files = [f] if f is not None else []
+    gone = [f for f in files if not f.is_file() or f.suffix.lower() != ".csv"]
+    if gone:
+        log.info("%s: the analysed score file(s) %s are gone or not CSV; figures that need per-image scores skip "
+                 "them", p, ", ".join(map(str, gone)))
+    key = {"seg_id": str, "node": str, "file_name": str}
+    tables = [_read_csv(f, "score table", ("seg_id", "node"), dtype=key) for f in files if f not in gone]
+    if not tables:
+        return None
+    out = tables[0]
+    for t in tables[1:]:
+        if "file_name" not in out.columns or "file_name" not in t.columns:
+            break
+        extra = [c for c in metric_columns(t.columns) if c not in out.columns]
+        out = out.merge(t[["file_name", *extra]], on="file_name", how="left")
+    return out
+
+
 def _analysed_scores_file(p: Path) -> Path | None:
     """The score file a ``ts2 analyze`` job read (its ``scores=`` setting), when it is a CSV that
     still exists: relative paths are taken from the job's working directory."""
@@ -240,8 +273,8 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
         except (json.JSONDecodeError, AttributeError) as e:
             raise ValueError(f"{p / 'analysis.json'}: expected a JSON object, could not read it: {e}") from e
     key = {"seg_id": str, "node": str, "file_name": str}
-    score_file = p / "scores.csv" if (p / "scores.csv").is_file() else _analysed_scores_file(p)
-    scores = _read_csv(score_file, "score table", ("seg_id", "node"), dtype=key) if score_file else None
+    scores = (_read_csv(p / "scores.csv", "score table", ("seg_id", "node"), dtype=key)
+              if (p / "scores.csv").is_file() else _analysed_score_table(p))
     mm = (_read_csv(p / "metametrics.csv", "meta-metric", ("metric", "protocol", "meta_metric", "subset", "value"),
                     dtype={"metric": str, "subset": str})
           if (p / "metametrics.csv").is_file() else None)
@@ -271,6 +304,9 @@ def _run_summary(d: ResultDir, columns: Iterable[str]) -> dict:
     # predates it has only per-metric times, whose sum undercounts.
     out["wall"] = run.wall_time_s
     for rec in run.raw.get("metrics") or []:
+        if rec.get("images_per_s") is None and rec.get("cache_misses") == 0:
+            # Every score came from the cache: no rate was measured (NaN, shown as "cached").
+            out["ips"].update({c: float("nan") for c in rec.get("columns") or [] if c in cols})
         out["device"] = out["device"] or rec.get("device")
         out["failed"] += int(rec.get("n_failed") or len(rec.get("failures") or []))
         out["hits"] += int(rec.get("cache_hits") or 0)

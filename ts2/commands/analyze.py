@@ -134,7 +134,8 @@ def main(cfg: DictConfig) -> int:
             extra["ranking"] = pd.concat(rankings, ignore_index=True)
             extra["pairs"] = pd.concat(pairs, ignore_index=True)
     write_outputs(result, out, extra, roles=roles,
-                  dataset=getattr(dataset, "name", None) or (run.dataset if run else None))
+                  dataset=getattr(dataset, "name", None) or (run.dataset if run else None),
+                  score_files=[str(cfg.scores)] + ([str(ref)] if ref is not None else []))
     for note in result.notes:
         log.warning("%s", note)
     text = summary_text(result, meta_metrics=_list(cfg.get("table_meta_metrics")) or ("rank", "sep", "delta"))
