@@ -208,8 +208,10 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
                 raise ValueError(f"expected scatter=[a,b] with two metrics among {ranked}, got {pair}")
         else:
             first = next((m for m in merged.of_interest if m in ranked), None)
-            pool = [m for m in (merged.references or [m for m in ranked if m not in controls] or ranked)
-                    if m != first and m in ranked]
+            others = [m for m in ranked if m != first]
+            # a reference if there is one, else another non-control metric, else a control (the floor)
+            pool = ([m for m in others if merged.role(m) == "reference"]
+                    or [m for m in others if m not in controls] or others)
             agree = agreement(ps, first, pool, protocol) if first and pool else pd.Series(dtype=float)
             pair = [first, str(agree.index[0])] if len(agree) else []
         if pair:
