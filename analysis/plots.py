@@ -317,11 +317,12 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
     # readable at page width instead of becoming a 2000-px strip.
     starts = [i for i in range(ncell) if i == 0 or nodes[i] != nodes[i - 1]]
     ends = starts[1:] + [ncell]
-    # Rows of about equal width: 22 cells at 20 per row become 11 + 11, not 20 + 2.
+    # Rows of about equal width (22 cells at 20 per row: about 11 + 11, not 20 + 2): a row takes
+    # whole nodes until it holds at least its share.
     per_row = math.ceil(ncell / math.ceil(ncell / max_per_row))
     chunks: list[tuple[int, int]] = []
     for a, b in zip(starts, ends):
-        if chunks and b - chunks[-1][0] <= per_row:
+        if chunks and chunks[-1][1] - chunks[-1][0] < per_row:
             chunks[-1] = (chunks[-1][0], b)
         else:
             chunks.append((a, b))

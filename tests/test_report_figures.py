@@ -115,3 +115,18 @@ def test_report_marks_controls_and_names_heatmap_metrics(tmp_path, monkeypatch):
     runs = page.split("<h2>Runs</h2>")[1]
     assert "<td>11.1</td>" in runs  # the run's wall time, not the 6.0 s sum of per-metric times
     assert "good: 48" in runs and "rnd: 9e+03" in runs and "9.03e+03" not in runs  # per metric, no mean
+
+
+def test_wide_seg_heatmap_wraps_whole_nodes_over_rows():
+    nodes = ["0"] + [f"{lv}{c}" for lv in (1, 2, 3) for c in "abc"]  # 10 nodes x 3 images = 30 cells
+    sc = pd.DataFrame([{"seg_id": "7", "node": n, "file_name": f"{n}-{k}", "m": float(i)}
+                       for i, n in enumerate(nodes) for k in range(3)])
+    fig = plots.seg_heatmap(sc, "7", ["m"], max_per_row=20)
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(panels) == 2 and fig.get_figwidth() <= 14.0
+    shown = [t.get_text() for ax in panels for t in ax.get_xticklabels()]
+    assert shown == nodes  # every node once, in order, never split across rows
+    widths = [ax.get_xlim()[1] - ax.get_xlim()[0] for ax in panels]
+    assert widths[0] == widths[1]  # equal cell widths in every row
+    # rows of about equal width: 15 + 15 cells, not 18 + 12
+    assert [len(ax.get_xticklabels()) for ax in panels] == [5, 5]
