@@ -130,3 +130,14 @@ def test_wide_seg_heatmap_wraps_whole_nodes_over_rows():
     assert widths[0] == widths[1]  # equal cell widths in every row
     # rows of about equal width: 15 + 15 cells, not 18 + 12
     assert [len(ax.get_xticklabels()) for ax in panels] == [5, 5]
+
+
+def test_pareto_chance_band_only_when_the_columns_are_there():
+    base = pd.DataFrame({"metric": ["a", "b"], "meta_metric": "sep", "subset": "Avg", "value": [0.9, 0.7],
+                         "flops": [1e9, 1e6]})
+    assert not plots.pareto_figure(base, "sep").axes[0].patches  # stats not merged yet: no band, no error
+    fig = plots.pareto_figure(base.assign(chance=[0.6, 0.62], chance_low=[0.55, 0.5], chance_high=[0.66, 0.7]), "sep")
+    (band,) = fig.axes[0].patches
+    ys = band.get_path().transformed(band.get_patch_transform()).vertices[:, 1] if hasattr(band, "get_patch_transform") \
+        else band.get_xy()[:, 1]
+    assert min(ys) == pytest.approx(50.0) and max(ys) == pytest.approx(70.0)
