@@ -49,9 +49,9 @@ def _get(cfg, key, default):
 
 def _write_results(rows: list[dict], path: Path) -> None:
     # Rewritten after each metric so an interrupted run keeps the metrics it finished.
-    tmp = path.with_suffix(".csv.tmp")
-    pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(tmp, index=False)
-    tmp.replace(path)
+    from seg_data.results import atomic_write_text
+
+    atomic_write_text(path, pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(index=False))
 
 
 def human_main(cfg) -> int:

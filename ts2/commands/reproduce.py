@@ -175,7 +175,7 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
         flops={m: FLOPS[m] for m in res.metrics if m in FLOPS}, lower_is_better=res.lower_is_better,
         runs=(rp.RunInfo(label=Path(score_src).name, dirs=(str(root),), overrides={},
                          columns={m: m for m in res.metrics}, n_images=len(frame)),),
-        notes=tuple(res.notes))
+        notes=tuple(res.notes), dataset=getattr(ds, "name", None) or "TS2", confidence=res.confidence)
     extra = [("Discrepancies with the printed Table 2", discrepancies_html(disc))]
     kinds = rp.FIGURE_KINDS if figures is None else tuple(figures)
     if "pareto" in kinds:
