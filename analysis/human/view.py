@@ -60,9 +60,10 @@ class HumanViewOutputs:
 
 
 def _write_results(rows: list[dict], path: Path) -> None:
-    from ..tables import _atomic_write  # the package's atomic writer
+    # Rewritten after each metric so an interrupted run keeps the metrics it finished.
+    from seg_data.results import atomic_write_text
 
-    _atomic_write(path, pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(index=False))
+    atomic_write_text(path, pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(index=False))
 
 
 def run_human_view(hj, output_dir: str | Path, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,

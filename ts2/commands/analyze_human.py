@@ -21,8 +21,8 @@ Called by the ``ts2 analyze`` handler when ``cfg.human`` is set. Reads a human-j
 Config keys read (all optional but ``human``): ``human``, ``output_dir`` (default ``.``),
 ``metrics`` (list, null = all), ``bootstrap`` (replicates, 1000; 0 = no intervals), ``seed``
 (0), ``confidence`` (0.95), ``human_permutations`` (1000; 0 = no permutation tests; the SEG
-analysis' ``permutations`` is not used), ``progress`` (true). Keys absent from the composed
-config are passed as ``++key=value``.
+analysis' ``permutations`` is not used), ``progress`` (true); all of them are keys of
+``conf/analyze.yaml``.
 """
 
 from __future__ import annotations
