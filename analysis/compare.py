@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .stats import holm, percentile_ci, sign_flip_pvalues
 from .pipeline import AnalysisResult
+from .stats import holm, percentile_ci, sign_flip_pvalues
 
 __all__ = ["compare_metrics", "pairwise_comparisons", "rank_metrics"]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .pipeline import AnalysisResult
 from seg_data.results import atomic_write_text, result_set
 
+from .pipeline import AnalysisResult
 from .tables import write_tables
 
 __all__ = ["write_outputs", "write_frame", "summary_text", "compare_text"]

@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     sys.path.insert(0, str(REPO))
-    from analysis.stats import bootstrap_group_means, stratified_counts
     from analysis.pipeline import analyze
+    from analysis.stats import bootstrap_group_means, stratified_counts
 
     df = make_table(args.ts2, args.columns)
     both = ["paper", "graph"]
@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         from analysis.protocols import PROTOCOLS
         sys.path.insert(0, str(REPO / "tests"))  # the plain-loop reference is test code
         from reference_impl import reference_seg_values
+
         from analysis.scores_io import prepare_inputs, read_scores
 
         inputs = prepare_inputs(read_scores(df))

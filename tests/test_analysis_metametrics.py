@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference_impl import reference_seg_values, reference_walk
 from scipy import stats
 
 from analysis import bootstrap, compare, pareto, pipeline, scores_io, walks
@@ -23,7 +24,6 @@ from analysis.metametrics.pair_acc import walk_pair_acc
 from analysis.metametrics.rank import walk_rank
 from analysis.metametrics.sep import walk_sep
 from analysis.protocols import PROTOCOLS
-from reference_impl import reference_seg_values, reference_walk
 from analysis.scores_io import prepare_inputs, read_scores
 from analysis.walks import build_walk_table
 

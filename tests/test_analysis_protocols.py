@@ -18,7 +18,7 @@ from analysis.pipeline import analyze
 from analysis.protocols import PROTOCOLS, Protocol, get_protocol
 from analysis.scores_io import prepare_inputs, read_scores
 from analysis.walks import build_walk_table, level_walks, protocol_walks
-from seg_data import SEG, SEGDataset, ImageRecord
+from seg_data import SEG, ImageRecord, SEGDataset
 from seg_data.graph import build_graph
 
 

@@ -10,9 +10,9 @@ import pytest
 from scipy import stats
 
 from analysis.compare import compare_metrics, rank_metrics
-from analysis.stats import bootstrap_group_means, holm, percentile_ci, sign_flip_pvalues, stratified_counts
 from analysis.pareto import pareto_front, pareto_mask, parse_flops
 from analysis.pipeline import analyze
+from analysis.stats import bootstrap_group_means, holm, percentile_ci, sign_flip_pvalues, stratified_counts
 
 
 def synthetic_scores(n_segs: int = 40, seed: int = 0) -> pd.DataFrame:

@@ -46,7 +46,7 @@ def metric_correlation_pvalues(scores: pd.DataFrame, method: str = "spearman", m
     cols = list(scores.columns)
     out = pd.DataFrame(np.nan, index=cols, columns=cols)
     v = scores.to_numpy(dtype=float)
-    for i, ci in enumerate(cols):
+    for i in range(len(cols)):
         for j in range(i, len(cols)):
             ok = np.isfinite(v[:, i]) & np.isfinite(v[:, j])
             if ok.sum() < min_periods:
@@ -54,7 +54,7 @@ def metric_correlation_pvalues(scores: pd.DataFrame, method: str = "spearman", m
             if i == j:
                 out.iloc[i, j] = 0.0
                 continue
-            p = _quiet(lambda: fns[method](v[ok, i], v[ok, j]).pvalue)
+            p = _quiet(lambda a=v[ok, i], b=v[ok, j]: fns[method](a, b).pvalue)
             out.iloc[i, j] = out.iloc[j, i] = p
     return out
 
