@@ -15,21 +15,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from seg_data.results import atomic_write_text, result_set
+
 from .pipeline import AnalysisResult
-from .tables import _atomic_write, write_tables
+from .tables import write_tables
 
 __all__ = ["write_outputs", "write_frame", "summary_text", "compare_text"]
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> Path:
-    _atomic_write(path, frame.to_csv(index=False))
-    return path
+    return atomic_write_text(path, frame.to_csv(index=False))
 
 
-def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, pd.DataFrame] | None = None) -> list[Path]:
-    """Write every output of ``result`` (and ``extra`` frames as ``<name>.csv``) to ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, pd.DataFrame] | None = None,
+                  roles: dict[str, str] | None = None, dataset: str | None = None,
+                  score_files: list[str] | tuple[str, ...] = ()) -> list[Path]:
+    """Write every output of ``result`` (and ``extra`` frames as ``<name>.csv``) to ``out_dir``,
+    as one set (:func:`seg_data.results.result_set`: a killed writer leaves a folder that reads
+    as interrupted). ``roles`` (metric -> role, default ``metric``) and the ``dataset`` name go
+    into ``analysis.json``, with the absolute paths of the ``score_files`` read (the user's table,
+    then any reference table), so a report can draw their per-image scores."""
+    with result_set(out_dir, "ts2 analyze"):
+        return _write_outputs(result, Path(out_dir), extra, roles or {}, dataset, score_files)
+
+
+def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFrame] | None,
+                   roles: dict[str, str], dataset: str | None, score_files) -> list[Path]:
     paths = [write_frame(result.metametrics_frame(), out / "metametrics.csv"),
              write_frame(result.per_seg_frame(), out / "per_seg.csv")]
     paths += write_tables(result, out)
@@ -39,20 +50,25 @@ def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, 
         "source": result.source,
         "metrics": list(result.metrics),
         "lower_is_better": sorted(result.lower_is_better),
+        "roles": {m: roles.get(m, "metric") for m in result.metrics},
+        "dataset": dataset,
+        "score_files": [str(Path(f).resolve()) for f in score_files],
         "meta_metrics": list(result.meta_metrics),
         "protocols": {name: pr.protocol.to_dict() for name, pr in result.protocols.items()},
         "subsets": {name: list(pr.group_names) for name, pr in result.protocols.items()},
         "subset_source": result.subset_source,
         "n_segs": {name: len(pr.seg_values.seg_ids) for name, pr in result.protocols.items()},
+        "excluded_segs": {name: list(pr.excluded) for name, pr in result.protocols.items()},
         "delta_sigma": {name: dict(zip(result.metrics, map(_num, pr.seg_values.sigma)))
                         for name, pr in result.protocols.items()},
         "bootstrap": result.bootstrap,
         "seed": result.seed,
         "confidence": result.confidence,
+        "chance_permutations": result.chance,
         "notes": list(result.notes),
     }
     p = out / "analysis.json"
-    _atomic_write(p, json.dumps(meta, indent=1))
+    atomic_write_text(p, json.dumps(meta, indent=1))
     paths.append(p)
     return paths
 
@@ -61,34 +77,54 @@ def _num(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
+def _pct(v: float) -> str:
+    x = round(100 * float(v), 1)
+    return f"{x + 0.0 if x != 0 else 0.0:.1f}"  # never "-0.0"
+
+
 def _fmt(v: float, lo: float, hi: float, with_ci: bool) -> str:
     if np.isnan(v):
         return "-"
-    s = f"{100 * v:.1f}"
+    s = _pct(v)
     if with_ci and not (np.isnan(lo) or np.isnan(hi)):
-        s += f" [{100 * lo:.1f}, {100 * hi:.1f}]"
+        s += f" [{_pct(lo)}, {_pct(hi)}]"
     return s
 
 
 def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), subset: str = "Avg") -> str:
-    """A small fixed-width table per protocol: one line per metric, ``subset`` values in %."""
+    """A small fixed-width table per protocol: one line per metric, ``subset`` values in %.
+
+    With chance levels, a second table per protocol gives each cell's chance level, its band and
+    the chance-adjusted value ``(v - chance) / (max - chance)`` (in %; "-" for delta, unbounded).
+    """
     with_ci = result.bootstrap > 0
     mms = [m for m in meta_metrics if m in result.meta_metrics]
     lines = []
-    for name, pr in result.protocols.items():
-        g = list(pr.group_names).index(subset)
-        n_segs = len(pr.seg_values.seg_ids)
-        ci = f", {int(result.confidence * 100)}% CI over {result.bootstrap} SEG resamples" if with_ci else ""
-        lines.append(f"protocol={name}: {subset} over {n_segs} SEGs, values in %{ci}")
-        cells = [[m] + [_fmt(pr.estimates[i, result.meta_metrics.index(mm), g], pr.ci_low[i, result.meta_metrics.index(mm), g],
-                             pr.ci_high[i, result.meta_metrics.index(mm), g], with_ci) for mm in mms]
-                 for i, m in enumerate(result.metrics)]
-        header = ["metric"] + mms
+
+    def block(title: str, header: list[str], cells: list[list[str]]) -> None:
+        lines.append(title)
         widths = [max(len(str(r[j])) for r in [header] + cells) for j in range(len(header))]
         lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
         for r in cells:
             lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
         lines.append("")
+
+    level = f"{result.confidence * 100:g}%"
+    for name, pr in result.protocols.items():
+        g = list(pr.group_names).index(subset)
+        n_segs = len(pr.seg_values.seg_ids)
+        kk = [result.meta_metrics.index(mm) for mm in mms]
+        ci = f", {level} CI over {result.bootstrap} SEG resamples" if with_ci else ""
+        cells = [[m] + [_fmt(pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g], with_ci) for k in kk]
+                 for i, m in enumerate(result.metrics)]
+        block(f"protocol={name}: {subset} over {n_segs} SEGs, values in %{ci}", ["metric"] + mms, cells)
+        if pr.chance is not None:
+            ch, lo, hi, adj = pr.chance_arrays()
+            cells = [[m] + [f"{_fmt(ch[i, k, g], lo[i, k, g], hi[i, k, g], True)} -> "
+                            f"{_fmt(adj[i, k, g], np.nan, np.nan, False)}" for k in kk]
+                     for i, m in enumerate(result.metrics)]
+            block(f"protocol={name}: chance level [{level} band] -> chance-adjusted value, in % "
+                  f"({pr.chance.n_perm} within-SEG permutations)", ["metric"] + mms, cells)
     return "\n".join(lines)
 
 

@@ -6,13 +6,13 @@ Both are written atomically (a temporary sibling, then ``os.replace``).
 from __future__ import annotations
 
 import json
-import os
 import platform
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, result_set, run_record
 
 from .base import Metric, ScoreItem
 
@@ -20,9 +20,6 @@ if TYPE_CHECKING:
     from .engine import MetricRun
 
 __all__ = ["BASE_COLUMNS", "scores_frame", "write_outputs", "atomic_write_text", "package_versions"]
-
-BASE_COLUMNS = ("seg_id", "node", "file_name", "image_path", "prompt")
-
 
 # -- outputs ---------------------------------------------------------------------------------------
 def scores_frame(items: Sequence[ScoreItem], runs: Sequence[MetricRun]):
@@ -42,18 +39,6 @@ def scores_frame(items: Sequence[ScoreItem], runs: Sequence[MetricRun]):
         for k, col in enumerate(run.columns):
             df[col] = arr[:, k]
     return df
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and ``os.replace``: readers never see a half-written file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        # A full disk must not also keep the half-written copy that filled it.
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 _PACKAGES = ("ts2", "torch", "torchvision", "open_clip_torch", "transformers", "tokenizers", "timm", "numpy",
@@ -87,18 +72,15 @@ def write_outputs(output_dir: str | Path, items: Sequence[ScoreItem], runs: Sequ
     for m in metrics:
         df = m.finalize(df)
         added.update(m.finalize_directions())
-    csv_path, json_path = out / "scores.csv", out / "run.json"
-    atomic_write_text(csv_path, df.to_csv(index=False))
-    record = {
-        "format": "ts2-score-run/1",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "n_items": len(items),
-        "columns": list(df.columns),
-        "metrics": [r.summary() for r in runs],
-        "derived_columns": added,  # column -> higher_is_better, added after scoring by finalize()
-        "config": config,
-        "packages": package_versions(),
-        **(extra or {}),
-    }
-    atomic_write_text(json_path, json.dumps(record, indent=1, default=str))
+    csv_path, json_path = out / "scores.csv", out / RUN_FILE
+    directions = {c: h for r in runs for c, h in r.directions.items()} | added
+    roles = {c: r for m in metrics for c, r in m.roles().items()}
+    roles |= {c: roles.get(c, "metric") for c in directions}
+    with result_set(out, "ts2 score"):
+        atomic_write_text(csv_path, df.to_csv(index=False))
+        record = run_record(n_items=len(items), columns=df.columns, metrics=[r.summary() for r in runs],
+                            directions=directions, roles=roles,
+                            derived_columns=added,  # column -> higher_is_better, added after scoring by finalize()
+                            config=config, packages=package_versions(), **(extra or {}))
+        atomic_write_text(json_path, json.dumps(record, indent=1, default=str))
     return csv_path, json_path
