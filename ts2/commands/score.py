@@ -86,7 +86,6 @@ def main(cfg: DictConfig) -> int:
         log.error("%s", e.strerror or e)
         return 2
     t0 = time.perf_counter()
-    from metrics_adapters.cache import ScoreCache
     from metrics_adapters.engine import (
         EngineSettings,
         check_unique_columns,
