@@ -114,6 +114,8 @@ for _name, _target in {
     "random": "metrics_adapters.controls.random:RandomScore",
     "shuffled_image": "metrics_adapters.controls.shuffle:ShuffledImage",
     "shuffled_text": "metrics_adapters.controls.shuffle:ShuffledText",
+    "pickscore": "metrics_adapters.embedding.pickscore:PickScore",
+    "hpsv2": "metrics_adapters.embedding.hpsv2:HPSv2Score",
 }.items():
     METRICS.register(_name, _target)
 
