@@ -116,6 +116,7 @@ for _name, _target in {
     "shuffled_text": "metrics_adapters.controls.shuffle:ShuffledText",
     "pickscore": "metrics_adapters.embedding.pickscore:PickScore",
     "hpsv2": "metrics_adapters.embedding.hpsv2:HPSv2Score",
+    "vqascore": "metrics_adapters.qa.vqascore:VQAScore",
 }.items():
     METRICS.register(_name, _target)
 

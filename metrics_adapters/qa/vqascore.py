@@ -1,0 +1,230 @@
+"""VQAScore (Lin et al. 2024): the probability a generative VQA model gives to "Yes".
+
+``score = P("Yes" | image, template(prompt))`` with the default question of t2v_metrics,
+``Does this figure show "{prompt}"? Please answer yes or no.`` One forward pass per image, no
+generation, no answer matching.
+
+Which probability, exactly
+--------------------------
+At the FIRST answer position (decoder-only models: the last real input position, after the
+chat template's generation prompt; encoder-decoder models: the first decoder step, fed the
+decoder start token), the logits over the FULL vocabulary go through a softmax, and the
+probabilities of the "Yes" token ids are summed. The "Yes" token ids are found from
+``yes_words`` (default ``["Yes"]``): for each word ``w``, the first token of the tokenizer's
+encoding of ``w`` and of ``" " + w`` (without special tokens), each kept only if that one token
+decodes, stripped and case-folded, to ``w`` case-folded. The two spellings cover tokenizers that
+mark a preceding space in the token (SentencePiece ``▁Yes``, byte-level BPE ``ĠYes``) and those
+that do not; the decode check drops a bare space piece (``▁``). ``yes_words: [Yes, yes]`` counts
+both cases. t2v_metrics instead scores the whole answer sequence ("Yes" plus, for T5, the
+end-of-sequence token); where "Yes" is one token this differs from ours only by that final
+``P(</s> | Yes)`` factor.
+
+Backends: :class:`~metrics_adapters.qa.vqa.InstructBlipVQA` (T5 and decoder-only language models)
+and :class:`~metrics_adapters.qa.vqa.ChatVQA` (LLaVA-style), loaded by their own ``load``; the
+forward call of each is in :data:`FORWARDS`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from ..base import Metric, MetricError, ScoreItem
+from ..embedding.base import local_signature
+from .vqa import ChatVQA, InstructBlipVQA, VQABackend, VQARequest, format_prompt
+
+__all__ = ["VQAScore", "yes_token_ids", "first_answer_logits", "FORWARDS", "DEFAULT_TEMPLATE"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TEMPLATE = 'Does this figure show "{prompt}"? Please answer yes or no.'
+# Backend settings that change generated answers but not a forward pass's logits.
+_DECODING_KEYS = ("max_new_tokens", "num_beams", "decoding")
+
+
+def yes_token_ids(tokenizer, words: Sequence[str]) -> list[int]:
+    """The token ids counted as "Yes" (see the module docstring for the rule).
+
+    Raises
+    ------
+    ValueError
+        If no spelling of any word is a single token of ``tokenizer``.
+
+    Examples
+    --------
+    With an uncased WordPiece vocabulary "Yes" and " Yes" both give the token ``yes``;
+    with a SentencePiece one, ``▁Yes``.
+    """
+    ids: list[int] = []
+    for w in words:
+        for spelling in (w, " " + w):
+            enc = tokenizer(spelling, add_special_tokens=False)["input_ids"]
+            if not enc:
+                continue
+            first = int(enc[0])
+            if tokenizer.decode([first]).strip().casefold() == w.strip().casefold() and first not in ids:
+                ids.append(first)
+    if not ids:
+        raise ValueError(f"expected at least one of {list(words)} to be a single token of "
+                         f"{type(tokenizer).__name__}, got none")
+    return ids
+
+
+def _last_real_position(attention_mask):
+    """Index of the last 1 of each row (left or right padding alike)."""
+    length = attention_mask.shape[1]
+    return length - 1 - attention_mask.flip(1).long().argmax(dim=1)
+
+
+def _instructblip_logits(backend: InstructBlipVQA, requests: list[VQARequest]):
+    import torch
+
+    texts = [format_prompt(backend.template, r.question, r.choices) for r in requests]
+    inputs = backend._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
+    inputs = inputs.to(backend.device)
+    net = backend._net
+    n_tokens = inputs["attention_mask"].sum(dim=1)
+    with torch.inference_mode():
+        if net.config.use_decoder_only_language_model:
+            logits = net(**inputs).logits
+            pos = _last_real_position(inputs["attention_mask"])
+            return logits[torch.arange(len(requests)), pos], n_tokens
+        start = net.config.text_config.decoder_start_token_id
+        dec = torch.full((len(requests), 1), int(start), dtype=torch.long, device=inputs["input_ids"].device)
+        return net(**inputs, decoder_input_ids=dec).logits[:, 0], n_tokens
+
+
+def _chat_logits(backend: ChatVQA, requests: list[VQARequest]):
+    import torch
+
+    texts = [backend._proc.apply_chat_template(backend.conversation(r), add_generation_prompt=True, tokenize=False)
+             for r in requests]
+    inputs = backend._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
+    inputs = inputs.to(backend.device)
+    with torch.inference_mode():
+        logits = backend._net(**inputs).logits
+    pos = _last_real_position(inputs["attention_mask"])
+    return logits[torch.arange(len(requests)), pos], inputs["attention_mask"].sum(dim=1)
+
+
+# Backend class -> forward giving (logits [B, V] at the first answer position, input tokens [B]).
+FORWARDS: dict[type, Callable[[Any, list[VQARequest]], Any]] = {
+    InstructBlipVQA: _instructblip_logits,
+    ChatVQA: _chat_logits,
+}
+
+
+def first_answer_logits(backend: VQABackend, requests: list[VQARequest]):
+    """Logits at the first answer position for each request, and each request's input length."""
+    for cls in type(backend).__mro__:
+        if cls in FORWARDS:
+            return FORWARDS[cls](backend, requests)
+    raise TypeError(f"VQAScore: expected a generative VQA backend ({', '.join(c.__name__ for c in FORWARDS)}), "
+                    f"got {type(backend).__name__}")
+
+
+class VQAScore(Metric):
+    """P("Yes") of a generative VQA backend to ``template.format(prompt=...)``.
+
+    Parameters
+    ----------
+    name : str
+        Column name.
+    vqa : VQABackend or None
+        A generative backend (``conf/metric.vqa``: ``instructblip``, ``llava``, ``llava_alt``);
+        ``None``: InstructBLIP flan-t5-xl with the bare question as its prompt.
+    template : str
+        The question; must contain ``{prompt}``. The backend's own ``template`` then wraps it
+        (``"{question}"`` in ``conf/metric/vqascore.yaml``, as t2v_metrics asks it bare).
+    yes_words : list of str
+        Words whose first tokens count as "Yes" (module docstring).
+    input_tokens : float or None
+        Tokens per forward pass for the FLOPs estimate; ``None``: the mean input length
+        (image tokens included) seen while scoring.
+    """
+
+    higher_is_better: ClassVar[bool] = True
+    score_range: ClassVar[tuple[float, float] | None] = (0.0, 1.0)
+    family: ClassVar[str] = "vqascore"
+    paper: ClassVar[str] = "Lin et al. 2024, Evaluating Text-to-Visual Generation with Image-to-Text Generation " \
+                           "(VQAScore, arXiv:2404.01291)"
+
+    def __init__(self, name: str = "vqascore", vqa: VQABackend | None = None, template: str = DEFAULT_TEMPLATE,
+                 yes_words: Sequence[str] = ("Yes",), input_tokens: float | None = None) -> None:
+        super().__init__(name)
+        if "{prompt}" not in str(template):
+            raise ValueError(f"{name}: expected a template containing '{{prompt}}', got {template!r}")
+        try:
+            str(template).format(prompt="x")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"{name}: template {template!r} has fields other than {{prompt}}: {e}") from e
+        self.template = str(template)
+        self.vqa = vqa if vqa is not None else InstructBlipVQA(template="{question}")
+        if not any(cls in FORWARDS for cls in type(self.vqa).__mro__):
+            raise TypeError(f"{name}: expected a generative VQA backend "
+                            f"({', '.join(c.__name__ for c in FORWARDS)}), got {type(self.vqa).__name__}")
+        if isinstance(yes_words, str) or not yes_words or not all(isinstance(w, str) and w.strip() for w in yes_words):
+            raise ValueError(f"{name}: expected yes_words as a non-empty list of words, got {yes_words!r}")
+        self.yes_words = [str(w) for w in yes_words]
+        self.input_tokens = None if input_tokens is None else float(input_tokens)
+        self.yes_ids: list[int] | None = None
+        self._tokens_seen = 0.0
+        self._forwards = 0
+
+    def settings(self) -> dict[str, Any]:
+        vqa = {k: v for k, v in self.vqa.fingerprint().items() if k not in _DECODING_KEYS}
+        return {"template": self.template, "yes_words": self.yes_words, "yes_rule": "first-token/full-softmax/v1",
+                "vqa": vqa, "vqa_weights": local_signature(getattr(self.vqa, "model", None))}
+
+    def model_ids(self) -> dict[str, Any]:
+        return self.vqa.model_ids()
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        self.vqa.load(device, dtype)
+        tok = getattr(self.vqa._proc, "tokenizer", self.vqa._proc)
+        self.yes_ids = yes_token_ids(tok, self.yes_words)
+        log.info("%s: counting token ids %s (%s) as 'Yes'", self.name, self.yes_ids,
+                 [tok.decode([i]) for i in self.yes_ids])
+
+    def unload(self) -> None:
+        self.vqa.unload()
+
+    def flops_per_image(self) -> float | None:
+        """One forward pass: ``2 x N_vqa x input tokens`` (TS2 A.3); ``None`` before it is known."""
+        n = self.vqa.n_params()
+        tokens = self.input_tokens if self.input_tokens is not None else (
+            self._tokens_seen / self._forwards if self._forwards else None)
+        if n is None or tokens is None:
+            return None
+        return 2.0 * float(n) * float(tokens)
+
+    def yes_probabilities(self, requests: list[VQARequest]) -> list[float]:
+        """P("Yes") of each request, in batches of the backend's ``batch_size``."""
+        import torch
+
+        if self.yes_ids is None:
+            raise MetricError(f"{self.name}: call load(device) before scoring")
+        out: list[float] = []
+        bs = self.vqa.batch_size
+        for i in range(0, len(requests), bs):
+            chunk = requests[i:i + bs]
+            logits, n_tokens = first_answer_logits(self.vqa, chunk)
+            # float64: a float32 softmax over a 30k-150k vocabulary is off by ~1e-5 relative
+            probs = torch.softmax(logits.double(), dim=-1)[:, self.yes_ids].sum(dim=-1)
+            out.extend(float(p) for p in probs.cpu())
+            self._tokens_seen += float(n_tokens.sum())
+            self._forwards += len(chunk)
+            self.vqa.n_model_calls += len(chunk)
+        return out
+
+    def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any]) -> list[float]:
+        if images is None or len(images) != len(items):
+            raise MetricError(f"{self.name}: expected one image per item ({len(items)}), "
+                              f"got {None if images is None else len(images)}")
+        reqs = [VQARequest(question=self.template.format(prompt=it.prompt), image=im, image_id=it.file_name,
+                           seg_id=it.seg_id) for it, im in zip(items, images, strict=True)]
+        return self.yes_probabilities(reqs)
+
+    def run_info(self) -> dict[str, Any]:
+        return {"vqa_forwards": self._forwards, "yes_token_ids": self.yes_ids}

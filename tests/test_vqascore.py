@@ -1,0 +1,160 @@
+"""VQAScore: P("Yes") from the first answer token's logits, on tiny random VQA models.
+
+Three independent checks: a stubbed output layer whose logits are set by hand gives the exact
+probability computed here; with random weights the score equals the softmax of the first step
+of the model's own ``generate`` (which finds the answer position itself, for padded batches);
+and ``ts2 score dataset=mini metric=vqascore`` runs end to end.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import qa_tiny  # noqa: E402
+
+from metrics_adapters import ScoreItem, get_metric  # noqa: E402
+from metrics_adapters.qa.vqa import ChatVQA, InstructBlipVQA, VQARequest  # noqa: E402
+from metrics_adapters.qa.vqascore import VQAScore, yes_token_ids  # noqa: E402
+from ts2.cli import main  # noqa: E402
+
+PROMPTS = ["a cat", "two red apples on a long wooden kitchen table near the window", "a dog", "sunset"]
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vqascore")
+    return {"llava": qa_tiny.build_tiny_llava(root / "llava"), "instructblip": qa_tiny.build_tiny_instructblip(root / "ib")}
+
+
+def _backend(kind, path, batch_size=8):
+    if kind == "llava":
+        return ChatVQA(model=str(path), template="{question}", batch_size=batch_size)
+    return InstructBlipVQA(model=str(path), template="{question}", batch_size=batch_size)
+
+
+def _items(prompts):
+    return [ScoreItem(seg_id="s", node="0", file_name=f"f{i}.png", prompt=p) for i, p in enumerate(prompts)]
+
+
+def _set_output_bias(net, bias):
+    """Replace the language model's output layer by weight 0 + ``bias``: logits = bias at every position."""
+    hits = 0
+    for mod in net.modules():
+        head = getattr(mod, "lm_head", None)
+        if isinstance(head, torch.nn.Linear):
+            stub = torch.nn.Linear(head.in_features, head.out_features, bias=True)
+            with torch.no_grad():
+                stub.weight.zero_()
+                stub.bias.copy_(bias)
+            mod.lm_head = stub
+            hits += 1
+    assert hits == 1
+
+
+@pytest.mark.parametrize("kind", ["llava", "instructblip"])
+def test_hand_set_logits_give_the_exact_probability(kind, tiny_dirs):
+    m = VQAScore(vqa=_backend(kind, tiny_dirs[kind]))
+    m.load("cpu")
+    tok = m.vqa._proc.tokenizer
+    yes = tok.convert_tokens_to_ids("yes")  # the BERT vocabulary is uncased: "Yes" -> "yes"
+    no = tok.convert_tokens_to_ids("no")
+    assert m.yes_ids == [yes]
+    vocab = m.vqa._net.get_output_embeddings().out_features
+    bias = torch.zeros(vocab)
+    bias[yes], bias[no] = math.log(3.0), math.log(5.0)
+    _set_output_bias(m.vqa._net, bias)
+    # softmax over the whole vocabulary: e^log3 / (e^log3 + e^log5 + (V - 2) e^0)
+    expected = 3.0 / (3.0 + 5.0 + (vocab - 2))
+    got = m.score_batch(_items(PROMPTS), qa_tiny.noise_images(len(PROMPTS), seed=1))
+    assert got == pytest.approx([expected] * len(PROMPTS), rel=1e-5)
+    # counting "no" as well adds its mass: (3 + 5) / Z
+    both = VQAScore(vqa=m.vqa, yes_words=["Yes", "no"])
+    both.yes_ids = yes_token_ids(tok, both.yes_words)
+    assert both.score_batch(_items(PROMPTS[:1]), qa_tiny.noise_images(1))[0] == pytest.approx(8.0 / (8.0 + vocab - 2))
+
+
+@pytest.mark.parametrize("kind", ["llava", "instructblip"])
+def test_score_is_the_first_generated_step(kind, tiny_dirs):
+    """Random weights: P("Yes") equals softmax(generate's first-step logits)[yes], padded batch or alone."""
+    images = qa_tiny.noise_images(len(PROMPTS), seed=2)
+    m = VQAScore(vqa=_backend(kind, tiny_dirs[kind], batch_size=3))  # batches of 3 and 1: mixed lengths
+    m.load("cpu")
+    got = np.array(m.score_batch(_items(PROMPTS), images))
+
+    backend, ref = m.vqa, []
+    for p, im in zip(PROMPTS, images, strict=True):  # one request at a time: no padding at all
+        req = VQARequest(question=m.template.format(prompt=p), image=im)
+        if kind == "llava":
+            text = backend._proc.apply_chat_template(backend.conversation(req), add_generation_prompt=True,
+                                                     tokenize=False)
+        else:
+            text = req.question
+        inputs = backend._proc(images=[im], text=[text], return_tensors="pt")
+        with torch.no_grad():
+            out = backend._net.generate(**inputs, max_new_tokens=1, do_sample=False, output_logits=True,
+                                        return_dict_in_generate=True)
+        ref.append(float(torch.softmax(out.logits[0][0].float(), -1)[m.yes_ids].sum()))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-7)
+    assert 0 < got.min() and got.max() < 1 and len(set(np.round(got, 9))) > 1
+    assert m.flops_per_image() == pytest.approx(2 * backend.n_params() * m._tokens_seen / len(PROMPTS))
+
+
+class _FakeTok:
+    """A SentencePiece-like tokenizer: " Yes" -> ["▁", "Yes"], "Yes" -> ["▁Yes"]."""
+
+    vocab = {"▁": 0, "Yes": 1, "▁Yes": 2, "▁yes": 3}
+    text = {0: " ", 1: "Yes", 2: " Yes", 3: " yes"}
+
+    def __call__(self, s, add_special_tokens=False):
+        return {"input_ids": [0, 1] if s.startswith(" ") else [2]}
+
+    def decode(self, ids):
+        return "".join(self.text[i] for i in ids)
+
+
+def test_yes_token_rule():
+    assert yes_token_ids(_FakeTok(), ["Yes"]) == [2]  # the bare space piece is not counted
+    with pytest.raises(ValueError, match="single token"):
+        yes_token_ids(_FakeTok(), ["Maybe"])
+
+
+def test_bad_settings_are_named():
+    with pytest.raises(ValueError, match="non-empty list of words, got \\[True\\]"):
+        VQAScore(yes_words=[True])  # what an unquoted YAML `Yes` becomes
+    with pytest.raises(ValueError, match="containing '\\{prompt\\}'"):
+        VQAScore(template="Is this right?")
+    from metrics_adapters.qa.vqa import BlipVQA
+
+    with pytest.raises(TypeError, match="generative VQA backend.*got BlipVQA"):
+        VQAScore(vqa=BlipVQA())
+    a, b = VQAScore(), VQAScore(template='Is "{prompt}" shown?')
+    assert a.fingerprint_hash() != b.fingerprint_hash()
+    assert VQAScore(vqa=InstructBlipVQA(template="{question}", max_new_tokens=5)).fingerprint_hash() == \
+        VQAScore(vqa=InstructBlipVQA(template="{question}")).fingerprint_hash()  # decoding does not matter
+
+
+@pytest.mark.parametrize("kind", ["llava", "instructblip"])
+def test_vqascore_mini_end_to_end(kind, tiny_dirs, tmp_path):
+    pytest.importorskip("seg_data.synthetic")
+    out = tmp_path / "out"
+    assert main(["score", "dataset=mini", "dataset.n_segs=2", f"dataset.cache_dir={tmp_path / 'mini'}",
+                 "device=cpu", "num_workers=0", "progress=false", "batch_size=4", "metric=vqascore",
+                 f"metric.vqa={kind}", f"metric.vqa.model={tiny_dirs[kind]}", f"cache_dir={tmp_path / 'c'}",
+                 f"output_dir={out}"]) == 0
+    df = pd.read_csv(out / "scores.csv")
+    assert len(df) > 0 and df.vqascore.between(0, 1).all() and df.vqascore.nunique() > 1
+    # the CLI's numbers are the metric's numbers
+    m = get_metric("vqascore", vqa=_backend(kind, tiny_dirs[kind]))
+    m.load("cpu")
+    from PIL import Image
+
+    row = df.iloc[0]
+    direct = m.score_batch(_items([row.prompt]), [Image.open(row.image_path).convert("RGB")])
+    assert direct[0] == pytest.approx(row.vqascore, rel=1e-4)
