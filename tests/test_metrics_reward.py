@@ -17,10 +17,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("open_clip")
 
-import tiny_models as tm  # noqa: E402
+import tiny_models as tm
 
-from metrics_adapters import ScoreItem, get_metric  # noqa: E402
-from ts2.cli import main  # noqa: E402
+from metrics_adapters import ScoreItem, get_metric
+from ts2.cli import main
 
 MINI = ["dataset=mini", "dataset.n_segs=2", "device=cpu", "num_workers=0", "progress=false", "batch_size=4"]
 
@@ -183,8 +183,8 @@ def test_hpsv2_mini_end_to_end(hps_dir, tmp_path):
 def test_reward_flops_are_analytic_after_load(name, pick_dir, hps_dir):
     from metrics_adapters.flops import dense_params, transformer_flops
 
-    kw = {"pickscore": dict(model=str(pick_dir), processor=None),
-          "hpsv2": dict(model=str(hps_dir), arch=f"local-dir:{hps_dir}")}[name]
+    kw = {"pickscore": {"model": str(pick_dir), "processor": None},
+          "hpsv2": {"model": str(hps_dir), "arch": f"local-dir:{hps_dir}"}}[name]
     m = get_metric(name, **kw)
     assert m.flops_per_image() is None
     m.load("cpu")

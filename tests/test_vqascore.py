@@ -9,6 +9,7 @@ and ``ts2 score dataset=mini metric=vqascore`` runs end to end.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -17,12 +18,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import qa_tiny  # noqa: E402
+import qa_tiny
 
-from metrics_adapters import ScoreItem, get_metric  # noqa: E402
-from metrics_adapters.qa.vqa import ChatVQA, InstructBlipVQA, VQARequest  # noqa: E402
-from metrics_adapters.qa.vqascore import VQAScore, yes_token_ids  # noqa: E402
-from ts2.cli import main  # noqa: E402
+from metrics_adapters import ScoreItem, get_metric
+from metrics_adapters.qa.vqa import ChatVQA, InstructBlipVQA, VQARequest
+from metrics_adapters.qa.vqascore import VQAScore, yes_token_ids
+from ts2.cli import main
 
 PROMPTS = ["a cat", "two red apples on a long wooden kitchen table near the window", "a dog", "sunset"]
 
@@ -109,8 +110,7 @@ def test_score_is_the_first_generated_step(kind, tiny_dirs):
 class _FakeTok:
     """A SentencePiece-like tokenizer: " Yes" -> ["▁", "Yes"], "Yes" -> ["▁Yes"]."""
 
-    vocab = {"▁": 0, "Yes": 1, "▁Yes": 2, "▁yes": 3}
-    text = {0: " ", 1: "Yes", 2: " Yes", 3: " yes"}
+    text: ClassVar[dict[int, str]] = {0: " ", 1: "Yes", 2: " Yes", 3: " yes"}
 
     def __call__(self, s, add_special_tokens=False):
         return {"input_ids": [0, 1] if s.startswith(" ") else [2]}

@@ -34,7 +34,7 @@ from ..base import Metric, MetricError, ScoreItem
 from ..embedding.base import local_signature
 from .vqa import ChatVQA, InstructBlipVQA, VQABackend, VQARequest, format_prompt
 
-__all__ = ["VQAScore", "yes_token_ids", "first_answer_logits", "FORWARDS", "DEFAULT_TEMPLATE"]
+__all__ = ["DEFAULT_TEMPLATE", "FORWARDS", "VQAScore", "first_answer_logits", "yes_token_ids"]
 
 log = logging.getLogger(__name__)
 
