@@ -39,7 +39,7 @@ def test_unimportable_entry_is_listed_as_unavailable(monkeypatch):
     monkeypatch.setitem(METRICS._targets, "zz_broken", "no_such_module_ts2:Nothing")
     infos = {i.name: i for i in describe_metrics()}
     assert "no_such_module_ts2" in infos["zz_broken"].error
-    assert re.search(r"^  zz_broken +- +- +- +- +unavailable: ", format_catalog(list(infos.values())), re.M)
+    assert re.search(r"^  zz_broken +- +- +- +- +unavailable: ", format_catalog(list(infos.values())), re.MULTILINE)
 
 
 def test_list_metrics_cli_prints_every_metric(tmp_path, capsys):
@@ -47,8 +47,8 @@ def test_list_metrics_cli_prints_every_metric(tmp_path, capsys):
     assert main(["score", "list_metrics=true", f"output_dir={tmp_path}"]) == 0
     out = capsys.readouterr().out
     for name in METRICS.names():
-        assert re.search(rf"^  {name} ", out, re.M), name
-    assert re.search(r"^  vqascore +vqascore +metric +higher +\[0, 1\] +Lin et al\. 2024", out, re.M)
-    assert re.search(r"^  pickscore +reward +metric +higher +unbounded +Kirstain", out, re.M)
-    assert re.search(r"^  blur +quality +metric +lower ", out, re.M)
+        assert re.search(rf"^  {name} ", out, re.MULTILINE), name
+    assert re.search(r"^  vqascore +vqascore +metric +higher +\[0, 1\] +Lin et al\. 2024", out, re.MULTILINE)
+    assert re.search(r"^  pickscore +reward +metric +higher +unbounded +Kirstain", out, re.MULTILINE)
+    assert re.search(r"^  blur +quality +metric +lower ", out, re.MULTILINE)
     assert "pickscore, random" in out  # the config list follows
