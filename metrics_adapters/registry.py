@@ -117,6 +117,7 @@ for _name, _target in {
     "pickscore": "metrics_adapters.embedding.pickscore:PickScore",
     "hpsv2": "metrics_adapters.embedding.hpsv2:HPSv2Score",
     "vqascore": "metrics_adapters.qa.vqascore:VQAScore",
+    "imagereward": "metrics_adapters.reward.imagereward:ImageReward",
 }.items():
     METRICS.register(_name, _target)
 
