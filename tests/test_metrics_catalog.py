@@ -52,3 +52,18 @@ def test_list_metrics_cli_prints_every_metric(tmp_path, capsys):
     assert re.search(r"^  pickscore +reward +metric +higher +unbounded +Kirstain", out, re.MULTILINE)
     assert re.search(r"^  blur +quality +metric +lower ", out, re.MULTILINE)
     assert "pickscore, random" in out  # the config list follows
+
+
+@pytest.mark.parametrize("name", ["pickscore", "hpsv2", "imagereward", "vqascore"])
+def test_new_metric_class_defaults_match_their_configs(name):
+    """get_metric(name) in Python is the metric `metric=name` builds (same fingerprint, same column)."""
+    from hydra import compose, initialize_config_module
+    from hydra.utils import instantiate
+
+    from metrics_adapters import get_metric
+
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose("score", overrides=[f"metric={name}"])
+    built = instantiate(cfg.metric, _convert_="all")
+    assert built.name == name
+    assert get_metric(name).fingerprint() == built.fingerprint()
