@@ -22,7 +22,7 @@ import qa_tiny
 
 from metrics_adapters import ScoreItem, get_metric
 from metrics_adapters.qa.vqa import ChatVQA, InstructBlipVQA, VQARequest
-from metrics_adapters.qa.vqascore import VQAScore, yes_token_ids
+from metrics_adapters.qa.vqascore import VQAScore, yes_spellings, yes_token_ids
 from ts2.cli import main
 
 PROMPTS = ["a cat", "two red apples on a long wooden kitchen table near the window", "a dog", "sunset"]
@@ -77,7 +77,7 @@ def test_hand_set_logits_give_the_exact_probability(kind, tiny_dirs):
     assert got == pytest.approx([expected] * len(PROMPTS), rel=1e-5)
     # counting "no" as well adds its mass: (3 + 5) / Z
     both = VQAScore(vqa=m.vqa, yes_words=["Yes", "no"])
-    both.yes_ids = yes_token_ids(tok, both.yes_words)
+    both.load("cpu")  # the backend is loaded already: only the token ids are looked up
     assert both.score_batch(_items(PROMPTS[:1]), qa_tiny.noise_images(1))[0] == pytest.approx(8.0 / (8.0 + vocab - 2))
 
 
@@ -104,7 +104,13 @@ def test_score_is_the_first_generated_step(kind, tiny_dirs):
         ref.append(float(torch.softmax(out.logits[0][0].float(), -1)[m.yes_ids].sum()))
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-7)
     assert 0 < got.min() and got.max() < 1 and len(set(np.round(got, 9))) > 1
-    assert m.flops_per_image() == pytest.approx(2 * backend.n_params() * m._tokens_seen / len(PROMPTS))
+    if callable(getattr(backend, "answer_logprobs", None)):  # input lengths unknown: FLOPs from input_tokens
+        assert m.flops_per_image() is None
+        m.input_tokens = 600.0
+        assert m.flops_per_image() == pytest.approx(2 * backend.n_params() * 600.0)
+    else:  # 2 N x the mean input length (image tokens included)
+        assert m.flops_per_image() == pytest.approx(2 * backend.n_params() * m._tokens_seen / len(PROMPTS))
+        assert m._tokens_seen / len(PROMPTS) > 16  # more than the image tokens alone
 
 
 class _FakeTok:
@@ -121,6 +127,7 @@ class _FakeTok:
 
 def test_yes_token_rule():
     assert yes_token_ids(_FakeTok(), ["Yes"]) == [2]  # the bare space piece is not counted
+    assert yes_spellings(_FakeTok(), ["Yes", "yes"]) == {"Yes": 2}  # "yes" -> ▁Yes again: counted once
     with pytest.raises(ValueError, match="single token"):
         yes_token_ids(_FakeTok(), ["Maybe"])
 

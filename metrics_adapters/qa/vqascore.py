@@ -30,6 +30,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..base import Metric, MetricError, ScoreItem
 from ..embedding.base import local_signature
 from .vqa import ChatVQA, InstructBlipVQA, VQABackend, VQARequest, format_prompt
@@ -43,8 +45,11 @@ DEFAULT_TEMPLATE = 'Does this figure show "{prompt}"? Please answer yes or no.'
 _DECODING_KEYS = ("max_new_tokens", "num_beams", "decoding")
 
 
-def yes_token_ids(tokenizer, words: Sequence[str]) -> list[int]:
-    """The token ids counted as "Yes" (see the module docstring for the rule).
+def yes_spellings(tokenizer, words: Sequence[str]) -> dict[str, int]:
+    """Spelling -> token id of the tokens counted as "Yes" (see the module docstring for the rule).
+
+    One spelling per distinct id (an uncased vocabulary maps "Yes" and " Yes" to one ``yes``), so
+    no probability is counted twice.
 
     Raises
     ------
@@ -56,19 +61,35 @@ def yes_token_ids(tokenizer, words: Sequence[str]) -> list[int]:
     With an uncased WordPiece vocabulary "Yes" and " Yes" both give the token ``yes``;
     with a SentencePiece one, ``▁Yes``.
     """
-    ids: list[int] = []
+    found: dict[str, int] = {}
     for w in words:
         for spelling in (w, " " + w):
             enc = tokenizer(spelling, add_special_tokens=False)["input_ids"]
             if not enc:
                 continue
             first = int(enc[0])
-            if tokenizer.decode([first]).strip().casefold() == w.strip().casefold() and first not in ids:
-                ids.append(first)
-    if not ids:
+            if tokenizer.decode([first]).strip().casefold() == w.strip().casefold() and first not in found.values():
+                found[spelling] = first
+    if not found:
         raise ValueError(f"expected at least one of {list(words)} to be a single token of "
                          f"{type(tokenizer).__name__}, got none")
-    return ids
+    return found
+
+
+def yes_token_ids(tokenizer, words: Sequence[str]) -> list[int]:
+    """The token ids counted as "Yes" (:func:`yes_spellings`' values)."""
+    return list(yes_spellings(tokenizer, words).values())
+
+
+def _tokenizer_of(backend: VQABackend):
+    chat = getattr(backend, "chat", None)  # backends on the shared chat-model layer
+    tok = getattr(chat, "tokenizer", None) if chat is not None else None
+    if tok is None:
+        proc = getattr(backend, "_proc", None)
+        tok = getattr(proc, "tokenizer", proc)
+    if tok is None:
+        raise TypeError(f"VQAScore: cannot find the tokenizer of {type(backend).__name__}")
+    return tok
 
 
 def _last_real_position(attention_mask):
@@ -124,6 +145,10 @@ def first_answer_logits(backend: VQABackend, requests: list[VQARequest]):
                     f"got {type(backend).__name__}")
 
 
+def _is_generative(backend: VQABackend) -> bool:
+    return callable(getattr(backend, "answer_logprobs", None)) or any(c in FORWARDS for c in type(backend).__mro__)
+
+
 class VQAScore(Metric):
     """P("Yes") of a generative VQA backend to ``template.format(prompt=...)``.
 
@@ -161,7 +186,7 @@ class VQAScore(Metric):
             raise ValueError(f"{name}: template {template!r} has fields other than {{prompt}}: {e}") from e
         self.template = str(template)
         self.vqa = vqa if vqa is not None else InstructBlipVQA(template="{question}")
-        if not any(cls in FORWARDS for cls in type(self.vqa).__mro__):
+        if not _is_generative(self.vqa):
             raise TypeError(f"{name}: expected a generative VQA backend "
                             f"({', '.join(c.__name__ for c in FORWARDS)}), got {type(self.vqa).__name__}")
         if isinstance(yes_words, str) or not yes_words or not all(isinstance(w, str) and w.strip() for w in yes_words):
@@ -169,7 +194,9 @@ class VQAScore(Metric):
         self.yes_words = [str(w) for w in yes_words]
         self.input_tokens = None if input_tokens is None else float(input_tokens)
         self.yes_ids: list[int] | None = None
+        self._spellings: dict[str, int] = {}
         self._tokens_seen = 0.0
+        self._token_forwards = 0  # forwards whose input length is known
         self._forwards = 0
 
     def settings(self) -> dict[str, Any]:
@@ -182,8 +209,9 @@ class VQAScore(Metric):
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self.vqa.load(device, dtype)
-        tok = getattr(self.vqa._proc, "tokenizer", self.vqa._proc)
-        self.yes_ids = yes_token_ids(tok, self.yes_words)
+        tok = _tokenizer_of(self.vqa)
+        self._spellings = yes_spellings(tok, self.yes_words)
+        self.yes_ids = list(self._spellings.values())
         log.info("%s: counting token ids %s (%s) as 'Yes'", self.name, self.yes_ids,
                  [tok.decode([i]) for i in self.yes_ids])
 
@@ -194,7 +222,7 @@ class VQAScore(Metric):
         """One forward pass: ``2 x N_vqa x input tokens`` (TS2 A.3); ``None`` before it is known."""
         n = self.vqa.n_params()
         tokens = self.input_tokens if self.input_tokens is not None else (
-            self._tokens_seen / self._forwards if self._forwards else None)
+            self._tokens_seen / self._token_forwards if self._token_forwards else None)
         if n is None or tokens is None:
             return None
         return 2.0 * float(n) * float(tokens)
@@ -207,13 +235,19 @@ class VQAScore(Metric):
             raise MetricError(f"{self.name}: call load(device) before scoring")
         out: list[float] = []
         bs = self.vqa.batch_size
+        own = getattr(self.vqa, "answer_logprobs", None)
         for i in range(0, len(requests), bs):
             chunk = requests[i:i + bs]
-            logits, n_tokens = first_answer_logits(self.vqa, chunk)
-            # float64: a float32 softmax over a 30k-150k vocabulary is off by ~1e-5 relative
-            probs = torch.softmax(logits.double(), dim=-1)[:, self.yes_ids].sum(dim=-1)
+            if callable(own):  # the backend's own first-answer-token log-probabilities (same rule)
+                lp = own([r.image for r in chunk], [r.question for r in chunk], list(self._spellings))
+                probs = torch.from_numpy(np.exp(np.asarray(lp, dtype=np.float64)).sum(axis=1))
+            else:
+                logits, n_tokens = first_answer_logits(self.vqa, chunk)
+                # float64: a float32 softmax over a 30k-150k vocabulary is off by ~1e-5 relative
+                probs = torch.softmax(logits.double(), dim=-1)[:, self.yes_ids].sum(dim=-1)
+                self._tokens_seen += float(n_tokens.sum())
+                self._token_forwards += len(chunk)
             out.extend(float(p) for p in probs.cpu())
-            self._tokens_seen += float(n_tokens.sum())
             self._forwards += len(chunk)
             self.vqa.n_model_calls += len(chunk)
         return out
