@@ -19,9 +19,11 @@ both cases. t2v_metrics instead scores the whole answer sequence ("Yes" plus, fo
 end-of-sequence token); where "Yes" is one token this differs from ours only by that final
 ``P(</s> | Yes)`` factor.
 
-Backends: :class:`~metrics_adapters.qa.vqa.InstructBlipVQA` (T5 and decoder-only language models)
-and :class:`~metrics_adapters.qa.vqa.ChatVQA` (LLaVA-style), loaded by their own ``load``; the
-forward call of each is in :data:`FORWARDS`.
+Backends: any with ``answer_logprobs(images, questions, candidates)`` (the chat-model layer's
+first-answer-token log-probabilities, same position and softmax; the "Yes" spellings found here
+are its candidates), else :class:`~metrics_adapters.qa.vqa.InstructBlipVQA` (T5 and decoder-only
+language models) and :class:`~metrics_adapters.qa.vqa.ChatVQA` (LLaVA-style) through the forward
+calls in :data:`FORWARDS`. Models are loaded by the backends' own ``load``.
 """
 
 from __future__ import annotations
@@ -157,11 +159,12 @@ class VQAScore(Metric):
     name : str
         Column name.
     vqa : VQABackend or None
-        A generative backend (``conf/metric.vqa``: ``instructblip``, ``llava``, ``llava_alt``);
-        ``None``: InstructBLIP flan-t5-xl with the bare question as its prompt.
+        A generative backend: one with ``answer_logprobs`` (the chat-model layer's) or one of
+        :data:`FORWARDS` (``conf/metric.vqa``: ``instructblip``, ``llava``, ``llava_alt``, ``fuyu``);
+        ``None``: InstructBLIP flan-t5-xl.
     template : str
-        The question; must contain ``{prompt}``. The backend's own ``template`` then wraps it
-        (``"{question}"`` in ``conf/metric/vqascore.yaml``, as t2v_metrics asks it bare).
+        The question; must contain ``{prompt}``. The backend's own ``template`` then wraps it in
+        its VQA prompt format (InstructBLIP: ``"Question: {question} Short answer:"``).
     yes_words : list of str
         Words whose first tokens count as "Yes" (module docstring).
     input_tokens : float or None
@@ -185,7 +188,7 @@ class VQAScore(Metric):
         except (KeyError, IndexError, ValueError) as e:
             raise ValueError(f"{name}: template {template!r} has fields other than {{prompt}}: {e}") from e
         self.template = str(template)
-        self.vqa = vqa if vqa is not None else InstructBlipVQA(template="{question}")
+        self.vqa = vqa if vqa is not None else InstructBlipVQA()
         if not _is_generative(self.vqa):
             raise TypeError(f"{name}: expected a generative VQA backend "
                             f"({', '.join(c.__name__ for c in FORWARDS)}), got {type(self.vqa).__name__}")
