@@ -22,7 +22,12 @@ import qa_tiny
 
 from metrics_adapters import ScoreItem, get_metric
 from metrics_adapters.qa.vqa import ChatVQA, InstructBlipVQA, VQARequest
-from metrics_adapters.qa.vqascore import VQAScore, _tokenizer_of, yes_spellings, yes_token_ids
+from metrics_adapters.qa.vqascore import (
+    VQAScore,
+    _tokenizer_of,
+    yes_spellings,
+    yes_token_ids,
+)
 from ts2.cli import main
 
 PROMPTS = ["a cat", "two red apples on a long wooden kitchen table near the window", "a dog", "sunset"]
