@@ -131,7 +131,7 @@ def test_imagereward_mini_end_to_end(ir_dir, ref, tmp_path):
     assert main(["score", "dataset=mini", "dataset.n_segs=2", f"dataset.cache_dir={tmp_path / 'mini'}", "device=cpu",
                  "num_workers=0", "progress=false", "batch_size=4", "metric=imagereward", f"metric.model={ir_dir}",
                  f"metric.tokenizer={ir_dir / 'tokenizer'}",
-                 "+metric.vision={" + ",".join(f"{k}:{x}" for k, x in v.items()) + "}",
+                 "metric.vision={" + ",".join(f"{k}:{x}" for k, x in v.items()) + "}",
                  f"cache_dir={tmp_path / 'c'}", f"output_dir={out}"]) == 0
     df = pd.read_csv(out / "scores.csv")
     assert len(df) > 0 and df.imagereward.notna().all() and df.imagereward.nunique() > 1
