@@ -29,6 +29,7 @@ class BlurEffect(Metric):
     paper = "Crete-Roffet et al. 2007, The blur effect (SPIE 6492)"
 
     higher_is_better = False
+    role = "control"  # prompt-blind: it cannot see a faithfulness error, only image quality
     score_range = (0.0, 1.0)
     needs_images = True
 
