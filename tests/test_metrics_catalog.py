@@ -24,6 +24,7 @@ def test_catalog_reads_the_class_metadata():
     # family from the sub-package when the class names none; no paper for ts2's own controls
     assert infos["tifa"].family == "qa" and infos["clipscore"].family == "embedding"
     assert infos["random"].family == "controls" and infos["random"].paper is None
+    assert (infos["random"].role, infos["blur"].role, infos["shuffled_text"].role) == ("control",) * 3
     assert "Hessel" in infos["clipscore"].paper and "TIFA" in infos["tifa"].paper
 
 
@@ -50,7 +51,7 @@ def test_list_metrics_cli_prints_every_metric(tmp_path, capsys):
         assert re.search(rf"^  {name} ", out, re.MULTILINE), name
     assert re.search(r"^  vqascore +vqascore +metric +higher +\[0, 1\] +Lin et al\. 2024", out, re.MULTILINE)
     assert re.search(r"^  pickscore +reward +metric +higher +unbounded +Kirstain", out, re.MULTILINE)
-    assert re.search(r"^  blur +quality +metric +lower ", out, re.MULTILINE)
+    assert re.search(r"^  blur +quality +control +lower ", out, re.MULTILINE)
     assert "pickscore, random" in out  # the config list follows
 
 
