@@ -25,7 +25,7 @@ class FakeChatServer:
     ``responder(request_json, n)`` decides each answer (``n`` counts requests so far) and returns
     one of: ``("ok", text, prompt_tokens, completion_tokens)``, ``("status", code, retry_after)``,
     ``("sleep", seconds, then)`` (answer ``then`` after a delay), ``("raw", body)`` (a 200 with that
-    body). Every request is recorded (path, headers, JSON).
+    body), ``("raw_status", code, body)``. Every request is recorded (path, headers, JSON).
     """
 
     def __init__(self, responder):
@@ -72,6 +72,8 @@ class FakeChatServer:
                     return self._send(action[1], b'{"error": {"message": "injected"}}', extra)
                 if kind == "raw":
                     return self._send(200, action[1].encode())
+                if kind == "raw_status":  # ("raw_status", code, body)
+                    return self._send(action[1], action[2].encode())
                 raise AssertionError(f"bad action {action!r}")
 
             def _send(self, code, body, headers=None):

@@ -15,7 +15,10 @@ class EndpointBackend:
 
     def _init_endpoint(self, base_url: str, model: str, api_key_env: str | None, system_prompt: str | None,
                        timeout: float, max_retries: int, max_concurrency: int, n_params: float | None) -> None:
-        self.base_url, self.model, self.api_key_env = base_url, str(model), api_key_env
+        from .secrets import check_base_url
+
+        # Checked here, not only in the client: the URL enters fingerprints before any request.
+        self.base_url, self.model, self.api_key_env = check_base_url(base_url), str(model), api_key_env
         self.system_prompt = system_prompt
         # Request policy: not in the fingerprint (it never changes an answer).
         self.timeout, self.max_retries, self.max_concurrency = float(timeout), int(max_retries), int(max_concurrency)

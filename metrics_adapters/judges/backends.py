@@ -114,7 +114,9 @@ class HTTPChatBackend(ChatBackend):
                  backoff_base: float = 1.0, backoff_max: float = 60.0, max_concurrency: int = 4,
                  price_per_1k_prompt: float = 0.0, price_per_1k_completion: float = 0.0,
                  params_billion: float | None = None, vision: bool = True, image_format: str = "PNG") -> None:
-        self.base_url = str(base_url)
+        from ..api.secrets import check_base_url
+
+        self.base_url = check_base_url(base_url)
         self.model = str(model)
         self.api_key_env = api_key_env
         self.max_tokens = int(max_tokens)
