@@ -104,7 +104,7 @@ class LLMJudge(Metric):
         return {"captioner": self.captioner.model_ids(), "evaluator": self.evaluator.model_ids()}
 
     def flops_per_image(self) -> float | None:
-        p1, p2 = self.captioner.params(), self.evaluator.params()
+        p1, p2 = self.captioner.n_params(), self.evaluator.n_params()
         if p1 is None or p2 is None:
             return None
         # About two thirds of the tokens go through the captioner (two calls with the image).
