@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 
 __all__ = ["VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
            "ReplayVQA", "format_prompt", "normalize_image_name"]
@@ -235,6 +237,36 @@ class InstructBlipVQA(_HFBackend):
 
         if self._net is None:
             self._load_pair(InstructBlipProcessor, InstructBlipForConditionalGeneration, device, dtype)
+            if self._net.config.use_decoder_only_language_model:
+                self._proc.tokenizer.padding_side = "left"  # the next token is read at the last position
+
+    def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
+                        candidates: Sequence[str] = ("Yes", "No")):
+        """Log-probability of each candidate's first token as the first answer token, shape
+        ``(len(questions), len(candidates))`` (see :mod:`.logprobs`): for a T5 language model the
+        first decoder step, for a decoder-only one the position after the prompt."""
+        import torch
+
+        from .logprobs import check_pairs, first_token_ids, logprobs_at
+
+        check_pairs(images, questions, candidates)
+        if self._net is None:
+            self.load(self.device)
+        ids = first_token_ids(self._proc.tokenizer, candidates)
+        rows = []
+        for i in range(0, len(questions), self.batch_size):
+            texts = [format_prompt(self.template, q, None) for q in questions[i:i + self.batch_size]]
+            inputs = self._proc(images=list(images[i:i + self.batch_size]), text=texts, return_tensors="pt",
+                                padding=True).to(self.device)
+            with torch.inference_mode():
+                if self._net.config.use_decoder_only_language_model:
+                    logits = self._net(**inputs).logits[:, -1, :]
+                else:
+                    start = self._net.config.text_config.decoder_start_token_id
+                    dec = torch.full((len(texts), 1), start, dtype=torch.long, device=self.device)
+                    logits = self._net(**inputs, decoder_input_ids=dec).logits[:, 0, :]
+            rows.append(logprobs_at(logits, ids))
+        return np.concatenate(rows, axis=0)
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
         self._check_images(requests)
@@ -303,9 +335,24 @@ class ChatVQA(_HFBackend):
 
     def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
                         candidates: Sequence[str] = ("Yes", "No")):
-        from .logprobs import chat_answer_logprobs
+        """Log-probability of each candidate's first token as the first answer token, shape
+        ``(len(questions), len(candidates))`` (see :mod:`.logprobs`)."""
+        import torch
 
-        return chat_answer_logprobs(self, images, questions, candidates)
+        from .logprobs import check_pairs, first_token_ids, logprobs_at
+
+        check_pairs(images, questions, candidates)
+        if self.chat.model is None:
+            self.load(self.device)
+        ids = first_token_ids(self.chat.tokenizer, candidates)
+        rows = []
+        for i in range(0, len(questions), self.batch_size):
+            reqs = [self.request(VQARequest(q, image=im)) for im, q in zip(images[i:i + self.batch_size],
+                                                                          questions[i:i + self.batch_size])]
+            with torch.inference_mode():
+                logits = self.chat.model(**self.chat.encode(reqs)).logits[:, -1, :]  # left padding: last = next
+            rows.append(logprobs_at(logits, ids))
+        return np.concatenate(rows, axis=0)
 
 
 class OpenAIVQA(VQABackend):
