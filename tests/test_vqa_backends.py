@@ -181,3 +181,10 @@ def test_two_backends_end_to_end_on_mini(tiny, tmp_path, monkeypatch):
         assert col in scores and scores[col].notna().all() and scores[col].between(0, 1).all()
         run = json.loads((out / "run.json").read_text())["metrics"][0]
         assert run["n_failed"] == 0 and run["model_ids"]["vqa_model"] == str(tiny[vqa])
+    # the two runs merge into one table
+    rep = tmp_path / "report"
+    rc = main(["report", f"results=[{tmp_path / 'blip'},{tmp_path / 'fuyu'}]", f"output_dir={rep}", "bootstrap=0",
+               "figures=[]", "dataset=mini", "dataset.n_segs=1"])
+    assert rc == 0
+    merged = pd.read_csv(rep / "scores.csv")
+    assert {"tifa_blip", "tifa_fuyu"} <= set(merged.columns) and len(merged) == len(scores)
