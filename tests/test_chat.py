@@ -6,7 +6,13 @@ import logging
 
 import pytest
 
-from metrics_adapters.chat import ChatModel, ChatRequest, HTTPChatModel, TransformersChatModel, torch_dtype
+from metrics_adapters.chat import (
+    ChatModel,
+    ChatRequest,
+    HTTPChatModel,
+    TransformersChatModel,
+    torch_dtype,
+)
 
 
 def test_unknown_dtype_lists_the_valid_ones():
@@ -44,7 +50,10 @@ def test_old_option_names_still_work_and_both_names_is_an_error(caplog):
 
 
 def test_one_naming_across_judges_vqa_and_question_generation():
-    from metrics_adapters.judges.backends import HTTPChatBackend, TransformersChatBackend
+    from metrics_adapters.judges.backends import (
+        HTTPChatBackend,
+        TransformersChatBackend,
+    )
     from metrics_adapters.qa.generation import HFCausalLM, OpenAIChatLM
     from metrics_adapters.qa.vqa import ChatVQA, OpenAIVQA
 

@@ -17,7 +17,13 @@ import pytest
 from test_api import FakeChatServer
 
 from metrics_adapters.api import APIError, ChatClient, InvalidAPIKeyError, user_message
-from metrics_adapters.api.secrets import MIN_PIECE, check_base_url, quote, read_api_key, scrub
+from metrics_adapters.api.secrets import (
+    MIN_PIECE,
+    check_base_url,
+    quote,
+    read_api_key,
+    scrub,
+)
 
 KEY = "sk-proj-7Hq2XvLm9RtB4wKe1NcZ8uPa3DsGf6JyQo5VbTn0MxWr2Ui9"  # 56 characters
 assert len(KEY) == 56

@@ -27,11 +27,25 @@ def build_tiny_fuyu(out: Path, seed: int = 0) -> Path:
     """
     import torch
     from qa_tiny import bert_vocab_dir
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-    from transformers import FuyuConfig, FuyuForCausalLM, FuyuImageProcessor, FuyuProcessor, PreTrainedTokenizerFast
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+    )
+    from transformers import (
+        FuyuConfig,
+        FuyuForCausalLM,
+        FuyuImageProcessor,
+        FuyuProcessor,
+        PreTrainedTokenizerFast,
+    )
 
-    words = [w.strip() for w in open(bert_vocab_dir() / "vocab.txt", encoding="utf-8")
-             if w.strip().isalpha() and w.strip().isascii()][:2000]
+    lines = (bert_vocab_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    words = [w.strip() for w in lines if w.strip().isalpha() and w.strip().isascii()][:2000]
     vocab: dict[str, int] = {}
     for w in ["<unk>", "<pad>", "<s>", "|ENDOFTEXT|", "▁", "|SPEAKER|", "|NEWLINE|", ".", ",", "?", "!", "\n",
               *("▁" + w for w in words), "▁Yes", "▁No"]:  # only ▁word forms: decode and encode round-trip

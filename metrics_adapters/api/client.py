@@ -38,7 +38,6 @@ import base64
 import io
 import json
 import logging
-import os
 import random
 import threading
 import time
@@ -47,8 +46,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .secrets import (InvalidAPIKeyError, MissingAPIKeyError, check_base_url, quote, read_api_key,
-                      registered_secrets, scrub)
+from .secrets import (
+    InvalidAPIKeyError,
+    MissingAPIKeyError,
+    check_base_url,
+    quote,
+    read_api_key,
+    registered_secrets,
+    scrub,
+)
 
 __all__ = ["ChatClient", "ChatResponse", "APIError", "MissingAPIKeyError", "InvalidAPIKeyError", "UsageMeter",
            "image_data_url", "user_message", "RETRY_STATUS"]

@@ -19,7 +19,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..chat import ChatModel, ChatRequest, ChatResult, HTTPChatModel, TransformersChatModel, renamed_options
+from ..chat import (
+    ChatModel,
+    ChatRequest,
+    ChatResult,
+    HTTPChatModel,
+    TransformersChatModel,
+    renamed_options,
+)
 
 __all__ = ["ChatRequest", "ChatResult", "ChatBackend", "HTTPChatBackend", "TransformersChatBackend", "DEFAULT_VLM",
            "DEFAULT_LLM", "DEFAULT_API_URL"]

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-
 __all__ = ["VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
            "ReplayVQA", "format_prompt", "normalize_image_name"]
 
@@ -233,7 +232,10 @@ class InstructBlipVQA(_HFBackend):
         super().__init__(model, template=template, **kw)
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        from transformers import InstructBlipForConditionalGeneration, InstructBlipProcessor
+        from transformers import (
+            InstructBlipForConditionalGeneration,
+            InstructBlipProcessor,
+        )
 
         if self._net is None:
             self._load_pair(InstructBlipProcessor, InstructBlipForConditionalGeneration, device, dtype)

@@ -119,7 +119,10 @@ class MplugOwlVQA(_HFBackend):
             return
         try:
             from mplug_owl.modeling_mplug_owl import MplugOwlForConditionalGeneration
-            from mplug_owl.processing_mplug_owl import MplugOwlImageProcessor, MplugOwlProcessor
+            from mplug_owl.processing_mplug_owl import (
+                MplugOwlImageProcessor,
+                MplugOwlProcessor,
+            )
             from mplug_owl.tokenization_mplug_owl import MplugOwlTokenizer
         except ImportError as e:
             raise ImportError("MplugOwlVQA needs mPLUG-Owl's own package (not on PyPI): pip install "
