@@ -260,6 +260,8 @@ class InstructBlipVQA(_HFBackend):
             texts = [format_prompt(self.template, q, None) for q in questions[i:i + self.batch_size]]
             inputs = self._proc(images=list(images[i:i + self.batch_size]), text=texts, return_tensors="pt",
                                 padding=True).to(self.device)
+            if "pixel_values" in inputs:
+                inputs["pixel_values"] = inputs["pixel_values"].to(self._net.dtype)
             with torch.inference_mode():
                 if self._net.config.use_decoder_only_language_model:
                     logits = self._net(**inputs).logits[:, -1, :]
