@@ -148,6 +148,34 @@ def test_log_records_are_scrubbed_whoever_logs_them(monkeypatch, caplog):
     assert "the header was Bearer ***" in caplog.text and leaks(caplog.text) == []
 
 
+def test_vqa_and_question_generation_backends_share_the_scrubbing(monkeypatch, caplog):
+    """metric.vqa=openai and qa_lm=openai go through the same client: an echoed key in an error body
+    and in a reply reaches neither their answers nor their errors."""
+    from PIL import Image
+
+    from metrics_adapters.qa.generation import OpenAIChatLM
+    from metrics_adapters.qa.vqa import OpenAIVQA, VQAError, VQARequest
+
+    monkeypatch.setenv(ENV, KEY)
+
+    def responder(req, n):
+        text = json.dumps(req["messages"][-1]["content"])
+        return ("raw_status", 401, echo_body()) if "fail" in text else ("ok", f"yes {KEY}", 1, 1)
+
+    img = Image.new("RGB", (4, 4))
+    with FakeChatServer(responder) as srv, caplog.at_level("DEBUG"):
+        vqa = OpenAIVQA(srv.url, "m", api_key_env=ENV, max_retries=0)
+        out = vqa.answer([VQARequest("is it red?", image=img, image_id="a.png"),
+                          VQARequest("please fail", image=img, image_id="b.png")])
+        lm = OpenAIChatLM(srv.url, "m", api_key_env=ENV, max_retries=0)
+        gen = lm.complete(["write questions", "fail now"])
+    assert out[0] == "yes ***" and isinstance(out[1], VQAError) and "HTTP 401" in str(out[1])
+    assert gen[0] == "yes ***" and isinstance(gen[1], Exception)
+    for text in (*map(str, out), *map(str, gen), caplog.text, json.dumps(vqa.usage()), json.dumps(lm.usage())):
+        assert leaks(text) == [], text
+    assert vqa.usage()["errors"]["reply_echoed_key"] == 1
+
+
 # -- end to end through `ts2 score` ---------------------------------------------------------------------
 def _score(tmp_path: Path, url: str, *extra: str, share: str = "1.0") -> int:
     from ts2.cli import main
