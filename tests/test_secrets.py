@@ -246,3 +246,15 @@ def test_ts2_score_refuses_a_newline_key_and_a_key_in_base_url(mini_env, capfd, 
         assert rc != 0 and "without credentials" in cap.err
         assert srv.requests == []
         _assert_no_key_written(mini_env, cap)
+
+
+def test_short_placeholder_keys_do_not_garble_the_logs(monkeypatch, caplog):
+    from metrics_adapters.api.secrets import registered_secrets
+
+    monkeypatch.setenv(ENV, "EMPTY")  # what vLLM users often export
+    assert read_api_key(ENV) == "EMPTY" and "EMPTY" not in registered_secrets()
+    with caplog.at_level("INFO"):
+        logging.getLogger("somebody.else").info("the queue is EMPTY")
+    assert "the queue is EMPTY" in caplog.text
+    c = ChatClient("http://127.0.0.1:9/v1", "m", api_key_env=ENV)
+    assert c._quote("key EMPTY echoed") == "key *** echoed"  # the client still masks its own key

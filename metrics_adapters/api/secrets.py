@@ -132,8 +132,13 @@ def has_url_credentials(text: str) -> bool:
 
 
 def register_secret(secret: str | None) -> None:
-    """Add ``secret`` to what :class:`SecretFilter` masks in every log record of this process."""
-    if not secret:
+    """Add ``secret`` to what is masked in every log record of this process.
+
+    Secrets shorter than :data:`MIN_PIECE` are not registered: masking a short word (a local
+    server's placeholder key ``EMPTY``, a user name) everywhere would garble the logs; the client
+    still scrubs its own key of any length from what it quotes and returns.
+    """
+    if not secret or len(secret) < MIN_PIECE:
         return
     with _lock:
         _secrets.add(secret)
