@@ -43,8 +43,13 @@ class FuyuVQA(_HFBackend):
             self._load_pair(FuyuProcessor, FuyuForCausalLM, device, dtype)
 
     def _inputs(self, images: Sequence[Any], texts: Sequence[str]):
+        import inspect
+
         # The processor pads on the left itself (generation continues right after each prompt).
-        inputs = self._proc(images=list(images), text=list(texts), return_tensors="pt")
+        # Newer processors return pixel_values (same logits) instead of the deprecated image_patches.
+        kw = ({"return_legacy_image_output": False}
+              if "return_legacy_image_output" in inspect.signature(self._proc.__call__).parameters else {})
+        inputs = self._proc(images=list(images), text=list(texts), return_tensors="pt", **kw)
         inputs = inputs.to(self.device)
         for k in ("image_patches", "pixel_values"):
             if k in inputs:
