@@ -102,17 +102,20 @@ def test_fuyu_answers_do_not_depend_on_batch_size(tiny):
     assert one.n_params() > 1000 and one.settings()["template"] == "{question}\n"
 
 
-@pytest.mark.parametrize("name", ["llava", "fuyu", "instructblip"])
+@pytest.mark.parametrize("name", ["llava", "fuyu", "instructblip", "blip"])
 def test_answer_logprobs_shape_batch_invariance_and_greedy_agreement(tiny, name):
     """Batched (left-padded) log-probs equal one-at-a-time ones; the candidate holding the token that
     greedy decoding emits first has the highest log-prob of all candidates."""
     import torch
 
-    from metrics_adapters.qa.vqa import ChatVQA, InstructBlipVQA
+    from metrics_adapters.qa.vqa import BlipVQA, ChatVQA, InstructBlipVQA
     from metrics_adapters.qa.vqa_generative import FuyuVQA
 
-    cls = {"llava": ChatVQA, "fuyu": FuyuVQA, "instructblip": InstructBlipVQA}[name]
+    cls = {"llava": ChatVQA, "fuyu": FuyuVQA, "instructblip": InstructBlipVQA, "blip": BlipVQA}[name]
     reqs = _reqs()
+    if name == "blip":  # BLIP's decoder attends to question padding (as its generate does): equal lengths
+        reqs = [r.__class__(q, r.choices, image=r.image) for r, q in zip(reqs, ["is it red?", "is it big?",
+                                                                                "is it new?"])]
     images, questions = [r.image for r in reqs], [r.question for r in reqs]
     b1, b3 = cls(str(tiny[name]), batch_size=1, max_new_tokens=1), cls(str(tiny[name]), batch_size=3, max_new_tokens=1)
     tok = (b1.chat.tokenizer if name == "llava" else None)

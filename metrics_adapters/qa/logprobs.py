@@ -1,6 +1,6 @@
 """Next-token log-probabilities of answer candidates from a generative VQA backend.
 
-``answer_logprobs(images, questions, candidates)`` on :class:`~.vqa.ChatVQA`,
+``answer_logprobs(images, questions, candidates)`` on :class:`~.vqa.BlipVQA`, :class:`~.vqa.ChatVQA`,
 :class:`~.vqa.InstructBlipVQA` and :class:`~.vqa_generative.FuyuVQA` returns an array of shape
 ``(len(questions), len(candidates))``: entry ``[i, j]`` is
 

@@ -219,6 +219,36 @@ class BlipVQA(_HFBackend):
         out = self._generate(inputs)
         return [s.strip() for s in self._proc.batch_decode(out, skip_special_tokens=True)]
 
+    def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
+                        candidates: Sequence[str] = ("yes", "no")):
+        """Log-probability of each candidate's first token as the answer decoder's first token, shape
+        ``(len(questions), len(candidates))`` (see :mod:`.logprobs`); the steps of BLIP's
+        ``generate``: image -> question encoder -> answer decoder from its start token."""
+        import torch
+
+        from .logprobs import check_pairs, first_token_ids, logprobs_at
+
+        check_pairs(images, questions, candidates)
+        if self._net is None:
+            self.load(self.device)
+        net, ids, rows = self._net, first_token_ids(self._proc.tokenizer, candidates), []
+        for i in range(0, len(questions), self.batch_size):
+            texts = [format_prompt(self.template, q, None) for q in questions[i:i + self.batch_size]]
+            inp = self._proc(images=list(images[i:i + self.batch_size]), text=texts, return_tensors="pt",
+                             padding=True).to(self.device)
+            with torch.inference_mode():
+                img = net.vision_model(pixel_values=inp["pixel_values"].to(net.dtype))[0]
+                ones = torch.ones(img.shape[:-1], dtype=torch.long, device=img.device)
+                q = net.text_encoder(input_ids=inp["input_ids"], attention_mask=inp["attention_mask"],
+                                     encoder_hidden_states=img, encoder_attention_mask=ones, return_dict=False)[0]
+                # As generate: the decoder attends to every question position (padding included).
+                q_mask = torch.ones(q.shape[:-1], dtype=torch.long, device=q.device)
+                start = torch.full((len(texts), 1), net.decoder_start_token_id, dtype=torch.long, device=q.device)
+                logits = net.text_decoder(input_ids=start, encoder_hidden_states=q,
+                                          encoder_attention_mask=q_mask).logits[:, 0, :]
+            rows.append(logprobs_at(logits, ids))
+        return np.concatenate(rows, axis=0)
+
 
 class InstructBlipVQA(_HFBackend):
     """InstructBLIP (``InstructBlipForConditionalGeneration``; default the paper's flan-t5-xl).
