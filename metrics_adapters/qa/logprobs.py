@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["first_token_ids", "logprobs_at", "check_pairs"]
+__all__ = ["answer_logprobs", "first_token_ids", "logprobs_at", "check_pairs"]
 
 
 def check_pairs(images: Sequence[Any], questions: Sequence[str], candidates: Sequence[str]) -> None:
@@ -59,3 +59,30 @@ def logprobs_at(logits: Any, token_ids: Sequence[int]) -> np.ndarray:
 
     lp = torch.log_softmax(logits.detach().to(torch.float64), dim=-1)
     return lp[:, list(token_ids)].cpu().numpy()
+
+
+def answer_logprobs(backend: Any, images: Sequence[Any], questions: Sequence[str], candidates: Sequence[str],
+                    next_logits: Any) -> np.ndarray:
+    """The ``(len(questions), len(candidates))`` array described above, for a transformers VQA backend.
+
+    ``next_logits(images, questions)`` returns the first-answer-token logits ``(n, vocab)`` of one
+    batch (at most ``backend.batch_size`` pairs); it runs under ``torch.inference_mode``.
+
+    Raises
+    ------
+    ValueError
+        Unequal numbers of images and questions, a missing image, no candidates, or a candidate
+        that tokenises to nothing.
+    """
+    import torch
+
+    check_pairs(images, questions, candidates)
+    if backend._net is None:
+        backend.load(backend.device)
+    ids = first_token_ids(getattr(backend._proc, "tokenizer", backend._proc), candidates)
+    rows = []
+    for i in range(0, len(questions), backend.batch_size):
+        with torch.inference_mode():
+            logits = next_logits(list(images[i:i + backend.batch_size]), list(questions[i:i + backend.batch_size]))
+        rows.append(logprobs_at(logits, ids))
+    return np.concatenate(rows, axis=0)

@@ -220,34 +220,28 @@ class BlipVQA(_HFBackend):
         return [s.strip() for s in self._proc.batch_decode(out, skip_special_tokens=True)]
 
     def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
-                        candidates: Sequence[str] = ("yes", "no")):
+                        candidates: Sequence[str] = ("yes", "no")) -> np.ndarray:
         """Log-probability of each candidate's first token as the answer decoder's first token, shape
         ``(len(questions), len(candidates))`` (see :mod:`.logprobs`); the steps of BLIP's
         ``generate``: image -> question encoder -> answer decoder from its start token."""
+        from .logprobs import answer_logprobs
+
+        return answer_logprobs(self, images, questions, candidates, self._next_logits)
+
+    def _next_logits(self, images: list[Any], questions: list[str]):
         import torch
 
-        from .logprobs import check_pairs, first_token_ids, logprobs_at
-
-        check_pairs(images, questions, candidates)
-        if self._net is None:
-            self.load(self.device)
-        net, ids, rows = self._net, first_token_ids(self._proc.tokenizer, candidates), []
-        for i in range(0, len(questions), self.batch_size):
-            texts = [format_prompt(self.template, q, None) for q in questions[i:i + self.batch_size]]
-            inp = self._proc(images=list(images[i:i + self.batch_size]), text=texts, return_tensors="pt",
-                             padding=True).to(self.device)
-            with torch.inference_mode():
-                img = net.vision_model(pixel_values=inp["pixel_values"].to(net.dtype))[0]
-                ones = torch.ones(img.shape[:-1], dtype=torch.long, device=img.device)
-                q = net.text_encoder(input_ids=inp["input_ids"], attention_mask=inp["attention_mask"],
-                                     encoder_hidden_states=img, encoder_attention_mask=ones, return_dict=False)[0]
-                # As generate: the decoder attends to every question position (padding included).
-                q_mask = torch.ones(q.shape[:-1], dtype=torch.long, device=q.device)
-                start = torch.full((len(texts), 1), net.decoder_start_token_id, dtype=torch.long, device=q.device)
-                logits = net.text_decoder(input_ids=start, encoder_hidden_states=q,
-                                          encoder_attention_mask=q_mask).logits[:, 0, :]
-            rows.append(logprobs_at(logits, ids))
-        return np.concatenate(rows, axis=0)
+        net = self._net
+        texts = [format_prompt(self.template, q, None) for q in questions]
+        inp = self._proc(images=images, text=texts, return_tensors="pt", padding=True).to(self.device)
+        img = net.vision_model(pixel_values=inp["pixel_values"].to(net.dtype))[0]
+        ones = torch.ones(img.shape[:-1], dtype=torch.long, device=img.device)
+        q = net.text_encoder(input_ids=inp["input_ids"], attention_mask=inp["attention_mask"],
+                             encoder_hidden_states=img, encoder_attention_mask=ones, return_dict=False)[0]
+        # As generate: the decoder attends to every question position (padding included).
+        q_mask = torch.ones(q.shape[:-1], dtype=torch.long, device=q.device)
+        start = torch.full((len(texts), 1), net.decoder_start_token_id, dtype=torch.long, device=q.device)
+        return net.text_decoder(input_ids=start, encoder_hidden_states=q, encoder_attention_mask=q_mask).logits[:, 0]
 
 
 class InstructBlipVQA(_HFBackend):
@@ -273,34 +267,26 @@ class InstructBlipVQA(_HFBackend):
                 self._proc.tokenizer.padding_side = "left"  # the next token is read at the last position
 
     def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
-                        candidates: Sequence[str] = ("Yes", "No")):
+                        candidates: Sequence[str] = ("Yes", "No")) -> np.ndarray:
         """Log-probability of each candidate's first token as the first answer token, shape
         ``(len(questions), len(candidates))`` (see :mod:`.logprobs`): for a T5 language model the
         first decoder step, for a decoder-only one the position after the prompt."""
+        from .logprobs import answer_logprobs
+
+        return answer_logprobs(self, images, questions, candidates, self._next_logits)
+
+    def _next_logits(self, images: list[Any], questions: list[str]):
         import torch
 
-        from .logprobs import check_pairs, first_token_ids, logprobs_at
-
-        check_pairs(images, questions, candidates)
-        if self._net is None:
-            self.load(self.device)
-        ids = first_token_ids(self._proc.tokenizer, candidates)
-        rows = []
-        for i in range(0, len(questions), self.batch_size):
-            texts = [format_prompt(self.template, q, None) for q in questions[i:i + self.batch_size]]
-            inputs = self._proc(images=list(images[i:i + self.batch_size]), text=texts, return_tensors="pt",
-                                padding=True).to(self.device)
-            if "pixel_values" in inputs:
-                inputs["pixel_values"] = inputs["pixel_values"].to(self._net.dtype)
-            with torch.inference_mode():
-                if self._net.config.use_decoder_only_language_model:
-                    logits = self._net(**inputs).logits[:, -1, :]
-                else:
-                    start = self._net.config.text_config.decoder_start_token_id
-                    dec = torch.full((len(texts), 1), start, dtype=torch.long, device=self.device)
-                    logits = self._net(**inputs, decoder_input_ids=dec).logits[:, 0, :]
-            rows.append(logprobs_at(logits, ids))
-        return np.concatenate(rows, axis=0)
+        texts = [format_prompt(self.template, q, None) for q in questions]
+        inputs = self._proc(images=images, text=texts, return_tensors="pt", padding=True).to(self.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self._net.dtype)
+        if self._net.config.use_decoder_only_language_model:
+            return self._net(**inputs).logits[:, -1, :]
+        start = self._net.config.text_config.decoder_start_token_id
+        dec = torch.full((len(texts), 1), start, dtype=torch.long, device=self.device)
+        return self._net(**inputs, decoder_input_ids=dec).logits[:, 0, :]
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
         self._check_images(requests)
@@ -368,25 +354,16 @@ class ChatVQA(_HFBackend):
         return [r.text if r.ok else VQAError(f"{q.image_id}: {r.error}") for q, r in zip(requests, res)]
 
     def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
-                        candidates: Sequence[str] = ("Yes", "No")):
+                        candidates: Sequence[str] = ("Yes", "No")) -> np.ndarray:
         """Log-probability of each candidate's first token as the first answer token, shape
         ``(len(questions), len(candidates))`` (see :mod:`.logprobs`)."""
-        import torch
+        from .logprobs import answer_logprobs
 
-        from .logprobs import check_pairs, first_token_ids, logprobs_at
+        return answer_logprobs(self, images, questions, candidates, self._next_logits)
 
-        check_pairs(images, questions, candidates)
-        if self.chat.model is None:
-            self.load(self.device)
-        ids = first_token_ids(self.chat.tokenizer, candidates)
-        rows = []
-        for i in range(0, len(questions), self.batch_size):
-            reqs = [self.request(VQARequest(q, image=im)) for im, q in zip(images[i:i + self.batch_size],
-                                                                          questions[i:i + self.batch_size])]
-            with torch.inference_mode():
-                logits = self.chat.model(**self.chat.encode(reqs)).logits[:, -1, :]  # left padding: last = next
-            rows.append(logprobs_at(logits, ids))
-        return np.concatenate(rows, axis=0)
+    def _next_logits(self, images: list[Any], questions: list[str]):
+        reqs = [self.request(VQARequest(q, image=im)) for im, q in zip(images, questions)]
+        return self.chat.model(**self.chat.encode(reqs)).logits[:, -1, :]  # left padding: the last is next
 
 
 class OpenAIVQA(VQABackend):

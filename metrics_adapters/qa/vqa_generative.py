@@ -71,21 +71,13 @@ class FuyuVQA(_HFBackend):
                         candidates: Sequence[str] = ("Yes", "No")) -> np.ndarray:
         """Log-probability of each candidate's first token as the first answer token, shape
         ``(len(questions), len(candidates))`` (see :mod:`.logprobs`)."""
-        import torch
+        from .logprobs import answer_logprobs
 
-        from .logprobs import check_pairs, first_token_ids, logprobs_at
+        return answer_logprobs(self, images, questions, candidates, self._next_logits)
 
-        check_pairs(images, questions, candidates)
-        if self._net is None:
-            self.load(self.device)
-        ids = first_token_ids(self._proc.tokenizer, candidates)
-        rows = []
-        for i in range(0, len(questions), self.batch_size):
-            texts = [format_prompt(self.template, q, None) for q in questions[i:i + self.batch_size]]
-            with torch.inference_mode():
-                logits = self._net(**self._inputs(images[i:i + self.batch_size], texts)).logits[:, -1, :]
-            rows.append(logprobs_at(logits, ids))
-        return np.concatenate(rows, axis=0)
+    def _next_logits(self, images: list[Any], questions: list[str]):
+        texts = [format_prompt(self.template, q, None) for q in questions]
+        return self._net(**self._inputs(images, texts)).logits[:, -1, :]  # the processor pads on the left
 
 
 # The conversation format of mPLUG-Owl's README (one image, one question).
