@@ -41,20 +41,27 @@ def torch_dtype(name: str | None):
 
 def load_pretrained(model_cls: Any, processor_cls: Any, name: str, *, revision: str | None = None,
                     device: str = "cpu", dtype: str | None = None, trust_remote_code: bool = False,
-                    owner: str = "model", **model_kw: Any) -> tuple[Any, Any]:
+                    owner: str = "model", option: str = "model", **model_kw: Any) -> tuple[Any, Any]:
     """``(model, processor)`` from a hub id or local folder, on ``device`` in eval mode.
 
     ``processor_cls`` may be ``None`` (no processor). ``model_kw`` goes to the model's
-    ``from_pretrained`` (and ``gguf_file``, when given, to the processor's too).
+    ``from_pretrained`` (and ``gguf_file``, when given, to the processor's too). ``option`` is the
+    config key naming the model, for :func:`metrics_adapters.hub.require_model`'s message.
 
     Raises
     ------
     ValueError
         An unknown dtype (before anything is read).
+    metrics_adapters.hub.ModelUnavailableError
+        A hub id that is neither cached nor reachable.
     RuntimeError
         The files cannot be loaded; names ``owner`` and the model, chained ``from`` the cause.
     """
+    from ..hub import require_model
+
     td = torch_dtype(dtype)
+    # Before the try: an uncached hub id on an offline machine gets its own one-line error, unwrapped.
+    require_model(name, revision, option=option)
     kw: dict[str, Any] = {"trust_remote_code": True} if trust_remote_code else {}
     if revision:
         kw["revision"] = revision

@@ -92,6 +92,7 @@ class TransformersChatModel(ChatModel):
         self.processor = None
         self.device = "cpu"
         self.counts = _Counts()
+        self.option = "the backend's model"  # the config key naming the model, for messages (wrappers set it)
 
     def settings(self) -> dict[str, Any]:
         return {"backend": "transformers", "model": self.model_name, "kind": self.kind, "revision": self.revision,
@@ -120,7 +121,7 @@ class TransformersChatModel(ChatModel):
         extra = {"gguf_file": self.gguf_file} if self.gguf_file else {}
         self.model, self.processor = load_pretrained(
             model_cls, proc_cls, self.model_name, revision=self.revision, device=device, dtype=dtype,
-            trust_remote_code=self.trust_remote_code, owner=f"{self.kind} chat model", **extra)
+            trust_remote_code=self.trust_remote_code, owner=f"{self.kind} chat model", option=self.option, **extra)
         if self.gguf_file:
             # Dequantised GGUF tensors can be views into one buffer; contiguous copies run ~6x faster.
             for p in self.model.parameters():

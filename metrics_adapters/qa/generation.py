@@ -205,6 +205,7 @@ class HFCausalLM(_ChatLM):
                                           system_prompt=system_prompt, use_chat_template=self.use_chat_template,
                                           gguf_file=gguf_file, trust_remote_code=trust_remote_code,
                                           batch_size=self.batch_size, seed=self.seed)
+        self.chat.option = "qa_lm.model"
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "model": self.model, "revision": self.revision, "gguf_file": self.gguf_file,

@@ -168,7 +168,7 @@ class _HFBackend(VQABackend):
         from ..chat import load_pretrained
 
         self._net, self._proc = load_pretrained(model_cls, proc_cls, self.model, revision=self.revision, device=device,
-                                                dtype=dtype, owner=type(self).__name__, **kw)
+                                                dtype=dtype, owner=type(self).__name__, option="metric.vqa.model", **kw)
         self.device = device
 
     def unload(self) -> None:
@@ -326,6 +326,7 @@ class ChatVQA(_HFBackend):
                                           max_new_tokens=self.max_new_tokens, num_beams=self.num_beams,
                                           system_prompt=system_prompt, trust_remote_code=trust_remote_code,
                                           batch_size=self.batch_size)
+        self.chat.option = "metric.vqa.model"
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "system_prompt": self.system_prompt}

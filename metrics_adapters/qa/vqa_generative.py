@@ -127,7 +127,8 @@ class MplugOwlVQA(_HFBackend):
         from ..chat import load_pretrained
 
         self._net, tok = load_pretrained(MplugOwlForConditionalGeneration, MplugOwlTokenizer, self.model,
-                                         revision=self.revision, device=device, dtype=dtype, owner="MplugOwlVQA")
+                                         revision=self.revision, device=device, dtype=dtype, owner="MplugOwlVQA",
+                                         option="metric.vqa.model")
         tok.padding_side = "left"
         kw = {"revision": self.revision} if self.revision else {}
         self._proc = MplugOwlProcessor(MplugOwlImageProcessor.from_pretrained(self.model, **kw), tok)
