@@ -7,7 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Metric, MetricError, ScoreItem
-from .backends import DEFAULT_API_URL, DEFAULT_LLM, DEFAULT_VLM, ChatBackend, ChatRequest, HTTPChatBackend, TransformersChatBackend
+from .backends import (
+    DEFAULT_API_URL,
+    DEFAULT_LLM,
+    DEFAULT_VLM,
+    ChatBackend,
+    ChatRequest,
+    HTTPChatBackend,
+    TransformersChatBackend,
+)
 from .common import Outcome, ask_and_parse
 from .parsing import ParseError, parse_judgement
 from .records import AnswerLog, write_usage
