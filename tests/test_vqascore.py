@@ -138,13 +138,13 @@ def test_score_is_the_first_generated_step(kind, tiny_dirs):
         ref.append(float(torch.softmax(out.logits[0][0].float(), -1)[m.yes_ids].sum()))
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-7)
     assert 0 < got.min() and got.max() < 1 and len(set(np.round(got, 9))) > 1
-    if callable(getattr(backend, "answer_logprobs", None)):  # input lengths unknown: FLOPs from input_tokens
-        assert m.flops_per_image() is None
-        m.input_tokens = 600.0
-        assert m.flops_per_image() == pytest.approx(2 * backend.n_params() * 600.0)
-    else:  # 2 N x the mean input length (image tokens included)
-        assert m.flops_per_image() == pytest.approx(2 * backend.n_params() * m._tokens_seen / len(PROMPTS))
-        assert m._tokens_seen / len(PROMPTS) > 16  # more than the image tokens alone
+    # FLOPs: 2 N x the mean text tokens of the backend-formatted questions
+    tok = _tokenizer_of(backend)
+    n_text = np.mean([len(tok(backend.template.format(question=m.template.format(prompt=p)))["input_ids"])
+                      for p in PROMPTS])
+    assert m.flops_per_image() == pytest.approx(2 * backend.n_params() * n_text) and n_text > 10
+    m.input_tokens = 600.0
+    assert m.flops_per_image() == pytest.approx(2 * backend.n_params() * 600.0)
 
 
 class _FakeTok:
@@ -171,10 +171,10 @@ def test_bad_settings_are_named():
         VQAScore(yes_words=[True])  # what an unquoted YAML `Yes` becomes
     with pytest.raises(ValueError, match="containing '\\{prompt\\}'"):
         VQAScore(template="Is this right?")
-    from metrics_adapters.qa.vqa import BlipVQA
+    from metrics_adapters.qa.vqa import ReplayVQA
 
-    with pytest.raises(TypeError, match="generative VQA backend.*got BlipVQA"):
-        VQAScore(vqa=BlipVQA())
+    with pytest.raises(TypeError, match="generative VQA backend.*got ReplayVQA"):
+        VQAScore(vqa=ReplayVQA(answers="recorded.csv"))
     a, b = VQAScore(), VQAScore(template='Is "{prompt}" shown?')
     assert a.fingerprint_hash() != b.fingerprint_hash()
     assert VQAScore(vqa=InstructBlipVQA(template="{question}", max_new_tokens=5)).fingerprint_hash() == \

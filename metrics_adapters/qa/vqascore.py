@@ -19,26 +19,25 @@ both cases. t2v_metrics instead scores the whole answer sequence ("Yes" plus, fo
 end-of-sequence token); where "Yes" is one token this differs from ours only by that final
 ``P(</s> | Yes)`` factor.
 
-Backends: any with ``answer_logprobs(images, questions, candidates)`` (the chat-model layer's
-first-answer-token log-probabilities, same position and softmax; the "Yes" spellings found here
-are its candidates), else :class:`~metrics_adapters.qa.vqa.InstructBlipVQA` (T5 and decoder-only
-language models) and :class:`~metrics_adapters.qa.vqa.ChatVQA` (LLaVA-style) through the forward
-calls in :data:`FORWARDS`. Models are loaded by the backends' own ``load``.
+Backends: any with ``answer_logprobs(images, questions, candidates)`` (:mod:`.logprobs`: BLIP,
+InstructBLIP, LLaVA-style chat models, Fuyu), which computes exactly this position and softmax for
+the first token of each candidate; the candidates passed are the "Yes" spellings found here.
+Models are loaded by the backends' own ``load``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..base import Metric, MetricError, ScoreItem
 from ..embedding.base import local_signature
-from .vqa import ChatVQA, InstructBlipVQA, VQABackend, VQARequest, format_prompt
+from .vqa import InstructBlipVQA, VQABackend, VQARequest, format_prompt
 
-__all__ = ["DEFAULT_TEMPLATE", "FORWARDS", "VQAScore", "first_answer_logits", "yes_token_ids"]
+__all__ = ["DEFAULT_TEMPLATE", "VQAScore", "yes_spellings", "yes_token_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -94,61 +93,8 @@ def _tokenizer_of(backend: VQABackend):
     return tok
 
 
-def _last_real_position(attention_mask):
-    """Index of the last 1 of each row (left or right padding alike)."""
-    length = attention_mask.shape[1]
-    return length - 1 - attention_mask.flip(1).long().argmax(dim=1)
-
-
-def _instructblip_logits(backend: InstructBlipVQA, requests: list[VQARequest]):
-    import torch
-
-    texts = [format_prompt(backend.template, r.question, r.choices) for r in requests]
-    inputs = backend._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
-    inputs = inputs.to(backend.device)
-    net = backend._net
-    n_tokens = inputs["attention_mask"].sum(dim=1)
-    with torch.inference_mode():
-        if net.config.use_decoder_only_language_model:
-            logits = net(**inputs).logits
-            pos = _last_real_position(inputs["attention_mask"])
-            return logits[torch.arange(len(requests)), pos], n_tokens
-        start = net.config.text_config.decoder_start_token_id
-        dec = torch.full((len(requests), 1), int(start), dtype=torch.long, device=inputs["input_ids"].device)
-        return net(**inputs, decoder_input_ids=dec).logits[:, 0], n_tokens
-
-
-def _chat_logits(backend: ChatVQA, requests: list[VQARequest]):
-    import torch
-
-    texts = [backend._proc.apply_chat_template(backend.conversation(r), add_generation_prompt=True, tokenize=False)
-             for r in requests]
-    inputs = backend._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
-    inputs = inputs.to(backend.device)
-    with torch.inference_mode():
-        logits = backend._net(**inputs).logits
-    pos = _last_real_position(inputs["attention_mask"])
-    return logits[torch.arange(len(requests)), pos], inputs["attention_mask"].sum(dim=1)
-
-
-# Backend class -> forward giving (logits [B, V] at the first answer position, input tokens [B]).
-FORWARDS: dict[type, Callable[[Any, list[VQARequest]], Any]] = {
-    InstructBlipVQA: _instructblip_logits,
-    ChatVQA: _chat_logits,
-}
-
-
-def first_answer_logits(backend: VQABackend, requests: list[VQARequest]):
-    """Logits at the first answer position for each request, and each request's input length."""
-    for cls in type(backend).__mro__:
-        if cls in FORWARDS:
-            return FORWARDS[cls](backend, requests)
-    raise TypeError(f"VQAScore: expected a generative VQA backend ({', '.join(c.__name__ for c in FORWARDS)}), "
-                    f"got {type(backend).__name__}")
-
-
 def _is_generative(backend: VQABackend) -> bool:
-    return callable(getattr(backend, "answer_logprobs", None)) or any(c in FORWARDS for c in type(backend).__mro__)
+    return callable(getattr(backend, "answer_logprobs", None))
 
 
 class VQAScore(Metric):
@@ -159,8 +105,8 @@ class VQAScore(Metric):
     name : str
         Column name.
     vqa : VQABackend or None
-        A generative backend: one with ``answer_logprobs`` (the chat-model layer's) or one of
-        :data:`FORWARDS` (``conf/metric.vqa``: ``instructblip``, ``llava``, ``llava_alt``, ``fuyu``);
+        A generative backend, one with ``answer_logprobs`` (``conf/metric.vqa``: ``blip``,
+        ``instructblip``, ``llava``, ``llava_alt``, ``fuyu``);
         ``None``: InstructBLIP flan-t5-xl.
     template : str
         The question; must contain ``{prompt}``. The backend's own ``template`` then wraps it in
@@ -168,8 +114,9 @@ class VQAScore(Metric):
     yes_words : list of str
         Words whose first tokens count as "Yes" (module docstring).
     input_tokens : float or None
-        Tokens per forward pass for the FLOPs estimate; ``None``: the mean input length
-        (image tokens included) seen while scoring.
+        Tokens per forward pass for the FLOPs estimate; ``None``: the mean number of text tokens
+        of the backend-formatted questions asked (image tokens not counted, as TS2 A.3 prices
+        VQA calls by their text; set this to include them).
     """
 
     higher_is_better: ClassVar[bool] = True
@@ -190,16 +137,15 @@ class VQAScore(Metric):
         self.template = str(template)
         self.vqa = vqa if vqa is not None else InstructBlipVQA()
         if not _is_generative(self.vqa):
-            raise TypeError(f"{name}: expected a generative VQA backend "
-                            f"({', '.join(c.__name__ for c in FORWARDS)}), got {type(self.vqa).__name__}")
+            raise TypeError(f"{name}: expected a generative VQA backend (one with answer_logprobs: BlipVQA, "
+                            f"InstructBlipVQA, ChatVQA, FuyuVQA), got {type(self.vqa).__name__}")
         if isinstance(yes_words, str) or not yes_words or not all(isinstance(w, str) and w.strip() for w in yes_words):
             raise ValueError(f"{name}: expected yes_words as a non-empty list of words, got {yes_words!r}")
         self.yes_words = [str(w) for w in yes_words]
         self.input_tokens = None if input_tokens is None else float(input_tokens)
         self.yes_ids: list[int] | None = None
         self._spellings: dict[str, int] = {}
-        self._tokens_seen = 0.0
-        self._token_forwards = 0  # forwards whose input length is known
+        self._text_tokens = 0  # tokens of the (backend-formatted) questions asked so far
         self._forwards = 0
 
     def settings(self) -> dict[str, Any]:
@@ -222,35 +168,30 @@ class VQAScore(Metric):
         self.vqa.unload()
 
     def flops_per_image(self) -> float | None:
-        """One forward pass: ``2 x N_vqa x input tokens`` (TS2 A.3); ``None`` before it is known."""
+        """One forward pass: ``2 x N_vqa x tokens`` (TS2 A.3); ``None`` before the model or the
+        questions are known (the engine asks again after scoring)."""
         n = self.vqa.n_params()
         tokens = self.input_tokens if self.input_tokens is not None else (
-            self._tokens_seen / self._token_forwards if self._token_forwards else None)
+            self._text_tokens / self._forwards if self._forwards else None)
         if n is None or tokens is None:
             return None
         return 2.0 * float(n) * float(tokens)
 
     def yes_probabilities(self, requests: list[VQARequest]) -> list[float]:
         """P("Yes") of each request, in batches of the backend's ``batch_size``."""
-        import torch
-
         if self.yes_ids is None:
             raise MetricError(f"{self.name}: call load(device) before scoring")
         out: list[float] = []
         bs = self.vqa.batch_size
-        own = getattr(self.vqa, "answer_logprobs", None)
+        tok = _tokenizer_of(self.vqa)
         for i in range(0, len(requests), bs):
             chunk = requests[i:i + bs]
-            if callable(own):  # the backend's own first-answer-token log-probabilities (same rule)
-                lp = own([r.image for r in chunk], [r.question for r in chunk], list(self._spellings))
-                probs = torch.from_numpy(np.exp(np.asarray(lp, dtype=np.float64)).sum(axis=1))
-            else:
-                logits, n_tokens = first_answer_logits(self.vqa, chunk)
-                # float64: a float32 softmax over a 30k-150k vocabulary is off by ~1e-5 relative
-                probs = torch.softmax(logits.double(), dim=-1)[:, self.yes_ids].sum(dim=-1)
-                self._tokens_seen += float(n_tokens.sum())
-                self._token_forwards += len(chunk)
-            out.extend(float(p) for p in probs.cpu())
+            questions = [r.question for r in chunk]
+            # first-answer-token log-probabilities over the full vocabulary (float64), one per spelling
+            lp = self.vqa.answer_logprobs([r.image for r in chunk], questions, list(self._spellings))
+            out.extend(float(p) for p in np.exp(np.asarray(lp, dtype=np.float64)).sum(axis=1))
+            self._text_tokens += sum(len(ids) for ids in tok([format_prompt(self.vqa.template, q, None)
+                                                                for q in questions])["input_ids"])
             self._forwards += len(chunk)
             self.vqa.n_model_calls += len(chunk)
         return out
