@@ -17,10 +17,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("open_clip")
 
-import tiny_models as tm
+import tiny_models as tm  # noqa: E402
 
-from metrics_adapters import ScoreItem, get_metric
-from ts2.cli import main
+from metrics_adapters import ScoreItem, get_metric  # noqa: E402
+from ts2.cli import main  # noqa: E402
 
 MINI = ["dataset=mini", "dataset.n_segs=2", "device=cpu", "num_workers=0", "progress=false", "batch_size=4"]
 

@@ -18,17 +18,17 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import qa_tiny
+import qa_tiny  # noqa: E402
 
-from metrics_adapters import ScoreItem, get_metric
-from metrics_adapters.qa.vqa import ChatVQA, InstructBlipVQA, VQARequest
-from metrics_adapters.qa.vqascore import (
+from metrics_adapters import ScoreItem, get_metric  # noqa: E402
+from metrics_adapters.qa.vqa import ChatVQA, InstructBlipVQA, VQARequest  # noqa: E402
+from metrics_adapters.qa.vqascore import (  # noqa: E402
     VQAScore,
     _tokenizer_of,
     yes_spellings,
     yes_token_ids,
 )
-from ts2.cli import main
+from ts2.cli import main  # noqa: E402
 
 PROMPTS = ["a cat", "two red apples on a long wooden kitchen table near the window", "a dog", "sunset"]
 
@@ -39,8 +39,9 @@ KINDS = ["llava", "instructblip", "fuyu"]
 def _fuyu():
     """The Fuyu backend and its tiny model, once the chat-model layer's FuyuVQA is there."""
     try:
-        from metrics_adapters.qa.vqa_generative import FuyuVQA
         from test_vqa_backends import build_tiny_fuyu
+
+        from metrics_adapters.qa.vqa_generative import FuyuVQA
     except ImportError:
         pytest.skip("no Fuyu VQA backend in this tree yet (metrics_adapters.qa.vqa_generative)")
     return FuyuVQA, build_tiny_fuyu
