@@ -42,12 +42,12 @@ import numpy as np
 import pandas as pd
 
 from seg_data import SEG, ImageRecord, SEGDataset, ts2_subset
-from seg_data.graph import build_graph
+from seg_data.graph import MAX_WALKS, build_graph
 from seg_data.ids import normalize_id, normalize_label
 from seg_data.model import label_sort_key
 from seg_data.validate import raise_on_errors, validate_dataset
 
-from .walks import Structure
+from .walks import Structure, walk_count
 
 __all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "table_format", "IGNORED_COLUMNS",
            "METRIC_SENTINELS", "SUBSET_SOURCES"]
@@ -265,6 +265,8 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
         raise ValueError(f"{name}: expected columns 'seg_id' and 'node' (one row per image), missing {missing}; "
                          f"got {list(df.columns)}")
     df = df.reset_index(drop=True)
+    if not len(df):
+        raise ValueError(f"{name}: expected at least one row of scores, got only the header")
     if pd.api.types.is_float_dtype(df["seg_id"]):
         # A numeric column (parquet, JSON, a frame with NaN) stores 12 as 12.0: the type, not what was written.
         whole = df["seg_id"].dropna()
@@ -382,6 +384,7 @@ class AnalysisInputs:
     subset_source: str
     source: str = "<frame>"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    max_walks: int | None = MAX_WALKS  # SEGs with more walks are left out of the walk-based meta-metrics
 
 
 def _seg_order(ids: Iterable[str]) -> list[str]:
@@ -455,13 +458,17 @@ def _dataset_from_table(table: ScoreTable) -> SEGDataset:
     return ds
 
 
-def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets: str = "auto") -> AnalysisInputs:
+def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets: str = "auto",
+                   max_walks: int | None = MAX_WALKS) -> AnalysisInputs:
     """Join a score table to its SEG structure.
 
     With ``dataset``, rows join on ``file_name`` = the dataset's image ids: the dataset decides
     nodes, levels and edges; table rows of unknown images are dropped with a warning, dataset
     images without a score are missing (NaN). Without one, SEGs come from the table's labels
     (TS2 convention edges).
+
+    ``max_walks``: SEGs with more walks (under either walk construction, counted without
+    enumerating) are named in the notes and left out of the walk-based meta-metrics.
 
     ``subsets``: ``auto`` (the dataset's, else a ``subset`` column, else TS2 id ranges when the
     file names follow the TS2 release, else none), ``dataset``, ``column``, ``ts2`` or ``none``.
@@ -511,8 +518,16 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
             notes.append(msg)
     subset_of, how = _subsets_from(subsets, table, ds)
     structure = Structure.from_dataset(ds, row_of, n_rows=len(x), subset_of=subset_of)
+    if max_walks is not None:
+        for s in structure.segs:
+            counts = {w: walk_count(s, w, False) for w in ("levels", "dag")}
+            if max(counts.values()) > max_walks:
+                msg = (f"SEG {s.seg_id}: {counts['levels']} walks over the present levels, {counts['dag']} over its graph; "
+                       f"over max_walks={max_walks}, so a protocol enumerating that many leaves it out (NaN)")
+                log.warning(msg)
+                notes.append(msg)
     return AnalysisInputs(structure, x, table.metrics, table.lower_is_better, how, table.source,
-                          tuple(table.notes) + tuple(notes))
+                          tuple(table.notes) + tuple(notes), max_walks)
 
 
 def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:

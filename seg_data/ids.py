@@ -9,9 +9,12 @@ each SEG id and node label through :func:`normalize_id` / :func:`normalize_label
 
    - a SEG id that reads as a number must be a plain non-negative decimal integer with no
      leading zero, at most ``2**63 - 1``: ``01``, ``007``, ``+1``, ``-0``, ``1.0``, ``1e0``,
-     ``1_000``, ``inf``, ``nan``, non-ASCII digits and ``99999999999999999999`` are refused
+     ``1_000``, ``0x1F``, ``0o17``, ``inf``, ``nan``, non-ASCII digits and
+     ``99999999999999999999`` are refused
      (``01`` and ``1`` would otherwise be one SEG in one tool and two in another);
-   - an empty id, or a missing one (``None``, NaN) is refused;
+   - an empty id, or a missing one (``None``, NaN) is refused; in YAML, an unquoted id that
+     YAML itself types as a number (``1:30`` is 90 in YAML 1.1, ``.nan``) must be written as a
+     canonical integer too;
    - a node label is digits (the error count, no leading zero) then lower-case ASCII letters:
      ``0``, ``1a``, ``12b``. ``01``, ``1A``, ``1 a``, ``١`` (non-ASCII digits) are refused.
 
@@ -40,11 +43,17 @@ def _where(where: str) -> str:
 
 
 def _looks_numeric(text: str) -> bool:
+    """Would some reader take ``text`` for a number (Python, YAML 1.1/1.2, C: 1.0, 1e0, inf, 0x1F, 0o17)?"""
     try:
         float(text)
+        return True
+    except ValueError:
+        pass
+    try:
+        int(text, 0)
+        return True
     except ValueError:
         return text.isdecimal()
-    return True
 
 
 def normalize_id(value: object, where: str = "", what: str = "SEG id", integer: bool = False) -> str:

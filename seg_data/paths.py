@@ -3,8 +3,9 @@
 A third-party dataset file is untrusted: an image path like ``../../home/me/private.jpg`` or
 ``/etc/passwd`` would make ts2 read (and an API judge upload) a file the dataset's author chose.
 Every image path of a dataset is therefore resolved against the dataset's folder and must lie
-under one of the *image roots*: by default the dataset's own folder; more can be allowed with
-``image_roots=[DIR, ...]`` (loaders) or ``image_roots=[DIR,...]`` on the command line.
+under one of the *image roots*: the dataset's own folder, plus any folder allowed with
+``image_roots=[DIR, ...]`` (loaders, and the same option on the command line; relative folders
+are taken from the dataset's folder).
 
 The check is lexical (``..`` segments are folded, no file is opened), so it is cheap at 100k
 images; a symbolic link inside a root that points elsewhere is the scorer's business (it reads
@@ -25,7 +26,7 @@ class UnsafePathError(ValueError):
 
 
 class ImageRoots:
-    """The allowed image roots of one dataset: ``base`` (the dataset folder) unless ``roots`` is given.
+    """The allowed image roots of one dataset: ``base`` (the dataset folder) plus ``roots``.
 
     Examples
     --------
@@ -40,9 +41,8 @@ class ImageRoots:
 
     def __init__(self, base: str | Path, roots: Sequence[str | Path] | None = None) -> None:
         self.base = Path(os.path.abspath(base))
-        chosen = [self.base] if roots is None else [Path(os.path.abspath(Path(base) / Path(r).expanduser()))
-                                                    for r in ([roots] if isinstance(roots, (str, Path)) else roots)]
-        self.roots = tuple(chosen)
+        extra = [] if roots is None else [roots] if isinstance(roots, (str, Path)) else list(roots)
+        self.roots = (self.base, *(Path(os.path.abspath(self.base / Path(r).expanduser())) for r in extra))
         self._prefixes = tuple(str(r).rstrip(os.sep) + os.sep for r in self.roots)
 
     def resolve(self, path: str | Path, where: str = "") -> Path:

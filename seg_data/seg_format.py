@@ -165,7 +165,10 @@ def dataset_from_dict(data: Any, base: Path, source: str = "<dict>",
     for i, e in enumerate(_list(data["segs"], source, "segs")):
         here = f"{source}: segs[{i}]"
         e = _mapping(e, "seg", here, required=("id",))
-        sid = normalize_id(_raw(e["id"]), here)
+        raw = e["id"]
+        # An unquoted id YAML types as a number (.nan, 1:30 = 90, 0x1F) must be a canonical integer.
+        numeric = isinstance(raw, TypedScalar) and isinstance(raw.value, (int, float)) and not isinstance(raw.value, bool)
+        sid = normalize_id(_raw(raw), here, integer=numeric)
         if sid in seen_ids:
             raise ValueError(f"{here}: expected unique SEG ids, got {sid!r} again (first at segs[{seen_ids[sid]}])")
         seen_ids[sid] = i
@@ -182,7 +185,10 @@ def dataset_from_dict(data: Any, base: Path, source: str = "<dict>",
                 at = f"{here}, node {lbl}, images[{k}]"
                 im = _mapping(im, "image", at, required=("id",))
                 path = _text(im.get("path"), at, "path", optional=True)
-                imgs.append(ImageRecord(image_id=normalize_id(_text(im["id"], at, "id"), at, what="image id"),
+                image_id = _text(im["id"], at, "id")
+                if not image_id.strip():
+                    raise ValueError(f"{at}: expected an image id, got an empty one")
+                imgs.append(ImageRecord(image_id=image_id,
                                         path=None if path is None else roots.resolve(path, at),
                                         source=_text(im.get("source"), at, "source", optional=True)))
             nodes[lbl] = imgs

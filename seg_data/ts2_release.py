@@ -15,8 +15,8 @@ from pathlib import Path
 
 from .graph import build_graph
 from .ids import normalize_id, normalize_label
-from .paths import ImageRoots
 from .model import SEG, ImageRecord, SEGDataset, label_sort_key
+from .paths import ImageRoots
 from .validate import Problem, raise_on_errors, validate_dataset
 
 __all__ = ["load_ts2_release", "ts2_subset", "TS2_SUBSETS", "REQUIRED_COLUMNS", "HF_REPO_ID", "load_ts2"]

@@ -35,7 +35,7 @@ MAX_DEPTH = 64  # a ts2-seg file nests 6 deep (segs > seg > nodes > node > image
 MAX_ALIASES = 1000
 MAX_NODES = 20_000_000  # after alias expansion; a 100k-image dataset has ~1M
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 class UnsafeInputError(ValueError):

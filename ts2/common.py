@@ -22,9 +22,11 @@ def load_dataset(cfg: DictConfig, check_images: bool | None = None):
     from seg_data import load_path
 
     check = bool(cfg.get("check_images", False)) if check_images is None else check_images
+    roots = cfg.get("image_roots")
+    extra = {} if roots is None else {"image_roots": [str(r) for r in ([roots] if isinstance(roots, str) else roots)]}
     if cfg.get("path"):
-        return load_path(cfg.path, check_images=check)
-    return instantiate(cfg.dataset, check_images=check)
+        return load_path(cfg.path, check_images=check, **extra)
+    return instantiate(cfg.dataset, check_images=check, **extra)
 
 
 def check_output_dir(path: str | Path, min_free_bytes: int = MIN_FREE_BYTES) -> Path:
