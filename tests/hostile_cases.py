@@ -652,6 +652,159 @@ score_case("scores-fifo", "scores= a FIFO", None, 2, r"expected a score table at
            setup=lambda d: os.mkfifo(d / "fifo.csv"))
 
 
+# -- Hydra overrides (only the ones handled in main today; see docs/reliability.md for the rest) -----
+def override_case(cid, what, extra, rc, expect, verdict="refused", check=None, files=None):
+    add(Case(f"override-{cid}", "overrides", what, {"scores.csv": scores_csv(), **(files or {})}, analyze("scores.csv", *extra),
+             rc=rc, expect=expect, verdict=verdict, check=check))
+
+
+override_case("unknown-key", "`foo=1` (no such option)", ("foo=1",), 1, r"Could not override 'foo'")
+override_case("bad-grammar", "`a==b` (override grammar)", ("a==b",), 1, r"Error parsing override 'a==b'")
+override_case("unclosed-list", "`metrics=[clip` (unclosed list)", ("metrics=[clip",), 1, r"no viable alternative at input '\[clip'")
+override_case("unknown-protocol", "`protocol=nope` (no such config)", ("protocol=nope",), 1,
+              r"Could not find 'protocol/nope'")
+override_case("unknown-dataset", "`dataset=nope` (no such config)", ("dataset=nope",), 1, r"Could not find 'dataset/nope'")
+override_case("subsets", "`subsets=bogus`", ("subsets=bogus",), 2, r"expected subsets to be one of \['auto', 'dataset'")
+override_case("subsets-column", "`subsets=column` without a subset column", ("subsets=column",), 2,
+              r"subsets=column expects a 'subset' column")
+override_case("meta-metric", "`meta_metrics=[bogus]`", ("meta_metrics=[bogus]",), 2, r"expected a meta-metric among \['rank'")
+override_case("compare-one", "`compare=[clip]` (one name)", ("compare=[clip]",), 2, r"expected compare=\[metric_a,metric_b\]")
+override_case("compare-unknown", "`compare=[clip,nope]`", ("compare=[clip,nope]",), 2, r"expected metrics among \['clip', 'tifa'\], got 'nope'")
+override_case("protocols-dup", "`protocols=[paper,paper]`", ("protocols=[paper,paper]",), 2, r"expected distinct protocol names")
+override_case("confidence-range", "`confidence=2` (with a bootstrap)", ("confidence=2", "bootstrap=10"), 2, r"expected a confidence level in \(0, 1\), got 2\.0")
+override_case("bootstrap-negative", "`bootstrap=-1`", ("bootstrap=-1",), 2, r"expected at least one bootstrap replicate, got -1")
+override_case("max-walks-text", "`max_walks=abc`", ("max_walks=abc",), 2, r"expected max_walks to be a positive integer or null, got 'abc'")
+override_case("max-walks-zero", "`max_walks=0`", ("max_walks=0",), 2, r"expected max_walks to be a positive integer or null, got 0")
+override_case("max-walks-null", "`max_walks=null` (no limit)", ("max_walks=null",), 0, "", verdict="correct",
+              check=same_as_clean("clip"))
+override_case("max-walks-small", "`max_walks=1`: SEG 0 (2 walks) is named and left out", ("max_walks=1",), 0,
+              r"SEG 0: 2 walks over the present levels, 2 over its graph; over max_walks=1", verdict="warned",
+              check=lambda d, out: close(value_of(d, "clip", "rank"), 1.0))
+override_case("image-roots-int", "`image_roots=5` with a dataset", ("image_roots=5", "path={d}/metadata.csv"), 2,
+              r"expected image_roots to be a folder or a list of folders, got 5", files={"metadata.csv": meta_csv()})
+override_case("metrics-empty", "`metrics=[]` (all metrics)", ("metrics=[]",), 0, "", verdict="correct",
+              check=same_as_clean("tifa"))
+override_case("human-missing", "`human=` a file that does not exist", ("human={d}/nope.csv",), 2,
+              r"expected a human-judgment file .* at .*nope\.csv, found none")
+add(Case("override-data-max-walks", "overrides", "`ts2 data info max_walks=abc`", {"metadata.csv": meta_csv()},
+         info("metadata.csv", "max_walks=abc"), rc=2, expect=r"expected max_walks to be a positive integer or null"),
+    Case("override-data-image-roots", "overrides", "`ts2 data validate image_roots={a: 1}` (a mapping)",
+         {"metadata.csv": meta_csv()}, validate("metadata.csv", "image_roots={a:1}"), rc=2,
+         expect=r"expected image_roots to be a folder or a list of folders"),
+    Case("override-no-action", "overrides", "`ts2 data` without an action", {}, ("data",), rc=2,
+         expect=r"ts2 data: expected an action, one of \['info', 'validate', 'make-synthetic'\]"),
+    Case("override-bad-action", "overrides", "`ts2 data explode`", {}, ("data", "explode"), rc=2,
+         expect=r"unknown action 'explode'"),
+    Case("override-bad-command", "overrides", "`ts2 frobnicate`", {}, ("frobnicate",), rc=2,
+         expect=r"ts2: unknown command 'frobnicate'"))
+
+# -- environment faults ---------------------------------------------------------------------------
+add(Case("env-output-dir-devnull", "environment", "`output_dir=/dev/null` (a device)", {"scores.csv": scores_csv()},
+         ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir=/dev/null"), rc=2,
+         expect=r"ts2 analyze: expected a writable output_dir, got /dev/null"),
+    Case("env-output-dir-file", "environment", "`output_dir` is an existing regular file", {"scores.csv": scores_csv(), "f": "x"},
+         ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir={d}/f"), rc=2,
+         expect=r"expected a writable output_dir, got .*/f"),
+    Case("env-output-dir-under-file", "environment", "`output_dir` below a regular file", {"scores.csv": scores_csv(), "f": "x"},
+         ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir={d}/f/sub"), rc=2,
+         expect=r"expected a writable output_dir, got .*/f/sub: Not a directory"),
+    Case("env-output-dir-proc", "environment", "`output_dir` under /proc", {"scores.csv": scores_csv()},
+         ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir=/proc/ts2-x"), rc=2,
+         expect=r"expected a writable output_dir, got /proc/ts2-x"),
+    Case("env-no-home", "environment", "HOME unset", {"metadata.csv": meta_csv()}, validate(), rc=0, verdict="correct",
+         expect=r"OK: 2 SEGs", env={"HOME": None}),
+    Case("env-c-locale", "environment", "LC_ALL=C with a non-ASCII prompt", {"m/metadata.csv": meta_with(0, 1, "un cube rouge é")},
+         validate("m/metadata.csv"), rc=0, verdict="warned", expect=r"expected the SEG's prompt 'a red cube', got 'un cube rouge é'",
+         env={"LC_ALL": "C", "LANG": "C"}),
+    Case("env-cache-dir-unset", "environment", "TS2_CACHE_DIR unset: `data validate` needs no cache",
+         {"metadata.csv": meta_csv()}, validate(), rc=0, verdict="correct", expect=r"OK: 2 SEGs",
+         env={"TS2_CACHE_DIR": "{d}/nonexistent/cache"}),
+    Case("env-scores-symlink-loop", "environment", "scores= a symlink loop", {}, analyze("loop.csv"), rc=2,
+         expect=r"expected a score table at .*loop\.csv, found none",
+         setup=lambda d: os.symlink(d / "loop.csv", d / "loop.csv")),
+    Case("env-scores-devzero", "environment", "scores= a symlink to /dev/zero", {}, analyze("zero.csv"), rc=2,
+         expect=r"expected a score table at .*zero\.csv, found none", setup=lambda d: os.symlink("/dev/zero", d / "zero.csv"),
+         timeout=20),
+    Case("env-dataset-devzero", "environment", "path= a dataset.yaml symlinked to /dev/zero", {}, validate("z.yaml"), rc=2,
+         expect=r"expected a SEG file \(\.yaml/\.json\) at .*z\.yaml, found none",
+         setup=lambda d: os.symlink("/dev/zero", d / "z.yaml"), timeout=20),
+    Case("env-dataset-fifo", "environment", "path= a dataset.yaml that is a FIFO", {}, validate("f.yaml"), rc=2,
+         expect=r"expected a SEG file .* found none", setup=lambda d: os.mkfifo(d / "f.yaml"), timeout=20))
+
+
+# -- image files (ts2 score with an exact pixel-mean metric, tests/tiny_models.py) -----------------
+def _png(path: Path, mode: str = "RGB", size=(8, 8), fmt: str | None = None, **kw) -> None:
+    from PIL import Image
+
+    colour = {"RGB": (100, 50, 20), "RGBA": (100, 50, 20, 128), "CMYK": (10, 20, 30, 40), "I;16": 30000}.get(mode, 100)
+    Image.new(mode, size, colour).save(path, format=fmt, **kw)
+
+
+def image_dataset(hostile: str, make: Callable[[Path], None] | None):
+    """setup: 10 good 8x8 images in a chain of nodes 0..9, plus the hostile image in node 3."""
+    def setup(d: Path) -> None:
+        import yaml
+
+        for i in range(10):
+            _png(d / f"g{i}.png")
+        if make is not None:
+            make(d / hostile)
+        nodes = [{"label": str(i), "images": [{"id": f"g{i}.png", "path": f"g{i}.png"}]} for i in range(10)]
+        nodes[3]["images"].append({"id": hostile, "path": hostile})
+        (d / "d.yaml").write_text(yaml.safe_dump({"format": "ts2-seg/1", "segs": [{"id": "a", "prompt": "p", "nodes": nodes}]}))
+    return setup
+
+
+SCORE = ("score", "path={d}/d.yaml", "~metric", "+metrics.fake={_target_:tiny_models.PixelMeanMetric,name:fake}",
+         "device=cpu", "progress=false", "num_workers=0", "max_failure_share=0.5", "cache_dir={d}/cache", "output_dir={d}/out")
+
+
+def scored(hostile: str, finite: bool):
+    """check: the 10 good images are scored exactly (mean 100/50/20 -> 56.67/255 + 1/1000) and the
+    hostile one has a score (finite) or an empty cell (failed)."""
+    def check(d: Path, out: str) -> None:
+        import numpy as np
+        import pandas as pd
+
+        t = pd.read_csv(d / "out" / "scores.csv", dtype={"file_name": str})
+        good = t[t.file_name.str.startswith("g")]["fake"].to_numpy()
+        assert len(good) == 10 and np.allclose(good, (100 + 50 + 20) / 3 / 255 + 1 / 1000), good
+        cell = t.loc[t.file_name == hostile, "fake"]
+        assert len(cell) == 1 and (np.isfinite(cell.iloc[0]) if finite else np.isnan(cell.iloc[0])), cell
+    return check
+
+
+def image_case(cid, what, hostile, make, verdict, expect=""):
+    add(Case(f"image-{cid}", "images", what, {}, SCORE, rc=0, verdict=verdict, expect=expect,
+             setup=image_dataset(hostile, make), check=scored(hostile, verdict == "correct"), timeout=120))
+
+
+FAILED = r"fake: 1 of 11 item\(s\) failed \(first: {}: "
+image_case("corrupt", "PNG signature then random bytes", "corrupt.png",
+           lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(200))), "warned",
+           FAILED.format("corrupt.png") + r".*expected a readable image file")
+image_case("zero-byte", "a 0-byte .png", "zero.png", lambda p: p.write_bytes(b""), "warned",
+           FAILED.format("zero.png") + r".*expected a readable image file")
+image_case("text", "a text file named .png", "text.png", lambda p: p.write_text("hello"), "warned",
+           FAILED.format("text.png") + r".*expected a readable image file")
+image_case("truncated", "a PNG cut in half", "trunc.png",
+           lambda p: (_png(p), p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])), "warned",
+           FAILED.format("trunc.png"))
+image_case("directory", "a folder named x.png", "adir.png", lambda p: p.mkdir(), "warned", FAILED.format("adir.png"))
+image_case("missing", "an image file that does not exist", "missing.png", None, "warned",
+           FAILED.format("missing.png") + r"missing image file: expected a file at .*missing\.png, found none")
+image_case("outside-link", "a symlink inside the folder to a text file outside it", "outlink.png",
+           lambda p: os.symlink("/etc/hostname", p), "warned", FAILED.format("outlink.png"))
+for cid, mode, name, kw in [("gray16", "I;16", "i16.png", {}), ("rgba", "RGBA", "rgba.png", {}), ("palette", "P", "p.png", {}),
+                            ("cmyk-jpeg", "CMYK", "cmyk.jpg", {}), ("png-named-jpg", "RGB", "pngjpg.jpg", {"fmt": "PNG"}),
+                            ("one-pixel", "RGB", "one.png", {"size": (1, 1)}), ("webp", "RGB", "w.webp", {}),
+                            ("tiff", "RGB", "t.tif", {}), ("bmp", "RGB", "b.bmp", {}), ("gray", "L", "l.png", {})]:
+    image_case(cid, f"a valid but unusual image: {cid}", name, lambda p, mode=mode, kw=kw: _png(p, mode, **kw), "correct")
+image_case("animated-gif", "an animated GIF (first frame scored)", "anim.gif",
+           lambda p: __import__("PIL.Image").Image.new("P", (8, 8)).save(
+               p, save_all=True, append_images=[__import__("PIL.Image").Image.new("P", (8, 8), 3)]), "correct")
+
+
 def markdown_table() -> str:
     """The docs table: one row per case."""
     rows = ["| # | area | input | command | exit | verdict |", "|---:|---|---|---|---:|---|"]
