@@ -107,7 +107,7 @@ class AnswerMatcher:
     L2-normalised, so the dot product is the cosine. An empty answer matches no choice.
     """
 
-    def __init__(self, model: str = "pypi:all-mpnet-base-v2", yes_no_variants: bool = True, device: str = "cpu",
+    def __init__(self, model: str = "sentence-transformers/all-mpnet-base-v2", yes_no_variants: bool = True, device: str = "cpu",
                  batch_size: int = 64, encoder: Callable[[list[str]], Any] | None = None,
                  revision: str | None = None) -> None:
         self.model = str(model)
