@@ -658,21 +658,22 @@ def override_case(cid, what, extra, rc, expect, verdict="refused", check=None, f
              rc=rc, expect=expect, verdict=verdict, check=check))
 
 
-override_case("unknown-key", "`foo=1` (no such option)", ("foo=1",), 1, r"Could not override 'foo'")
-override_case("bad-grammar", "`a==b` (override grammar)", ("a==b",), 1, r"Error parsing override 'a==b'")
-override_case("unclosed-list", "`metrics=[clip` (unclosed list)", ("metrics=[clip",), 1, r"no viable alternative at input '\[clip'")
-override_case("unknown-protocol", "`protocol=nope` (no such config)", ("protocol=nope",), 1,
-              r"Could not find 'protocol/nope'")
-override_case("unknown-dataset", "`dataset=nope` (no such config)", ("dataset=nope",), 1, r"Could not find 'dataset/nope'")
-override_case("subsets", "`subsets=bogus`", ("subsets=bogus",), 2, r"expected subsets to be one of \['auto', 'dataset'")
+override_case("unknown-key", "`foo=1` (no such option)", ("foo=1",), 2, r"unknown key 'foo' for ts2 analyze; see `ts2 analyze --help`")
+override_case("bad-grammar", "`a==b` (override grammar)", ("a==b",), 2, r"ts2 analyze: Error parsing override 'a==b'")
+override_case("unclosed-list", "`metrics=[clip` (unclosed list)", ("metrics=[clip",), 2, r"ts2 analyze: no viable alternative at input '\[clip'")
+override_case("unknown-protocol", "`protocol=nope` (no such config)", ("protocol=nope",), 2,
+              r"unknown option 'nope' for the config group 'protocol'; expected one of \['graph', 'paper'\]")
+override_case("unknown-dataset", "`dataset=nope` (no such config)", ("dataset=nope",), 2,
+              r"unknown option 'nope' for the config group 'dataset'; expected one of")
+override_case("subsets", "`subsets=bogus`", ("subsets=bogus",), 2, r"subsets=bogus: expected one of auto, dataset, column, ts2, none, got 'bogus'")
 override_case("subsets-column", "`subsets=column` without a subset column", ("subsets=column",), 2,
               r"subsets=column expects a 'subset' column")
 override_case("meta-metric", "`meta_metrics=[bogus]`", ("meta_metrics=[bogus]",), 2, r"expected a meta-metric among \['rank'")
 override_case("compare-one", "`compare=[clip]` (one name)", ("compare=[clip]",), 2, r"expected compare=\[metric_a,metric_b\]")
 override_case("compare-unknown", "`compare=[clip,nope]`", ("compare=[clip,nope]",), 2, r"expected metrics among \['clip', 'tifa'\], got 'nope'")
 override_case("protocols-dup", "`protocols=[paper,paper]`", ("protocols=[paper,paper]",), 2, r"expected distinct protocol names")
-override_case("confidence-range", "`confidence=2` (with a bootstrap)", ("confidence=2", "bootstrap=10"), 2, r"expected a confidence level in \(0, 1\), got 2\.0")
-override_case("bootstrap-negative", "`bootstrap=-1`", ("bootstrap=-1",), 2, r"expected at least one bootstrap replicate, got -1")
+override_case("confidence-range", "`confidence=2` (with a bootstrap)", ("confidence=2", "bootstrap=10"), 2, r"confidence=2: expected a number > 0 and < 1, got 2")
+override_case("bootstrap-negative", "`bootstrap=-1`", ("bootstrap=-1",), 2, r"bootstrap=-1: expected an integer >= 0, got -1")
 override_case("max-walks-text", "`max_walks=abc`", ("max_walks=abc",), 2, r"expected max_walks to be a positive integer or null, got 'abc'")
 override_case("max-walks-zero", "`max_walks=0`", ("max_walks=0",), 2, r"expected max_walks to be a positive integer or null, got 0")
 override_case("max-walks-null", "`max_walks=null` (no limit)", ("max_walks=null",), 0, "", verdict="correct",
@@ -686,6 +687,14 @@ override_case("metrics-empty", "`metrics=[]` (all metrics)", ("metrics=[]",), 0,
               check=same_as_clean("tifa"))
 override_case("human-missing", "`human=` a file that does not exist", ("human={d}/nope.csv",), 2,
               r"expected a human-judgment file .* at .*nope\.csv, found none")
+for opt, val, msg in [("permutations", "-5", r"expected an integer >= 1, got -5"), ("permutations", "0", r"expected an integer >= 1, got 0"),
+                      ("seed", "abc", r"expected an integer >= 0, got 'abc'"), ("bootstrap", "abc", r"expected an integer >= 0, got 'abc'"),
+                      ("confidence", "abc", r"expected a number > 0 and < 1, got 'abc'")]:
+    override_case(f"{opt}-{val}", f"`{opt}={val}`", (f"{opt}={val}",), 2, rf"ts2 analyze: {opt}={val}: {msg}")
+add(Case("override-n-segs-text", "overrides", "`ts2 data make-synthetic n_segs=abc`", {},
+         ("data", "make-synthetic", "n_segs=abc", "out={d}/syn"), rc=2, expect=r"ts2 data: n_segs=abc: expected an integer >= 1, got 'abc'"),
+    Case("override-json-maybe", "overrides", "`ts2 data info json=maybe`", {"metadata.csv": meta_csv()},
+         info("metadata.csv", "json=maybe"), rc=2, expect=r"ts2 data: json=maybe: expected true or false, got 'maybe'"))
 add(Case("override-data-max-walks", "overrides", "`ts2 data info max_walks=abc`", {"metadata.csv": meta_csv()},
          info("metadata.csv", "max_walks=abc"), rc=2, expect=r"expected max_walks to be a positive integer or null"),
     Case("override-data-image-roots", "overrides", "`ts2 data validate image_roots={a: 1}` (a mapping)",
@@ -701,16 +710,16 @@ add(Case("override-data-max-walks", "overrides", "`ts2 data info max_walks=abc`"
 # -- environment faults ---------------------------------------------------------------------------
 add(Case("env-output-dir-devnull", "environment", "`output_dir=/dev/null` (a device)", {"scores.csv": scores_csv()},
          ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir=/dev/null"), rc=2,
-         expect=r"ts2 analyze: expected a writable output_dir, got /dev/null"),
+         expect=r"ts2 analyze: cannot create output_dir /dev/null \(/dev/null: Not a directory\)"),
     Case("env-output-dir-file", "environment", "`output_dir` is an existing regular file", {"scores.csv": scores_csv(), "f": "x"},
          ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir={d}/f"), rc=2,
-         expect=r"expected a writable output_dir, got .*/f"),
+         expect=r"cannot create output_dir .*/f \(.*/f: Not a directory\)"),
     Case("env-output-dir-under-file", "environment", "`output_dir` below a regular file", {"scores.csv": scores_csv(), "f": "x"},
          ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir={d}/f/sub"), rc=2,
-         expect=r"expected a writable output_dir, got .*/f/sub: Not a directory"),
+         expect=r"cannot create output_dir .*/f/sub \(.*/f: Not a directory\)"),
     Case("env-output-dir-proc", "environment", "`output_dir` under /proc", {"scores.csv": scores_csv()},
          ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir=/proc/ts2-x"), rc=2,
-         expect=r"expected a writable output_dir, got /proc/ts2-x"),
+         expect=r"cannot create output_dir /proc/ts2-x \(/proc: No such file or directory\)"),
     Case("env-no-home", "environment", "HOME unset", {"metadata.csv": meta_csv()}, validate(), rc=0, verdict="correct",
          expect=r"OK: 2 SEGs", env={"HOME": None}),
     Case("env-c-locale", "environment", "LC_ALL=C with a non-ASCII prompt", {"m/metadata.csv": meta_with(0, 1, "un cube rouge é")},
