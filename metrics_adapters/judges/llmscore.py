@@ -7,7 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Metric, MetricError, ScoreItem
-from .backends import DEFAULT_API_URL, DEFAULT_LLM, DEFAULT_VLM, ChatBackend, ChatRequest, HTTPChatBackend, TransformersChatBackend
+from .backends import (
+    DEFAULT_API_URL,
+    DEFAULT_LLM,
+    DEFAULT_VLM,
+    ChatBackend,
+    ChatRequest,
+    HTTPChatBackend,
+    TransformersChatBackend,
+)
 from .common import Outcome, ask_and_parse
 from .parsing import ParseError, parse_judgement
 from .records import AnswerLog, write_usage
@@ -55,6 +63,8 @@ class LLMJudge(Metric):
     tokens_per_image : float
         Captioner + evaluator tokens per image, for the FLOPs estimate.
     """
+
+    paper = "Lu et al. 2023, LLMScore (arXiv:2305.11116)"
 
     higher_is_better = True
     score_range = None
@@ -104,7 +114,7 @@ class LLMJudge(Metric):
         return {"captioner": self.captioner.model_ids(), "evaluator": self.evaluator.model_ids()}
 
     def flops_per_image(self) -> float | None:
-        p1, p2 = self.captioner.params(), self.evaluator.params()
+        p1, p2 = self.captioner.n_params(), self.evaluator.n_params()
         if p1 is None or p2 is None:
             return None
         # About two thirds of the tokens go through the captioner (two calls with the image).

@@ -52,6 +52,8 @@ class VLMJudge(Metric):
         576 tokens on an image.
     """
 
+    paper = "Ku et al. 2024, VIEScore (arXiv:2312.14867)"
+
     higher_is_better = True
     score_range = (0.0, 10.0)
     needs_images = True
@@ -88,7 +90,7 @@ class VLMJudge(Metric):
         return self.backend.model_ids()
 
     def flops_per_image(self) -> float | None:
-        p = self.backend.params()
+        p = self.backend.n_params()
         return None if p is None else 2.0 * p * self.tokens_per_image
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
