@@ -31,7 +31,9 @@ __all__ = ["QAMetric", "ANSWER_COLUMNS"]
 log = logging.getLogger(__name__)
 
 ANSWER_COLUMNS = ("metric", "seg_id", "node", "file_name", "prompt", "question_id", "parent_question_id", "question",
-                  "choices", "expected", "raw_answer", "matched", "match_method", "similarity", "correct", "satisfied")
+                  "choices", "expected", "raw_answer", "matched", "match_method", "similarity", "correct", "satisfied", "match_rule")
+# match_rule (the rule that decided, see matching.RULES) is last so that readers of the older
+# 16-column answers.csv still find every column where it was.
 
 
 class _NeedsImages:
@@ -430,7 +432,8 @@ class QAMetric(Metric):
             if isinstance(a, VQAError) and i not in fails:
                 fails[i] = f"question {q.question_id} ({q.question!r}): {a}"
         good = [k for k, (i, _) in enumerate(owners) if i not in fails]
-        matches = self.matcher.match([answers[k] for k in good], [owners[k][1].choices for k in good])
+        matches = self.matcher.match([answers[k] for k in good], [owners[k][1].choices for k in good],
+                                     [owners[k][1].answer for k in good])
         per_item: dict[int, list[tuple[Any, str, Any]]] = {}
         for k, m in zip(good, matches):
             i, q = owners[k]
@@ -447,7 +450,8 @@ class QAMetric(Metric):
                  "prompt": it.prompt, "question_id": q.question_id, "parent_question_id": format_parents(q.parents),
                  "question": q.question, "choices": "|".join(q.choices), "expected": q.answer, "raw_answer": a,
                  "matched": m.choice, "match_method": m.method, "similarity": m.similarity,
-                 "correct": correct[q.question_id], "satisfied": gated[q.question_id]} for q, a, m in rows]
+                 "correct": correct[q.question_id], "satisfied": gated[q.question_id], "match_rule": m.rule}
+                for q, a, m in rows]
         if fails:
             # Nothing is logged for a failing batch: the engine retries item by item, and the
             # items that succeed then are logged once.
