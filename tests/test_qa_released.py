@@ -101,3 +101,42 @@ def test_replay_scores_reproduce_table_2_blip1_cells(replay, released):
                 got = 100 * res.value(metric, mm, sub, "paper")
                 assert abs(got - p) <= 0.5, (metric, mm, sub, got, p)
         assert abs(100 * res.value(metric, "delta", "Avg", "paper") - cells["delta"]) <= 0.5
+
+
+# -- LLaVA: sentence answers ("No there is no ramp in the image.</s>"), both yes/no modes ---------------
+
+@pytest.fixture(scope="module")
+def llava_released(ts2_dir):
+    df = pd.read_csv(ts2_dir / "released" / "llava_scores.csv", dtype={"seg_id": str, "node": str})
+    return df.set_index("file_name")
+
+
+@pytest.fixture(scope="module")
+def llava_replay(ts2_dir, mpnet_dir, tmp_path_factory):
+    """``run(kind, mode, *extra)``: the output folder of one ``ts2 score ... metric.vqa=replay`` of
+    LLaVA's released answers with ``metric.matcher.yes_no=mode`` (each run once per module; the
+    choices' embeddings are shared between runs in one process)."""
+    base = tmp_path_factory.mktemp("llava_replay")
+    done: dict[tuple, object] = {}
+
+    def run(kind, mode, *extra):
+        key = (kind, mode, *extra)
+        if key not in done:
+            out = base / "-".join(key).replace("+", "").replace("=", "_")
+            answers = ts2_dir / "released" / f"llava_{kind}_raw_answers.csv"
+            rc = main(["score", f"path={ts2_dir}", f"metric={kind}", "metric.vqa=replay",
+                       f"metric.vqa.answers={answers}", f"metric.matcher.yes_no={mode}", *extra,
+                       f"output_dir={out}", f"cache_dir={base / 'cache'}", "device=cpu", "progress=false",
+                       "batch_size=512"])
+            assert rc == 0
+            done[key] = out
+        return done[key]
+
+    return run
+
+
+def _agreement(run_dir, kind, released):
+    ours = _scores(run_dir, kind)
+    assert len(ours) == 2840 and ours.notna().all()
+    theirs = released[f"llava_{kind}"].reindex(ours.index)
+    return pd.Series(np.isclose(ours.to_numpy(), theirs.to_numpy(), atol=1e-6), index=ours.index)

@@ -60,6 +60,7 @@ YES_NO_MODES = ("rules", "paper")
 # Bump when the rules change: it is part of the matcher's fingerprint (the cache key).
 _RULES_VERSION = "yes-no-rules-v1"
 
+_SHARED_EMBEDDINGS: dict[tuple[str, str | None], dict[str, np.ndarray]] = {}
 _WS = re.compile(r"\s+")
 # Punctuation stripped at the ends only: "yes." == "yes", but "t-shirt" keeps its hyphen.
 _EDGE_PUNCT = "\"'`.,;:!?()[]{}<>*_ \t\n"
@@ -264,7 +265,11 @@ class AnswerMatcher:
         self.batch_size = int(batch_size)
         self._encoder = encoder
         self._st = None
-        self._emb: dict[str, np.ndarray] = {}
+        # Embeddings depend only on (model, revision, text): instances of one model in one process
+        # share them (a sweep over VQA backends or matcher modes embeds each choice once). An
+        # injected encoder keeps its own.
+        self._emb: dict[str, np.ndarray] = (
+            {} if encoder is not None else _SHARED_EMBEDDINGS.setdefault((self.model, revision), {}))
         self.n_encoded = 0  # texts sent to the embedding model (for tests and run stats)
 
     def settings(self) -> dict[str, Any]:
@@ -356,11 +361,13 @@ class AnswerMatcher:
                     continue
             need.append((i, "embedding_fallback" if yes_no_q else "embedding"))
         if need:
-            # Embed the answers without markup, case kept (as TIFA: case can carry meaning).
-            texts = [strip_markup(answers[i]) for i, _ in need] + [str(c).strip() for i, _ in need for c in choices[i]]
+            # Answers are embedded with their case (as TIFA: case can carry meaning) and without
+            # markup; the release embedded the raw text ("A horse</s>"), which paper mode repeats.
+            text_of = (lambda a: str(a).strip()) if paper else strip_markup
+            texts = [text_of(answers[i]) for i, _ in need] + [str(c).strip() for i, _ in need for c in choices[i]]
             self._encode(texts)
             for i, rule in need:
-                a = self._emb[strip_markup(answers[i])]
+                a = self._emb[text_of(answers[i])]
                 sims = np.array([float(self._emb[str(c).strip()] @ a) for c in choices[i]])
                 j = int(np.argmax(sims))  # first maximum: ties go to the earlier choice
                 results[i] = MatchResult(choices[i][j], "embedding", float(sims[j]), rule=rule)
