@@ -18,7 +18,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics_adapters.qa.matching import RULES, AnswerMatcher, decide_yes_no, normalize_answer, strip_markup
+from metrics_adapters.qa.matching import (
+    RULES,
+    AnswerMatcher,
+    decide_yes_no,
+    normalize_answer,
+    strip_markup,
+)
 
 FIXTURE = Path(__file__).parent / "data" / "yes_no_answers.csv"
 
