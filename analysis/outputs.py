@@ -16,20 +16,31 @@ import numpy as np
 import pandas as pd
 
 from .pipeline import AnalysisResult
-from .tables import _atomic_write, write_tables
+from seg_data.results import atomic_write_text, result_set
+
+from .tables import write_tables
 
 __all__ = ["write_outputs", "write_frame", "summary_text", "compare_text"]
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> Path:
-    _atomic_write(path, frame.to_csv(index=False))
-    return path
+    return atomic_write_text(path, frame.to_csv(index=False))
 
 
-def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, pd.DataFrame] | None = None) -> list[Path]:
-    """Write every output of ``result`` (and ``extra`` frames as ``<name>.csv``) to ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, pd.DataFrame] | None = None,
+                  roles: dict[str, str] | None = None, dataset: str | None = None,
+                  score_files: list[str] | tuple[str, ...] = ()) -> list[Path]:
+    """Write every output of ``result`` (and ``extra`` frames as ``<name>.csv``) to ``out_dir``,
+    as one set (:func:`seg_data.results.result_set`: a killed writer leaves a folder that reads
+    as interrupted). ``roles`` (metric -> role, default ``metric``) and the ``dataset`` name go
+    into ``analysis.json``, with the absolute paths of the ``score_files`` read (the user's table,
+    then any reference table), so a report can draw their per-image scores."""
+    with result_set(out_dir, "ts2 analyze"):
+        return _write_outputs(result, Path(out_dir), extra, roles or {}, dataset, score_files)
+
+
+def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFrame] | None,
+                   roles: dict[str, str], dataset: str | None, score_files) -> list[Path]:
     paths = [write_frame(result.metametrics_frame(), out / "metametrics.csv"),
              write_frame(result.per_seg_frame(), out / "per_seg.csv")]
     paths += write_tables(result, out)
@@ -39,6 +50,9 @@ def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, 
         "source": result.source,
         "metrics": list(result.metrics),
         "lower_is_better": sorted(result.lower_is_better),
+        "roles": {m: roles.get(m, "metric") for m in result.metrics},
+        "dataset": dataset,
+        "score_files": [str(Path(f).resolve()) for f in score_files],
         "meta_metrics": list(result.meta_metrics),
         "protocols": {name: pr.protocol.to_dict() for name, pr in result.protocols.items()},
         "subsets": {name: list(pr.group_names) for name, pr in result.protocols.items()},
@@ -52,7 +66,7 @@ def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, 
         "notes": list(result.notes),
     }
     p = out / "analysis.json"
-    _atomic_write(p, json.dumps(meta, indent=1))
+    atomic_write_text(p, json.dumps(meta, indent=1))
     paths.append(p)
     return paths
 

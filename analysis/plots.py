@@ -25,11 +25,18 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 __all__ = [
-    "OKABE_ITO", "MARKERS", "save_figure", "pareto_figure", "score_histograms", "seg_heatmap",
-    "rank_scatter", "add_levels", "metric_colors", "si_flops",
+    "MARKERS",
+    "OKABE_ITO",
+    "add_levels",
+    "metric_colors",
+    "pareto_figure",
+    "rank_scatter",
+    "save_figure",
+    "score_histograms",
+    "seg_heatmap",
+    "si_flops",
 ]
 
 log = logging.getLogger(__name__)
@@ -119,12 +126,11 @@ def add_levels(scores: pd.DataFrame) -> pd.DataFrame:
     return scores.assign(level=levels)
 
 
-# -- Pareto ----------------------------------------------------------------------------------------
+def pareto_figure(*args, **kwargs) -> Figure:
+    """:func:`analysis.plots_pareto.pareto_figure` (the Pareto figure lives in its own module)."""
+    from .plots_pareto import pareto_figure as _pareto_figure
 
-def _cost_label(v: float, zero_x: float | None) -> str:
-    if zero_x is not None and v < zero_x * 10 ** 0.5:
-        return "0" if math.isclose(v, zero_x, rel_tol=1e-6) else ""
-    return si_flops(v)
+    return _pareto_figure(*args, **kwargs)
 
 
 def si_flops(v: float) -> str:
@@ -133,205 +139,6 @@ def si_flops(v: float) -> str:
         return ""
     exp = min(max(int(math.floor(math.log10(v) / 3)), 0), 6)
     return f"{v / 10 ** (3 * exp):.3g}{['', 'k', 'M', 'G', 'T', 'P', 'E'][exp]}"
-
-
-def _frontier_mask(cost: np.ndarray, value: np.ndarray) -> np.ndarray:
-    from analysis.pareto import pareto_mask  # the one Pareto implementation lives in analysis.pareto
-
-    return np.asarray(pareto_mask(value, cost), dtype=bool)
-
-
-def _spread(ys: list[float], gap: float, lo: float, hi: float) -> list[float]:
-    """Label positions near ``ys`` (sorted ascending) at least ``gap`` apart, inside [lo, hi]."""
-    out = list(ys)
-    for i in range(1, len(out)):
-        out[i] = max(out[i], out[i - 1] + gap)
-    overflow = out[-1] - hi if out else 0.0
-    if overflow > 0:
-        out = [y - overflow for y in out]
-        for i in range(len(out) - 2, -1, -1):
-            out[i] = min(out[i], out[i + 1] - gap)
-    if out and out[0] < lo:  # too many labels for the space: squeeze evenly
-        out = list(np.linspace(lo, hi, len(out)))
-    return out
-
-
-def _label_points(ax, xs: np.ndarray, ys: np.ndarray, texts: list[str], bold: np.ndarray,
-                  max_per_cluster: int = 5) -> None:
-    """Label points to their right; labels of points at a similar cost are spread vertically.
-
-    In a cluster of more than ``max_per_cluster`` points only the ``bold`` (frontier) ones are
-    labelled: long fans of leader lines are unreadable, and the legend names every point.
-    """
-    x0, x1 = ax.get_xlim()
-    y0, y1 = ax.get_ylim()
-    lx = (np.log10(xs) - math.log10(x0)) / (math.log10(x1) - math.log10(x0))
-    ly = (ys - y0) / (y1 - y0)
-    order = np.argsort(lx, kind="stable")
-    clusters: list[list[int]] = []
-    for i in order:
-        if clusters and lx[i] - lx[clusters[-1][-1]] < 0.12:
-            clusters[-1].append(int(i))
-        else:
-            clusters.append([int(i)])
-    for cl in clusters:
-        if len(cl) > max_per_cluster:
-            cl = [i for i in cl if bold[i]]
-            if not cl:
-                continue
-        cl.sort(key=lambda i: ly[i])
-        pos = _spread([float(ly[i]) for i in cl], gap=0.055, lo=0.02, hi=0.98)
-        for i, py in zip(cl, pos):
-            ax.annotate(texts[i], xy=(xs[i], ys[i]), xycoords="data", xytext=(lx[i] + 0.03, py),
-                        textcoords="axes fraction", va="center", ha="left", fontsize=8.5,
-                        fontweight="bold" if bold[i] else "normal",
-                        bbox=dict(boxstyle="round,pad=0.12", fc="white", ec="none", alpha=0.85),
-                        zorder=2.5,  # under the markers: a label never hides another metric's point
-                        arrowprops=dict(arrowstyle="-", color="0.6", lw=0.6, shrinkA=0, shrinkB=3))
-
-
-def _same_as_avg(pts: pd.DataFrame, subset: str) -> bool:
-    """A subset holding every SEG (a dataset with one subset) repeats the Avg panel."""
-    if "Avg" not in set(pts["subset"]):
-        return False
-    a = pts[pts["subset"] == "Avg"].set_index("metric")["value"]
-    b = pts[pts["subset"] == subset].set_index("metric")["value"]
-    return a.index.equals(b.index) and np.allclose(a.to_numpy(float), b.to_numpy(float), equal_nan=True)
-
-
-def pareto_figure(points: pd.DataFrame, meta_metric: str, subsets: Sequence[str] | None = None,
-                  labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
-                  title: str | None = None) -> Figure:
-    """Meta-metric vs FLOPs per image (log x), one panel per subset, Pareto frontier drawn.
-
-    Parameters
-    ----------
-    points : DataFrame
-        ``metametrics.csv`` rows plus a ``flops`` column (FLOPs per image of the metric):
-        ``metric, meta_metric, subset, value, flops`` and optionally ``ci_low, ci_high``
-        (fractions; drawn as whiskers when present and finite). Rows of other meta-metrics are
-        ignored; metrics without a cost (NaN) are left out (the panel says how many); metrics
-        that cost 0 FLOPs are drawn in a column labelled ``0`` left of a dotted line.
-    meta_metric : str
-        ``rank``, ``sep``, ``delta``, ``kendall`` or ``pair_acc``.
-    subsets : sequence of str, optional
-        Panels, default ``Avg`` then the other subsets in order of appearance.
-    labels, groups : mapping, optional
-        Display name and colour group (e.g. family ``TIFA``) per metric.
-
-    Returns
-    -------
-    Figure
-        Frontier points are filled, labelled in bold and joined by a step line (the region a
-        cheaper or better metric would have to enter to join the frontier); dominated points
-        are hollow. Values are shown in %.
-
-    Raises
-    ------
-    ValueError
-        No rows for ``meta_metric``, or no ``flops`` column.
-    """
-    if "flops" not in points.columns:
-        raise ValueError(f"expected a 'flops' column (FLOPs per image) in the Pareto points, got {list(points.columns)}")
-    pts = points[points["meta_metric"] == meta_metric]
-    if pts.empty:
-        raise ValueError(f"expected rows with meta_metric={meta_metric!r}, got meta-metrics "
-                         f"{sorted(points['meta_metric'].unique())}")
-    if subsets is None:
-        seen = list(dict.fromkeys(pts["subset"]))
-        subsets = (["Avg"] if "Avg" in seen else []) + [s for s in seen if s != "Avg" and not _same_as_avg(pts, s)]
-    labels = dict(labels or {})
-    metrics = list(dict.fromkeys(pts["metric"]))
-    style = metric_colors(metrics, groups)
-    n = len(subsets)
-    ncols = min(n, 2)
-    nrows = math.ceil(n / ncols)
-    with _style():
-        fig = _new_figure(6.0 * ncols + 2.2, 4.6 * nrows)
-        axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
-        for ax in axes[n:]:
-            ax.set_visible(False)
-        any_zero, no_cost, no_value = False, set(), set()
-        for ax, subset in zip(axes, subsets):
-            d = pts[pts["subset"] == subset]
-            cost = pd.to_numeric(d["flops"], errors="coerce").to_numpy(float)
-            has_cost = np.isfinite(cost) & (cost >= 0)
-            ok = has_cost & np.isfinite(d["value"].to_numpy(float))
-            no_cost |= set(d.loc[~has_cost, "metric"])
-            no_value |= set(d.loc[has_cost & ~ok, "metric"])
-            d, cost = d[ok], cost[ok]
-            # A free metric (0 FLOPs, e.g. a random control) cannot sit on a log axis: it is drawn
-            # in a column labelled "0" one decade left of the cheapest costed metric; the
-            # frontier is computed on the true costs.
-            pos = cost[cost > 0]
-            zero_x = 10.0 ** (math.floor(math.log10(pos.min())) - 1) if len(pos) else 1.0
-            x = np.where(cost > 0, cost, zero_x)
-            ax.set_xscale("log")
-            ax.set_title(subset)
-            ax.set_xlabel("FLOPs per image (log scale; k, M, G, T, P = 10^3 ... 10^15)")
-            ax.set_ylabel(META_LABELS.get(meta_metric, meta_metric) + ", %")
-            ax.grid(True, which="major", color="0.9", lw=0.8)
-            if d.empty:
-                ax.text(0.5, 0.5, "no metric with a FLOPs estimate and a value", transform=ax.transAxes,
-                        ha="center")
-                continue
-            val = d["value"].to_numpy(float) * 100
-            front = _frontier_mask(cost, val)
-            lo = d["ci_low"].to_numpy(float) * 100 if "ci_low" in d else np.full(len(d), np.nan)
-            hi = d["ci_high"].to_numpy(float) * 100 if "ci_high" in d else np.full(len(d), np.nan)
-            for i, m in enumerate(d["metric"]):
-                colour, marker = style[m]
-                if np.isfinite(lo[i]) and np.isfinite(hi[i]):
-                    ax.errorbar(x[i], val[i], yerr=[[max(val[i] - lo[i], 0)], [max(hi[i] - val[i], 0)]],
-                                fmt="none", ecolor=colour, elinewidth=1.2, capsize=3, alpha=0.8, zorder=2)
-                ax.scatter(x[i], val[i], s=64 if front[i] else 46, marker=marker, zorder=4,
-                           facecolors=colour if front[i] else "white", edgecolors=colour, linewidths=1.6)
-            fi = np.flatnonzero(front)
-            fi = fi[np.lexsort((-val[fi], cost[fi]))]
-            xmin, xmax = x.min(), x.max()
-            pad = max(math.log10(xmax / xmin) * 0.08, 0.4)
-            ax.set_xlim(10 ** (math.log10(xmin) - pad), 10 ** (math.log10(xmax) + pad * 2.5))
-            if math.log10(xmax / xmin) < 2:
-                # A narrow cost range has one decade tick or none: tick 1-2-5 steps instead.
-                ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            # SI labels as in the paper's FLOP row (604M, 224T, 1.66P); no minor ticks (clutter,
-            # and slow to lay out over many decades).
-            has_zero = bool((cost == 0).any())
-            ax.xaxis.set_major_formatter(FuncFormatter(
-                lambda v, _pos: _cost_label(v, zero_x if has_zero else None)))
-            ax.xaxis.set_minor_locator(NullLocator())
-            if has_zero and len(pos):
-                ax.axvline(zero_x * 10 ** 0.5, color="0.5", lw=0.8, ls=":", zorder=0)
-            elif has_zero:  # every metric is free: the axis is just the "0" column
-                ax.set_xlim(zero_x / 10, zero_x * 10)
-                ax.xaxis.set_major_locator(FixedLocator([zero_x]))
-            # Staircase: a frontier metric's value holds until a costlier one improves on it.
-            fx = np.r_[x[fi], ax.get_xlim()[1]]
-            fy = np.r_[val[fi], val[fi][-1]]
-            ax.step(fx, fy, where="post", color="0.25", lw=1.4, ls="--", zorder=1.8,  # above the grid (1.5)
-                    label="Pareto frontier")
-            allv = np.r_[val, lo[np.isfinite(lo)], hi[np.isfinite(hi)]]
-            span = max(allv.max() - allv.min(), 1.0)
-            ax.set_ylim(allv.min() - 0.08 * span, allv.max() + 0.12 * span)
-            _label_points(ax, x, val, [labels.get(m, m) for m in d["metric"]], front)
-            any_zero |= has_zero
-        # One note under the panels (inside an axes it would cover points).
-        note = "Filled marker, bold name: Pareto-optimal (no metric both cheaper and better)."
-        if any_zero:
-            note += " At \u201c0\u201d (left of the dotted line): metrics that cost 0 FLOPs."
-        if no_cost:
-            note += f" Not shown (no FLOPs estimate): {', '.join(labels.get(m, m) for m in sorted(no_cost))}."
-        if no_value:
-            note += f" Not shown where the value is undefined: {', '.join(labels.get(m, m) for m in sorted(no_value))}."
-        fig.supxlabel("\n".join(textwrap.wrap(note, width=int(fig.get_figwidth() * 14))), fontsize=9, color="0.3")
-        if len(metrics) > 1:
-            from matplotlib.lines import Line2D
-
-            handles = [Line2D([], [], ls="none", marker=style[m][1], color=style[m][0], markersize=7,
-                              label=labels.get(m, m)) for m in metrics]
-            fig.legend(handles=handles, loc="outside right upper", frameon=False, title="metric")
-        fig.suptitle(title or f"{META_LABELS.get(meta_metric, meta_metric)} vs cost")
-    return fig
 
 
 # -- score histograms per error level --------------------------------------------------------------
@@ -390,7 +197,7 @@ def score_histograms(scores: pd.DataFrame, metrics: Sequence[str], labels: Mappi
     nrows = math.ceil(n / ncols)
     row_h = 0.55 * len(present) + 1.3
     with _style():
-        fig = _new_figure(4.8 * ncols, row_h * nrows)
+        fig = _new_figure(max(4.8 * ncols, 6.5), row_h * nrows + 0.4)
         axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
         for ax in axes[n:]:
             ax.set_visible(False)
@@ -428,11 +235,12 @@ def score_histograms(scores: pd.DataFrame, metrics: Sequence[str], labels: Mappi
                 ax.stairs(base + h, edges, baseline=base, color="black", lw=0.6)
                 mu = x[sel].mean()
                 ax.plot([mu, mu], [base, base + 0.95], color="white", lw=2.4)
-                ax.plot([mu, mu], [base, base + 0.95], color="black", lw=0.9, ls=(0, (2, 1.5)))
+                ax.plot([mu, mu], [base, base + 0.95], color="black", lw=1.0, ls=":")
             ax.set_ylim(-0.05, len(present) + 0.02)
             ax.set_yticks(ticks, names)
             ax.tick_params(axis="y", length=0)
-        fig.suptitle(title or "Score distributions by error count (one row per level, dashed: level mean)")
+        head = title or "Score distributions by error count (one row per level; dotted line: the level's mean)"
+        fig.suptitle("\n".join(textwrap.wrap(head, width=max(int(fig.get_figwidth() * 10), 30))))
     return fig
 
 
@@ -441,7 +249,8 @@ def score_histograms(scores: pd.DataFrame, metrics: Sequence[str], labels: Mappi
 def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
                 lower_is_better: Sequence[str] = (), seg_values: Mapping[str, float] | None = None,
                 labels: Mapping[str, str] | None = None, prompt: str | None = None,
-                aggregate: str = "auto", max_cells: int = 36, title: str | None = None) -> Figure:
+                aggregate: str = "auto", max_cells: int = 36, title: str | None = None,
+                max_per_row: int = 20) -> Figure:
     """Scores of several metrics on one SEG, nodes ordered by error level (paper Figure 8).
 
     Parameters
@@ -459,6 +268,8 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
     aggregate : {"auto", "image", "node"}
         One cell per image, or per node (the node mean); ``auto`` uses images unless the SEG has
         more than ``max_cells`` of them.
+    max_per_row : int
+        Cells per row of panels: a wider SEG wraps over rows, whole nodes per row.
 
     Returns
     -------
@@ -502,38 +313,54 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
     import matplotlib
 
     cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="0.85")  # grey: no score (failed image)
-    width = min(max(4.0 + 0.42 * ncell, 6.5), 18.0)
+    # Wide SEGs wrap over several rows of panels (whole nodes per row) so that the figure stays
+    # readable at page width instead of becoming a 2000-px strip.
+    starts = [i for i in range(ncell) if i == 0 or nodes[i] != nodes[i - 1]]
+    ends = starts[1:] + [ncell]
+    # Rows of about equal width (22 cells at 20 per row: about 11 + 11, not 20 + 2): a row takes
+    # whole nodes until it holds at least its share.
+    per_row = math.ceil(ncell / math.ceil(ncell / max_per_row))
+    chunks: list[tuple[int, int]] = []
+    for a, b in zip(starts, ends):
+        if chunks and chunks[-1][1] - chunks[-1][0] < per_row:
+            chunks[-1] = (chunks[-1][0], b)
+        else:
+            chunks.append((a, b))
+    widest = max(b - a for a, b in chunks)
+    width = min(max(4.0 + 0.5 * widest, 6.5), 14.0)
+    panel_h = 0.55 * len(metrics) + 0.7
+    ylab = []
+    for m in metrics:
+        v = seg_values.get(m)
+        ylab.append(labels.get(m, m) + ("" if v is None or not np.isfinite(v) else f"\n(rank$_m$ {100 * v:.0f}%)"))
     with _style():
-        fig = _new_figure(width, 1.5 + 0.55 * len(metrics) + 0.9)
-        ax = fig.add_subplot()
-        im = ax.imshow(np.ma.masked_invalid(norm), cmap=cmap, vmin=0, vmax=1, aspect="auto",
-                       interpolation="nearest")
-        ylab = []
-        for m in metrics:
-            v = seg_values.get(m)
-            ylab.append(labels.get(m, m) + ("" if v is None or not np.isfinite(v) else f"\n(rank$_m$ {100 * v:.0f}%)"))
-        ax.set_yticks(range(len(metrics)), ylab)
-        # Node groups: label once per node, separators between nodes.
-        starts = [i for i in range(ncell) if i == 0 or nodes[i] != nodes[i - 1]]
-        ends = starts[1:] + [ncell]
-        ax.set_xticks([(a + b - 1) / 2 for a, b in zip(starts, ends)], [nodes[a] for a in starts])
-        ax.xaxis.tick_top()
-        ax.tick_params(axis="x", length=0)
-        for b in ends[:-1]:
-            ax.axvline(b - 0.5, color="black", lw=1.6)
-        ax.set_xlabel("node (error count, variant)" + ("; one cell per image" if aggregate == "image"
-                                                       else "; cells are node means"))
-        if ncell <= 40:
-            fs = 8 if ncell <= 24 else 6.5
+        fig = _new_figure(width, 1.3 + panel_h * len(chunks))
+        axes = np.atleast_1d(fig.subplots(len(chunks), 1, squeeze=False)).ravel()
+        for ax, (a, b) in zip(axes, chunks):
+            im = ax.imshow(np.ma.masked_invalid(norm[:, a:b]), cmap=cmap, vmin=0, vmax=1, aspect="auto",
+                           interpolation="nearest", extent=(a - 0.5, b - 0.5, len(metrics) - 0.5, -0.5))
+            ax.set_xlim(a - 0.5, a - 0.5 + widest)  # equal cell widths in every row
+            ax.set_yticks(range(len(metrics)), ylab)
+            # Node groups: label once per node, separators between nodes.
+            sub = [(s0, e0) for s0, e0 in zip(starts, ends) if a <= s0 < b]
+            ax.set_xticks([(s0 + e0 - 1) / 2 for s0, e0 in sub], [nodes[s0] for s0, _ in sub])
+            ax.xaxis.tick_top()
+            ax.tick_params(axis="x", length=0)
+            for _, e0 in sub[:-1]:
+                ax.axvline(e0 - 0.5, color="black", lw=1.6)
+            fs = 8 if widest <= 24 else 6.5
             for r in range(mat.shape[0]):
-                for c in range(ncell):
+                for c in range(a, b):
                     if np.isfinite(mat[r, c]):
                         dark = np.isfinite(norm[r, c]) and abs(norm[r, c] - 0.5) > 0.33
                         ax.text(c, r, f"{mat[r, c]:.2g}", ha="center", va="center", fontsize=fs,
                                 color="white" if dark else "black")
-        for sp in ax.spines.values():
-            sp.set_visible(False)
-        cb = fig.colorbar(im, ax=ax, fraction=0.04, pad=0.01)
+            for sp in ax.spines.values():
+                sp.set_visible(False)
+        axes[-1].set_xlabel("node (error count, variant)" + ("; one cell per image" if aggregate == "image"
+                                                             else "; cells are node means")
+                            + ("; continued over rows" if len(chunks) > 1 else ""))
+        cb = fig.colorbar(im, ax=list(axes), fraction=0.04, pad=0.01)
         cb.set_ticks([0, 1], labels=["worst\nin SEG", "best\nin SEG"])
         head = title or f"SEG {seg_id}"
         if prompt:
@@ -592,11 +419,19 @@ def rank_scatter(per_seg: pd.DataFrame, metric_x: str, metric_y: str, meta_metri
             ax.scatter(w[metric_x] * 100, w[metric_y] * 100, s=26, alpha=0.75, color=OKABE_ITO[i % 8],
                        marker=MARKERS[i % len(MARKERS)], edgecolors="white", linewidths=0.4,
                        label=f"{sub} ({len(w)})")
-        lims = [min(wide[metric_x].min(), wide[metric_y].min(), 0) * 100 - 5, 105] if len(wide) else [-105, 105]
-        ax.plot(lims, lims, color="0.5", lw=1, ls="--", zorder=0)
-        ax.set_xlim(lims)
-        ax.set_ylim(lims)
-        ax.set_aspect("equal")
+        # Each axis keeps its own metric's range: equal axes squash a metric with a narrow spread
+        # into a strip. The diagonal is drawn where the ranges overlap.
+        def _lims(v):
+            lo, hi = (float(v.min()) * 100, float(v.max()) * 100) if len(v) else (-100.0, 100.0)
+            pad = max(hi - lo, 2.0) * 0.06
+            return [lo - pad, hi + pad]
+
+        xl, yl = _lims(wide[metric_x]), _lims(wide[metric_y])
+        ax.set_xlim(xl)
+        ax.set_ylim(yl)
+        d0, d1 = max(xl[0], yl[0]), min(xl[1], yl[1])
+        if d1 > d0:
+            ax.plot([d0, d1], [d0, d1], color="0.5", lw=1, ls="--", zorder=0, label="_diagonal")
         name = META_LABELS.get(meta_metric, meta_metric).split(" (")[0]
         ax.set_xlabel(f"{labels.get(metric_x, metric_x)}: per-SEG {name}, %")
         ax.set_ylabel(f"{labels.get(metric_y, metric_y)}: per-SEG {name}, %")
@@ -605,7 +440,7 @@ def rank_scatter(per_seg: pd.DataFrame, metric_x: str, metric_y: str, meta_metri
             txt = f"Spearman $\\rho$ = {rho:.2f} over {len(wide)} SEGs"
         else:  # too few SEGs, or one metric constant over them: no correlation to report
             txt = f"{len(wide)} SEGs"
-        txt += f"\nabove the diagonal: {labels.get(metric_y, metric_y)} better"
+        txt += f"\nabove the dashed diagonal: {labels.get(metric_y, metric_y)} better"
         ax.text(0.02, 0.98, txt, transform=ax.transAxes, va="top", fontsize=9)
         fig.legend(title="subset (SEGs)", loc="outside right upper", frameon=False)  # never over points
         ax.grid(True, color="0.92")

@@ -1,33 +1,14 @@
-"""Collect result directories into one report: merged tables, figures and a self-contained HTML.
+"""The report: figures and a self-contained HTML page from merged results.
 
-A *result directory* is what ``ts2 score`` / ``ts2 analyze`` / ``ts2 run`` write, any subset of
+:mod:`ts2.results` finds, reads and merges result folders (it knows Hydra's folders and the
+files of :mod:`seg_data.results`) into a :class:`MergedResults`; this module and
+:mod:`analysis.report_figures` draw it and write ``report.html``, the merged tables,
+``pareto.csv`` and ``figures/*.png`` as one result set (:func:`seg_data.results.result_set`).
 
-``scores.csv``
-    one row per image: ``seg_id, node, file_name, image_path, prompt`` + one column per metric;
-``run.json``
-    the scoring run's record: per metric ``columns``, ``directions`` (column -> higher is
-    better), ``flops_per_image_estimate`` / ``flops_per_image_measured``, device, wall time,
-    images/s, failures;
-``metametrics.csv`` / ``per_seg.csv``
-    the analysis outputs (long tables, see :mod:`analysis.pipeline`);
-``.hydra/overrides.yaml``
-    the command-line overrides of the job (Hydra writes it for every run and sweep job).
-
-A Hydra sweep folder (``multirun/DATE/TIME`` with one numbered folder per job) may be given
-instead of its jobs: it is expanded to the job folders that hold results.
-
-Merging (:func:`merge_results`)
-    * Directories of one run split with ``shard=i/n`` (same overrides apart from ``shard``,
-      same metric columns, disjoint images) are concatenated; an image scored by two shards
-      must have equal scores, a missing shard is reported in the notes.
-    * Runs that give a metric column of the same name (a sweep over ``metric.vqa=blip,llava``
-      writes ``tifa`` twice) are told apart by the overrides in which they differ:
-      ``tifa[metric.vqa=blip]`` and ``tifa[metric.vqa=llava]``; runs with identical overrides
-      fall back to the directory name.
-    * Scores of different runs are joined on ``file_name``; meta-metrics are reused from a
-      directory's ``metametrics.csv`` when it analysed exactly that run, and computed with
-      :func:`analysis.pipeline.analyze` for everything else (shards, renamed columns, score-only
-      directories).
+Metric roles (:data:`seg_data.results.ROLES`) decide how a metric is shown: controls are
+marked, drawn as a dashed floor, never on a Pareto frontier and never choose heatmap SEGs; the
+metrics of interest (role ``metric``) choose the heatmaps and lead every figure, beside the
+reference metrics they agree with most.
 
 This module never imports torch.
 """
@@ -36,206 +17,46 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import logging
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["ResultDir", "RunInfo", "MergedResults", "ReportFigure", "ReportOutputs", "FIGURE_KINDS",
-           "expand_result_paths", "load_result_dir", "merge_results", "complete_analysis", "make_figures",
-           "metametrics_html", "write_report", "render_html", "parse_overrides"]
+from seg_data.results import atomic_write_text, metric_columns, result_set
+
+from .report_figures import FIGURE_KINDS, ReportFigure, make_figures, pareto_table
+
+__all__ = [
+    "FIGURE_KINDS",
+    "MergedResults",
+    "ReportFigure",
+    "ReportOutputs",
+    "RunInfo",
+    "figure_html",
+    "make_figures",
+    "metametrics_html",
+    "pareto_table",
+    "read_human_results",
+    "render_html",
+    "runs_html",
+    "views_frame",
+    "views_html",
+    "write_report",
+]
 
 log = logging.getLogger(__name__)
 
-BASE_COLUMNS = ("seg_id", "node", "file_name", "image_path", "prompt")
-NON_METRIC_COLUMNS = frozenset(BASE_COLUMNS) | {"subset", "level", "source", "image_source", "target_prompt",
-                                                "status", "error", "errors", "Unnamed: 0", "index"}
-# Overrides that never tell two runs' scores apart (where results go, which part of the data).
-_IGNORED_KEYS = re.compile(r"^(shard|output_dir|hydra\..*|cache_dir|progress|results)$")
-_RESULT_FILES = ("scores.csv", "metametrics.csv")
-
-
-# -- loading ---------------------------------------------------------------------------------------
-
-def parse_overrides(items: Iterable[str]) -> dict[str, str]:
-    """``["+a.b=1", "c=x"]`` -> ``{"a.b": "1", "c": "x"}`` (``~key`` deletions become ``key: "~"``)."""
-    out: dict[str, str] = {}
-    for it in items:
-        s = str(it).strip()
-        if s.startswith("~"):
-            out[s[1:].split("=", 1)[0]] = "~"
-            continue
-        key, sep, value = s.lstrip("+").partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
-@dataclass(frozen=True)
-class ResultDir:
-    """What one result directory holds (``None`` for absent files)."""
-
-    path: Path
-    name: str
-    overrides: dict[str, str]
-    scores: pd.DataFrame | None = None
-    run: dict | None = None
-    metametrics: pd.DataFrame | None = None
-    per_seg: pd.DataFrame | None = None
-
-    @property
-    def shard(self) -> str | None:
-        s = self.overrides.get("shard")
-        if s is None and self.run:
-            s = (self.run.get("config") or {}).get("shard")
-        return None if s in (None, "", "null", "None") else str(s)
-
-    @property
-    def identity(self) -> tuple[tuple[str, str], ...]:
-        """Overrides that change scores (shard and output locations left out)."""
-        return tuple(sorted((k, v) for k, v in self.overrides.items() if not _IGNORED_KEYS.match(k)))
-
-    def metric_columns(self) -> list[str]:
-        """The metrics of this result: those analysed when there is a ``metametrics.csv`` (a
-        ``ts2 analyze metrics=[...]`` job may have read a wider score file), else the score columns."""
-        if self.metametrics is not None:
-            return list(dict.fromkeys(self.metametrics["metric"]))
-        if self.scores is not None:
-            return [c for c in self.scores.columns if c not in NON_METRIC_COLUMNS]
-        return []
-
-
-def _is_result_dir(p: Path) -> bool:
-    return any((p / f).is_file() for f in _RESULT_FILES)
-
-
-def expand_result_paths(paths: Sequence[str | Path]) -> list[Path]:
-    """Result directories named by ``paths``; a sweep folder is replaced by its job folders.
-
-    Raises
-    ------
-    FileNotFoundError
-        A path that does not exist, or a folder with no result files in it or in its direct
-        sub-folders (the message lists what was expected).
-    """
-    out: list[Path] = []
-    for raw in paths:
-        p = Path(raw).expanduser()
-        if not p.exists():
-            raise FileNotFoundError(f"expected a result directory, got {str(p)!r} which does not exist")
-        if p.is_file():
-            raise FileNotFoundError(f"expected a result directory (holding scores.csv or metametrics.csv), got the file {p}")
-        if _is_result_dir(p):
-            out.append(p)
-            continue
-        kids = sorted((k for k in p.iterdir() if k.is_dir() and _is_result_dir(k)),
-                      key=lambda k: (0, int(k.name), "") if k.name.isdigit() else (1, 0, k.name))
-        if not kids:
-            raise FileNotFoundError(f"{p}: expected scores.csv or metametrics.csv in it (a ts2 score/analyze output) "
-                                    "or in its sub-folders (a Hydra sweep), found neither")
-        out.extend(kids)
-    seen: set[Path] = set()
-    uniq = []
-    for p in out:
-        r = p.resolve()
-        if r not in seen:
-            seen.add(r)
-            uniq.append(p)
-    return uniq
-
-
-def _read_csv(path: Path, what: str, required: Sequence[str], dtype: dict | None = None) -> pd.DataFrame:
-    try:
-        df = pd.read_csv(path, dtype=dtype, keep_default_na=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: could not read {what} as CSV ({type(e).__name__}: {e})") from e
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise ValueError(f"{path}: expected {what} columns {list(required)}, missing {missing} (got {list(df.columns)})")
-    return df
-
-
-def _analysed_scores_file(p: Path) -> Path | None:
-    """The score file a ``ts2 analyze`` job read (its ``scores=`` setting), when it is a CSV that
-    still exists: relative paths are taken from the job's working directory."""
-    conf, hyd = p / ".hydra" / "config.yaml", p / ".hydra" / "hydra.yaml"
-    if not conf.is_file():
-        return None
-    import yaml
-
-    try:
-        src = (yaml.safe_load(conf.read_text()) or {}).get("scores")
-        cwd = ((yaml.safe_load(hyd.read_text()) or {}).get("hydra", {}).get("runtime", {}).get("cwd")
-               if hyd.is_file() else None)
-    except (yaml.YAMLError, AttributeError) as e:
-        log.warning("%s: could not read the job's config (%s); no per-image scores for this result", conf, e)
-        return None
-    if not isinstance(src, str) or not src.lower().endswith(".csv"):
-        return None
-    cand = Path(src).expanduser()
-    for c in ([cand] if cand.is_absolute() else [Path(cwd) / cand] if cwd else []) + [cand]:
-        if c.is_file():
-            return c
-    log.info("%s: the analysed score file %s is gone; figures that need per-image scores skip this result", p, src)
-    return None
-
-
-def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
-    """Read the result files of one directory.
-
-    Raises
-    ------
-    FileNotFoundError
-        Neither ``scores.csv`` nor ``metametrics.csv`` in ``path``.
-    ValueError
-        A file that is not valid CSV / JSON / YAML or lacks its key columns (naming the file).
-    """
-    p = Path(path)
-    if not _is_result_dir(p):
-        raise FileNotFoundError(f"{p}: expected scores.csv or metametrics.csv, found neither")
-    overrides: dict[str, str] = {}
-    ov = p / ".hydra" / "overrides.yaml"
-    if ov.is_file():
-        import yaml
-
-        try:
-            items = yaml.safe_load(ov.read_text()) or []
-        except yaml.YAMLError as e:
-            raise ValueError(f"{ov}: expected a YAML list of overrides, could not parse it: {e}") from e
-        if not isinstance(items, list):
-            raise ValueError(f"{ov}: expected a YAML list of overrides, got {type(items).__name__}")
-        overrides = parse_overrides(items)
-    run = None
-    if (p / "run.json").is_file():
-        try:
-            run = json.loads((p / "run.json").read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{p / 'run.json'}: expected JSON, could not parse it: {e}") from e
-    key = {"seg_id": str, "node": str, "file_name": str}
-    score_file = p / "scores.csv" if (p / "scores.csv").is_file() else _analysed_scores_file(p)
-    scores = _read_csv(score_file, "score table", ("seg_id", "node"), dtype=key) if score_file else None
-    mm = (_read_csv(p / "metametrics.csv", "meta-metric", ("metric", "protocol", "meta_metric", "subset", "value"),
-                    dtype={"metric": str, "subset": str})
-          if (p / "metametrics.csv").is_file() else None)
-    ps = (_read_csv(p / "per_seg.csv", "per-SEG", ("metric", "protocol", "meta_metric", "seg_id", "value"),
-                    dtype={"metric": str, "seg_id": str, "subset": str})
-          if (p / "per_seg.csv").is_file() else None)
-    if ps is not None and "subset" in ps.columns:
-        ps["subset"] = ps["subset"].fillna("")
-    return ResultDir(p, name or p.name, overrides, scores, run, mm, ps)
-
-
-# -- merging ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class RunInfo:
-    """One merged run (a directory, or the shards of one run)."""
+    """One merged run (a directory, or the shards of one run).
+
+    ``wall_time_s`` is the run's own wall time from ``run.json`` (summed over shards);
+    ``images_per_s`` maps each merged column to its metric's rate.
+    """
 
     label: str
     dirs: tuple[str, ...]
@@ -245,7 +66,7 @@ class RunInfo:
     n_images: int | None = None
     device: str | None = None
     wall_time_s: float | None = None
-    images_per_s: float | None = None
+    images_per_s: dict[str, float] = field(default_factory=dict)
     n_failed: int = 0
     cache_hits: int | None = None
     cache_misses: int | None = None
@@ -253,7 +74,11 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class MergedResults:
-    """Everything the report draws from, after merging the inputs."""
+    """Everything the report draws from, after merging the inputs.
+
+    ``roles`` maps metrics to :data:`seg_data.results.ROLES` (absent: ``metric``);
+    ``confidence`` is the level of the CIs in ``metametrics`` (``None``: not recorded).
+    """
 
     scores: pd.DataFrame | None
     metametrics: pd.DataFrame | None
@@ -262,427 +87,75 @@ class MergedResults:
     lower_is_better: frozenset[str]
     runs: tuple[RunInfo, ...]
     notes: tuple[str, ...] = ()
+    roles: Mapping[str, str] = field(default_factory=dict)
+    dataset: str | None = None
+    confidence: float | None = None
 
     @property
     def metrics(self) -> list[str]:
         if self.metametrics is not None:
             return list(dict.fromkeys(self.metametrics["metric"]))
         if self.scores is not None:
-            return [c for c in self.scores.columns if c not in NON_METRIC_COLUMNS]
+            return metric_columns(self.scores.columns)
         return []
 
+    def role(self, metric: str) -> str:
+        return self.roles.get(metric, "metric")
 
-def _run_summary(run: dict | None, columns: Iterable[str]) -> dict[str, Any]:
-    """Per-column FLOPs and direction, and run-level numbers, from a ``run.json`` record."""
-    out: dict[str, Any] = {"flops": {}, "lower": set(), "device": None, "wall": 0.0, "ips": [], "failed": 0,
-                           "hits": 0, "misses": 0, "n_items": None}
-    if not run:
-        return out
-    out["n_items"] = run.get("n_items")
-    cols = set(columns)
-    for rec in run.get("metrics") or []:
-        rcols = rec.get("columns") or [rec.get("name")]
-        f = rec.get("flops_per_image_measured") or rec.get("flops_per_image_estimate")
-        for c in rcols:
-            if c in cols and f is not None and np.isfinite(float(f)):
-                out["flops"][c] = float(f)
-        for c, higher in (rec.get("directions") or {}).items():
-            if c in cols and higher is False:
-                out["lower"].add(c)
-        out["device"] = out["device"] or rec.get("device")
-        out["wall"] += float(rec.get("wall_time_s") or 0.0)
-        if rec.get("images_per_s"):
-            out["ips"].append(float(rec["images_per_s"]))
-        out["failed"] += int(rec.get("n_failed") or len(rec.get("failures") or []))
-        out["hits"] += int(rec.get("cache_hits") or 0)
-        out["misses"] += int(rec.get("cache_misses") or 0)
-    return out
+    @property
+    def controls(self) -> list[str]:
+        return [m for m in self.metrics if self.role(m) == "control"]
 
+    @property
+    def references(self) -> list[str]:
+        return [m for m in self.metrics if self.role(m) == "reference"]
 
-def _concat_shards(group: list[ResultDir], notes: list[str]) -> pd.DataFrame | None:
-    frames = [d.scores for d in group if d.scores is not None]
-    if not frames:
-        return None
-    if len(frames) == 1:
-        return frames[0]
-    df = pd.concat(frames, ignore_index=True)
-    if "file_name" not in df.columns:
-        raise ValueError(f"shards {[d.name for d in group]}: expected a file_name column to merge on, got {list(df.columns)}")
-    dup = df["file_name"].duplicated(keep=False)
-    if dup.any():
-        metric_cols = [c for c in df.columns if c not in NON_METRIC_COLUMNS]
-        clash = df[dup].groupby("file_name")[metric_cols].nunique(dropna=False)
-        bad = clash[(clash > 1).any(axis=1)]
-        if len(bad):
-            raise ValueError(f"shards {[d.name for d in group]}: image {bad.index[0]!r} was scored by two shards with "
-                             "different scores; expected disjoint shards of one run (same settings, shard=i/n)")
-        notes.append(f"{int(dup.sum() - df['file_name'][dup].nunique())} image(s) appear in two shards of "
-                     f"{group[0].name} with equal scores; kept once")
-        df = df.drop_duplicates("file_name").reset_index(drop=True)
-    return df
-
-
-def _shard_notes(group: list[ResultDir], label: str) -> list[str]:
-    from .shards import parse_shard
-
-    notes = []
-    parsed = []
-    for d in group:
-        try:
-            parsed.append(parse_shard(d.shard))
-        except (TypeError, ValueError) as e:
-            notes.append(f"{d.name}: shard setting {d.shard!r} not understood ({e})")
-    counts = {s.count for s in parsed if s is not None}
-    if len(counts) > 1:
-        notes.append(f"run {label}: shards of different splits {sorted(counts)} merged")
-    for n in counts:
-        have = {s.index for s in parsed if s is not None and s.count == n}
-        missing = sorted(set(range(n)) - have)
-        if missing:
-            notes.append(f"run {label}: shard(s) {', '.join(f'{i}/{n}' for i in missing)} missing: its images are "
-                         "not in the report")
-    return notes
-
-
-def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None = None,
-                  lower_is_better: Iterable[str] = ()) -> tuple[MergedResults, list[str]]:
-    """Merge result directories (see the module docstring).
-
-    Parameters
-    ----------
-    dirs : sequence of ResultDir
-    flops : mapping, optional
-        FLOPs per image for metrics whose run did not record one (e.g. released scores);
-        keys are metric names as in the merged table (or before renaming).
-    lower_is_better : iterable of str
-        Extra lower-is-better metrics (``run.json`` directions are read automatically).
-
-    Returns
-    -------
-    (MergedResults, list of str)
-        The merged results (``metametrics``/``per_seg`` hold what could be reused) and the
-        merged metric names that still need :func:`analysis.pipeline.analyze`.
-
-    Raises
-    ------
-    ValueError
-        No directories; two shards disagreeing on an image's score; runs that cannot be joined
-        (no ``file_name``).
-    """
-    if not dirs:
-        raise ValueError("expected at least one result directory, got none")
-    notes: list[str] = []
-    # 1. group shards of one run
-    groups: dict[tuple, list[ResultDir]] = {}
-    for d in dirs:
-        key = (d.identity, tuple(d.metric_columns())) if d.shard is not None else ("dir", str(d.path.resolve()))
-        groups.setdefault(key, []).append(d)
-    group_list = list(groups.values())
-    # 2. names: a column given by several runs is qualified by the overrides that differ
-    owners: dict[str, list[int]] = {}
-    for gi, g in enumerate(group_list):
-        for c in g[0].metric_columns():
-            owners.setdefault(c, []).append(gi)
-    rename: list[dict[str, str]] = [{} for _ in group_list]
-    for c, gis in owners.items():
-        if len(gis) == 1:
-            rename[gis[0]][c] = c
-            continue
-        ids = [dict(group_list[gi][0].identity) for gi in gis]
-        keys = sorted(set().union(*ids))
-        varying = [k for k in keys if len({i.get(k) for i in ids}) > 1]
-        names = []
-        for gi, ident in zip(gis, ids):
-            tag = ",".join(f"{k}={ident.get(k, '-')}" for k in varying) if varying else group_list[gi][0].name
-            names.append(f"{c}[{tag}]")
-        if len(set(names)) < len(names):  # equal overrides: the directory name is all that differs
-            names = [f"{c}[{group_list[gi][0].name}]" for gi in gis]
-        if len(set(names)) < len(names):
-            names = [f"{c}[{gi}]" for gi in gis]
-        for gi, nm in zip(gis, names):
-            rename[gi][c] = nm
-        notes.append(f"column {c!r} comes from {len(gis)} runs; named " + ", ".join(names))
-    # 3. scores, meta-metrics, costs, directions
-    score_frames: list[pd.DataFrame] = []
-    mm_parts, ps_parts, runs = [], [], []
-    flops_out: dict[str, float] = {}
-    lower: set[str] = set()
-    todo: list[str] = []
-    for g, ren in zip(group_list, rename):
-        label = g[0].name if len(g) == 1 else f"{g[0].name} (+{len(g) - 1} shard(s))"
-        if len(g) > 1 or g[0].shard is not None:
-            notes += _shard_notes(g, label)
-        sc = _concat_shards(g, notes)
-        summ = [_run_summary(d.run, ren) for d in g]
-        for s in summ:
-            for c, f in s["flops"].items():
-                flops_out[ren[c]] = f
-            lower |= {ren[c] for c in s["lower"]}
-        if sc is not None:
-            keep = [c for c in BASE_COLUMNS if c in sc.columns] + [c for c in ren if c in sc.columns]
-            if len(keep) > len([c for c in BASE_COLUMNS if c in sc.columns]):
-                score_frames.append(sc[keep].rename(columns=ren))
-        reusable = len(g) == 1 and g[0].metametrics is not None and set(ren) <= set(g[0].metametrics["metric"])
-        if reusable:
-            mm = g[0].metametrics[g[0].metametrics["metric"].isin(list(ren))].copy()
-            mm["metric"] = mm["metric"].map(ren)
-            mm_parts.append(mm)
-            if g[0].per_seg is not None:
-                ps = g[0].per_seg[g[0].per_seg["metric"].isin(list(ren))].copy()
-                ps["metric"] = ps["metric"].map(ren)
-                ps_parts.append(ps)
-        else:
-            todo += [ren[c] for c in ren]
-        ips = [x for s in summ for x in s["ips"]]
-        runs.append(RunInfo(
-            label=label, dirs=tuple(str(d.path) for d in g), overrides=dict(g[0].identity), columns=dict(ren),
-            shards=tuple(d.shard for d in g if d.shard is not None),
-            n_images=None if sc is None else len(sc),
-            device=next((s["device"] for s in summ if s["device"]), None),
-            wall_time_s=sum(s["wall"] for s in summ) or None,
-            images_per_s=float(np.mean(ips)) if ips else None,
-            n_failed=sum(s["failed"] for s in summ),
-            cache_hits=sum(s["hits"] for s in summ) if any(d.run for d in g) else None,
-            cache_misses=sum(s["misses"] for s in summ) if any(d.run for d in g) else None))
-    for name, f in (flops or {}).items():
-        matches = [m for run in runs for c, m in run.columns.items() if m == name or c == name]
-        for m in matches or [name]:
-            flops_out.setdefault(m, float(f))
-    lower |= set(lower_is_better)
-    scores = _join_scores(score_frames, notes)
-    merged = MergedResults(
-        scores=scores,
-        metametrics=pd.concat(mm_parts, ignore_index=True) if mm_parts else None,
-        per_seg=pd.concat(ps_parts, ignore_index=True) if ps_parts else None,
-        flops=flops_out, lower_is_better=frozenset(lower), runs=tuple(runs), notes=tuple(notes))
-    return merged, todo
-
-
-def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame | None:
-    if not frames:
-        return None
-    if len(frames) == 1:
-        return frames[0].reset_index(drop=True)
-    for f in frames:
-        if "file_name" not in f.columns:
-            raise ValueError("expected a file_name column in every score table to join runs on, got one without "
-                             f"(columns {list(f.columns)})")
-    out = frames[0]
-    for f in frames[1:]:
-        metric_cols = [c for c in f.columns if c not in NON_METRIC_COLUMNS]
-        base = [c for c in BASE_COLUMNS if c in f.columns and c != "file_name"]
-        n_before = len(out)
-        out = out.merge(f[["file_name", *base, *metric_cols]], on="file_name", how="outer", suffixes=("", "__r"))
-        for c in base:
-            if f"{c}__r" in out.columns:
-                out[c] = out[c].fillna(out[f"{c}__r"])
-                out = out.drop(columns=f"{c}__r")
-        if len(out) != n_before or out[metric_cols].isna().all(axis=1).any():
-            notes.append("runs scored different images: the merged table has a missing score where a run did not "
-                         "score an image")
-    return out.reset_index(drop=True)
-
-
-def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Sequence[str] = ("paper",),
-                      bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto") -> MergedResults:
-    """Compute the meta-metrics of ``todo`` metrics on the merged scores and add them.
-
-    Raises
-    ------
-    ValueError
-        ``todo`` is not empty but there are no scores to analyse.
-    """
-    if not todo:
-        return merged
-    if merged.scores is None:
-        raise ValueError(f"metrics {list(todo)} need analysis but no scores.csv was found for them")
-    from .pipeline import analyze
-
-    cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
-    frame = merged.scores[cols + list(todo)]
-    res = analyze(frame, dataset=dataset, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed),
-                  subsets=subsets, lower_is_better=[m for m in todo if m in merged.lower_is_better])
-    mm = res.metametrics_frame()
-    ps = res.per_seg_frame()
-    notes = list(merged.notes) + [f"analysis: {n}" for n in res.notes]
-    return MergedResults(
-        scores=merged.scores,
-        metametrics=mm if merged.metametrics is None else pd.concat([merged.metametrics, mm], ignore_index=True),
-        per_seg=ps if merged.per_seg is None else pd.concat([merged.per_seg, ps], ignore_index=True),
-        flops=merged.flops, lower_is_better=merged.lower_is_better, runs=merged.runs, notes=tuple(notes))
-
-
-# -- figures ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ReportFigure:
-    """A written figure: file and caption."""
-
-    path: Path
-    caption: str
-    section: str
-
-
-def _best_worst(per_seg: pd.DataFrame, protocol: str, k: int,
-                eligible: Iterable[str] | None = None) -> tuple[list[str], list[str], pd.Series]:
-    """Best and worst ``k`` SEGs by mean per-SEG rank_m over the metrics (only ``eligible`` ones)."""
-    d = per_seg[(per_seg["meta_metric"] == "rank") & (per_seg["protocol"] == protocol)]
-    if eligible is not None:
-        d = d[d["seg_id"].astype(str).isin(set(eligible))]
-    mean = d.groupby("seg_id")["value"].mean().dropna()
-    if mean.empty:
-        return [], [], mean
-    order = mean.sort_values(kind="stable")
-    k = min(k, len(order) // 2 if len(order) > 1 else 1)
-    return list(order.index[::-1][:k]), list(order.index[:k]), mean
-
-
-FIGURE_KINDS = ("pareto", "histograms", "heatmaps", "scatter")
-
-
-def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | None = None,
-                 labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
-                 scatter: Sequence[str] | None = None, n_heatmaps: int = 2, max_hist_per_figure: int = 9,
-                 prompts: Mapping[str, str] | None = None, kinds: Sequence[str] = FIGURE_KINDS,
-                 pareto: Sequence[str] | None = None) -> list[ReportFigure]:
-    """Write the report figures into ``out_dir`` (PNG) and return them with captions.
-
-    Parameters
-    ----------
-    protocol : str, optional
-        Protocol of the meta-metrics drawn (default: ``paper`` if present, else the first).
-    kinds : sequence of str
-        Which figures: any of ``pareto``, ``histograms``, ``heatmaps``, ``scatter`` (default all).
-    pareto : sequence of str, optional
-        Meta-metrics that get a Pareto figure (default: every one in the meta-metrics).
-    scatter : (str, str), optional
-        The two metrics of the per-SEG rank_m scatter (default: the two best by Avg rank_m).
-    n_heatmaps : int
-        Number of best and of worst SEGs (by mean per-SEG rank_m over the metrics) drawn.
-    """
-    from . import plots
-
-    unknown = sorted(set(kinds) - set(FIGURE_KINDS))
-    if unknown:
-        raise ValueError(f"expected figure kinds among {list(FIGURE_KINDS)}, got {unknown}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    figs: list[ReportFigure] = []
-    labels = dict(labels or {})
-    mm = merged.metametrics
-    if mm is not None and len(mm):
-        protocols = list(dict.fromkeys(mm["protocol"]))
-        if protocol is None:
-            protocol = "paper" if "paper" in protocols else protocols[0]
-        elif protocol not in protocols:
-            raise ValueError(f"expected a protocol among {protocols} for the figures, got {protocol!r}")
-    metrics = merged.metrics
-    # Pareto frontiers
-    if "pareto" in kinds and mm is not None and merged.flops:
-        pts = mm[mm["protocol"] == protocol].copy()
-        if pareto is not None:
-            missing = sorted(set(pareto) - set(pts["meta_metric"]))
-            if missing:
-                raise ValueError(f"expected Pareto meta-metrics among {sorted(set(pts['meta_metric']))}, got {missing}")
-            pts = pts[pts["meta_metric"].isin(list(pareto))]
-        pts["flops"] = pts["metric"].map(merged.flops)
-        with_cost = pts.dropna(subset=["flops"])
-        no_cost = sorted(set(pts["metric"]) - set(with_cost["metric"]))
-        for mmname in dict.fromkeys(pts["meta_metric"]):
-            costed = with_cost.loc[with_cost["meta_metric"] == mmname, "metric"].unique()
-            if len(costed) < 2:  # a frontier of one point says nothing
-                log.info("Pareto figure of %s skipped: FLOPs per image known for %d metric(s) (%s), need 2; "
-                         "give the others with flops={name: value}", mmname, len(costed), ", ".join(costed) or "-")
-                continue
-            fig = plots.pareto_figure(pts, mmname, labels=labels, groups=groups)
-            p = plots.save_figure(fig, out / f"pareto_{mmname}.png")
-            cap = (f"{mmname} ({protocol} protocol) against FLOPs per image; the dashed staircase is the Pareto "
-                   "frontier (no other metric is both cheaper and better); whiskers are 95% bootstrap CIs.")
-            if no_cost:
-                cap += f" Not shown (no FLOPs estimate): {', '.join(no_cost)}."
-            figs.append(ReportFigure(p, cap, "Pareto frontiers"))
-    elif "pareto" in kinds and mm is not None:
-        log.info("no FLOPs per image known for any metric: Pareto plots skipped")
-    # histograms per error level
-    sc = merged.scores
-    hist_metrics = [m for m in metrics if sc is not None and m in sc.columns]
-    for i in range(0, len(hist_metrics) if "histograms" in kinds else 0, max_hist_per_figure):
-        chunk = hist_metrics[i:i + max_hist_per_figure]
-        fig = plots.score_histograms(sc, chunk, labels=labels)
-        p = plots.save_figure(fig, out / f"histograms_{i // max_hist_per_figure + 1}.png")
-        figs.append(ReportFigure(p, "Score distributions per error count (the populations sep_m's KS statistic "
-                               "compares). A metric that separates errors moves its mass to lower scores "
-                               "row by row.", "Score distributions"))
-    # heatmaps of the best and worst SEGs
-    ps = merged.per_seg
-    if "heatmaps" in kinds and n_heatmaps > 0 and sc is not None and ps is not None and hist_metrics \
-            and protocol is not None:
-        # A SEG whose images sit on one error level has nothing to order (SEG 103 of TS2): its
-        # rank_m is 0 or undefined by convention, which says nothing about the metrics.
-        lv = plots.add_levels(sc[["seg_id", "node"]])
-        multi = lv.groupby(lv["seg_id"].astype(str))["level"].nunique()
-        best, worst, mean = _best_worst(ps, protocol, n_heatmaps, eligible=multi.index[multi > 1])
-        for kind, ids in (("best", best), ("worst", worst)):
-            for sid in ids:
-                vals = ps[(ps["protocol"] == protocol) & (ps["meta_metric"] == "rank") & (ps["seg_id"] == sid)]
-                vals = dict(zip(vals["metric"], vals["value"]))
-                prompt = (prompts or {}).get(sid)
-                if prompt is None and "prompt" in sc.columns:
-                    pr = sc.loc[sc["seg_id"].astype(str) == sid, "prompt"].dropna()
-                    prompt = str(pr.iloc[0]) if len(pr) else None
-                fig = plots.seg_heatmap(sc, sid, hist_metrics, lower_is_better=sorted(merged.lower_is_better),
-                                        seg_values=vals, labels=labels, prompt=prompt,
-                                        title=f"{kind.capitalize()} SEG {sid} (mean rank$_m$ {100 * mean[sid]:.0f}%)")
-                p = plots.save_figure(fig, out / f"heatmap_{kind}_seg{_safe(sid)}.png")
-                figs.append(ReportFigure(p, f"SEG {sid}, one of the {n_heatmaps} {kind} SEGs by mean per-SEG rank_m "
-                                       f"({protocol} protocol): cells coloured from each metric's worst (red) to "
-                                       "best (blue) score within the SEG, nodes ordered by error count.",
-                                    "Per-SEG heatmaps"))
-    # scatter of two metrics' per-SEG rank_m
-    if "scatter" in kinds and ps is not None and protocol is not None:
-        ranked = [m for m in metrics if ((ps["metric"] == m) & (ps["meta_metric"] == "rank")).any()]
-        if scatter:
-            pair = list(scatter)
-            unknown = [m for m in pair if m not in ranked]
-            if len(pair) != 2 or unknown:
-                raise ValueError(f"expected scatter=[a,b] with two metrics among {ranked}, got {pair}")
-        elif len(ranked) >= 2:
-            avg = mm[(mm["protocol"] == protocol) & (mm["meta_metric"] == "rank") & (mm["subset"] == "Avg")]
-            best2 = avg.set_index("metric")["value"].reindex(ranked).sort_values(ascending=False, kind="stable")
-            pair = list(best2.index[:2])
-        else:
-            pair = []
-        if pair:
-            fig = plots.rank_scatter(ps, pair[0], pair[1], protocol=protocol, labels=labels)
-            p = plots.save_figure(fig, out / "scatter_rank.png")
-            figs.append(ReportFigure(p, f"Per-SEG rank_m of {labels.get(pair[0], pair[0])} vs "
-                                   f"{labels.get(pair[1], pair[1])} ({protocol} protocol), one point per SEG.",
-                                "Per-SEG comparison"))
-    return figs
-
-
-def _safe(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(s))
+    @property
+    def of_interest(self) -> list[str]:
+        """The metrics under evaluation (role ``metric``); without any, every non-control one."""
+        own = [m for m in self.metrics if self.role(m) == "metric"]
+        return own or [m for m in self.metrics if self.role(m) != "control"]
 
 
 # -- tables and HTML -------------------------------------------------------------------------------
 
-def _fmt_pct(v: float) -> str:
-    return "" if v is None or not np.isfinite(v) else f"{100 * v:.1f}"
+def _fmt_pct(v: float | None) -> str:
+    """``0.1234`` -> ``"12.3"``; never ``"-0.0"`` (a value that rounds to zero prints ``0.0``)."""
+    if v is None or not np.isfinite(v):
+        return ""
+    txt = f"{100 * v:.1f}"
+    return "0.0" if txt == "-0.0" else txt
 
 
-def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] | None = None) -> str:
-    """The Table-2-style table of one protocol as HTML: metrics as columns, meta-metric x subset
-    rows, values in % with the 95% CI below, best of each row in bold."""
-    labels = dict(labels or {})
+def _level(confidence: float | None) -> str:
+    return "confidence interval (level not recorded)" if confidence is None else \
+        f"{100 * confidence:g}% confidence interval"
+
+
+def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] | None = None,
+                     roles: Mapping[str, str] | None = None) -> str:
+    """The Table-2-style table of one protocol as HTML: metrics as columns (controls marked and
+    shaded), meta-metric x subset rows, values in % with the CI below, and, when the columns
+    ``chance``/``adjusted`` are present, the chance level and the chance-adjusted value; the
+    best non-control value of each row in bold. A blank cell is an undefined value (marked
+    with a footnote)."""
+    labels, roles = dict(labels or {}), dict(roles or {})
     d = mm[mm["protocol"] == protocol]
     metrics = list(dict.fromkeys(d["metric"]))
+    ctrl = {m for m in metrics if roles.get(m) == "control"}
     mms = list(dict.fromkeys(d["meta_metric"]))
     subsets = list(dict.fromkeys(d["subset"]))
     subsets = (["Avg"] if "Avg" in subsets else []) + [s for s in subsets if s != "Avg"]
     idx = d.set_index(["meta_metric", "subset", "metric"])
-    head = "".join(f"<th>{html.escape(labels.get(m, m))}</th>" for m in metrics)
-    rows = [f"<tr><th>meta-metric</th><th>subset</th>{head}</tr>"]
+    has_chance = {"chance", "adjusted"} <= set(d.columns)
+
+    def head(m):
+        tag = {"control": "<br><small>control</small>", "reference": "<br><small>reference</small>"}
+        return (f"<th{' class=ctrl' if m in ctrl else ''}>{html.escape(labels.get(m, m))}"
+                f"{tag.get(roles.get(m, 'metric'), '')}</th>")
+
+    rows = [f"<tr><th>meta-metric</th><th>subset</th>{''.join(head(m) for m in metrics)}</tr>"]
+    blank: set[str] = set()
     for k in mms:
         for s in subsets:
             vals = []
@@ -692,28 +165,39 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                 except KeyError:
                     vals.append(None)
                     continue
-                r = r.iloc[0] if isinstance(r, pd.DataFrame) else r
-                vals.append(r)
-            # Best after rounding to the printed 0.1, like table.md: printed ties are all bold.
-            fin = [round(100 * float(r["value"]), 1) for r in vals if r is not None and np.isfinite(float(r["value"]))]
-            if not fin:
+                vals.append(r.iloc[0] if isinstance(r, pd.DataFrame) else r)
+            # Best after rounding to the printed 0.1, like table.md (printed ties all bold);
+            # a control is never "best".
+            fin = [round(100 * float(r["value"]), 1) for m, r in zip(metrics, vals)
+                   if r is not None and m not in ctrl and np.isfinite(float(r["value"]))]
+            if not fin and all(r is None or not np.isfinite(float(r["value"])) for r in vals):
                 continue
-            best = max(fin)
+            best = max(fin) if fin else None
             cells = []
-            for r in vals:
+            for m, r in zip(metrics, vals):
+                cls = " class=ctrl" if m in ctrl else ""
                 if r is None or not np.isfinite(float(r["value"])):
-                    cells.append("<td></td>")
+                    blank.add(labels.get(m, m))
+                    cells.append(f"<td{cls}>&nbsp;<sup>*</sup></td>")
                     continue
                 v = float(r["value"])
                 txt = _fmt_pct(v)
-                if round(100 * v, 1) == best:
+                if m not in ctrl and round(100 * v, 1) == best:
                     txt = f"<b>{txt}</b>"
                 lo, hi = r.get("ci_low"), r.get("ci_high")
                 if lo is not None and hi is not None and np.isfinite(float(lo)) and np.isfinite(float(hi)):
                     txt += f"<br><small>[{_fmt_pct(float(lo))}, {_fmt_pct(float(hi))}]</small>"
-                cells.append(f"<td>{txt}</td>")
+                if has_chance and np.isfinite(float(r["chance"])):
+                    txt += (f"<br><small class=chance>chance {_fmt_pct(float(r['chance']))}; "
+                            f"adj. {_fmt_pct(float(r['adjusted']))}</small>")
+                cells.append(f"<td{cls}>{txt}</td>")
             rows.append(f"<tr><td>{html.escape(k)}</td><td>{html.escape(s)}</td>{''.join(cells)}</tr>")
-    return "<table class='mm'>" + "".join(rows) + "</table>"
+    foot = ""
+    if blank:
+        foot = ("<p class='foot'><sup>*</sup> Blank: the value is undefined for " + html.escape(", ".join(sorted(blank)))
+                + " (e.g. delta_m of a metric whose scores do not vary within the SEGs: there is no spread to "
+                "normalise the gap by; such SEGs are left out, and a cell with none left is blank).</p>")
+    return "<table class='mm'>" + "".join(rows) + "</table>" + foot
 
 
 def read_human_results(path: str | Path) -> pd.DataFrame:
@@ -721,7 +205,15 @@ def read_human_results(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if p.is_dir():
         p = p / "human_metametrics.csv"
-    return _read_csv(p, "human results", ["metric", "statistic", "grouping", "value"])
+    try:
+        df = pd.read_csv(p, dtype={"metric": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: could not read human results as CSV ({type(e).__name__}: {e})") from e
+    need = ["metric", "statistic", "grouping", "value"]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p}: expected human results columns {need}, missing {missing} (got {list(df.columns)})")
+    return df
 
 
 def views_frame(mm: pd.DataFrame, human: pd.DataFrame, protocol: str, seg_meta_metric: str = "rank",
@@ -764,6 +256,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.92em}td,th{border:1px so
 text-align:right;vertical-align:top}th{background:#f3f3f3}td:first-child,td:nth-child(2){text-align:left}
 figure{margin:1.2em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.9em;color:#444}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em}.note{color:#8a4b00}
+th.ctrl,td.ctrl{background:#ececec;color:#555}.chance{color:#666}.foot{font-size:.85em;color:#444}
 """
 
 
@@ -783,8 +276,10 @@ def figure_html(fig: ReportFigure) -> str:
 
 
 def runs_html(runs: Sequence[RunInfo]) -> str:
+    """The Runs table: the run's own wall time (``run.json``; summed over shards) and each
+    metric's rate in images/s (never a mean over metrics, which a free control dominates)."""
     head = ("<tr><th>run</th><th>metric columns</th><th>overrides</th><th>images</th><th>device</th>"
-            "<th>wall time (s)</th><th>images/s</th><th>failed</th><th>cache hits / misses</th></tr>")
+            "<th>wall time (s)</th><th>images/s per metric</th><th>failed</th><th>cache hits / misses</th></tr>")
     rows = []
     for r in runs:
         cols = ", ".join(html.escape(v) for v in r.columns.values())
@@ -792,8 +287,10 @@ def runs_html(runs: Sequence[RunInfo]) -> str:
         if r.shards:
             ov += " <small>(shards " + ", ".join(html.escape(s) for s in r.shards) + ")</small>"
         hm = "-" if r.cache_hits is None else f"{r.cache_hits} / {r.cache_misses}"
-        wt = "-" if r.wall_time_s is None else f"{r.wall_time_s:.1f}"
-        ips = "-" if r.images_per_s is None else f"{r.images_per_s:.2f}"
+        wt = "-" if r.wall_time_s is None else f"{r.wall_time_s:.1f}" + (" <small>(sum of shards)</small>"
+                                                                          if len(r.dirs) > 1 else "")
+        ips = "<br>".join(f"{html.escape(m)}: {v:.3g}" if np.isfinite(v) else f"{html.escape(m)}: cached"
+                          for m, v in r.images_per_s.items()) or "-"
         rows.append(f"<tr><td>{html.escape(r.label)}</td><td>{cols}</td><td>{ov}</td>"
                     f"<td>{'-' if r.n_images is None else r.n_images}</td><td>{html.escape(str(r.device or '-'))}</td>"
                     f"<td>{wt}</td><td>{ips}</td><td>{r.n_failed}</td><td>{hm}</td></tr>")
@@ -819,42 +316,83 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
                  groups: Mapping[str, str] | None = None, scatter: Sequence[str] | None = None,
                  n_heatmaps: int = 2, extra_sections: Sequence[tuple[str, str]] = (),
                  prompts: Mapping[str, str] | None = None, figures: Sequence[str] = FIGURE_KINDS,
-                 pareto: Sequence[str] | None = None) -> ReportOutputs:
-    """Write ``report.html``, the merged ``metametrics.csv``/``per_seg.csv``/``scores.csv``, the
-    paper-style ``table.md``/``.tex``/``.csv`` and ``figures/*.png`` into ``output_dir``.
+                 pareto: Sequence[str] | None = None, extra_files: Mapping[str, pd.DataFrame] | None = None
+                 ) -> ReportOutputs:
+    """Write ``report.html``, the merged ``metametrics.csv``/``per_seg.csv``/``scores.csv``,
+    ``pareto.csv``, the paper-style ``table.md``/``.tex``/``.csv``, ``figures/*.png`` and
+    ``extra_files`` (name -> frame, as ``<name>.csv``) into ``output_dir``, as one result set
+    (:func:`seg_data.results.result_set`).
 
     ``extra_sections`` are ``(heading, html)`` pairs placed after the table (e.g. the
     discrepancy list of ``ts2 reproduce``).
     """
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with result_set(output_dir, "ts2 report"):
+        return _write_report(merged, Path(output_dir), title, protocol, dict(labels or {}), groups, scatter,
+                             n_heatmaps, extra_sections, prompts, figures, pareto, extra_files or {})
+
+
+def _overview(merged: MergedResults, labels: Mapping[str, str]) -> str:
+    """Dataset, SEG/image counts and the metrics by role."""
+    parts = [f"<p><b>Dataset:</b> {html.escape(merged.dataset or 'not recorded (give path= or dataset=)')}"]
+    if merged.scores is not None:
+        parts.append(f"; {merged.scores['seg_id'].nunique()} SEGs, {len(merged.scores)} images")
+    parts.append("</p><ul>")
+    what = {"metric": "Metrics under evaluation", "reference": "Reference metrics (published scores, for comparison)",
+            "control": "Controls (built to fail: the floor a metric must clear; never on a Pareto frontier, "
+                       "never choosing heatmaps)"}
+    for role, text in what.items():
+        ms = [labels.get(m, m) for m in merged.metrics if merged.role(m) == role]
+        if ms:
+            parts.append(f"<li>{text}: {html.escape(', '.join(ms))}</li>")
+    return "".join(parts) + "</ul>"
+
+
+def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatmaps, extra_sections, prompts,
+                  figures, pareto, extra_files) -> ReportOutputs:
     mm, ps = merged.metametrics, merged.per_seg
     written_mm = written_ps = written_sc = None
     if mm is not None:
-        written_mm = out / "metametrics.csv"
-        mm.to_csv(written_mm, index=False)
+        written_mm = atomic_write_text(out / "metametrics.csv", mm.to_csv(index=False))
     if ps is not None:
-        written_ps = out / "per_seg.csv"
-        ps.to_csv(written_ps, index=False)
+        written_ps = atomic_write_text(out / "per_seg.csv", ps.to_csv(index=False))
     if merged.scores is not None:
-        written_sc = out / "scores.csv"
-        merged.scores.to_csv(written_sc, index=False)
+        written_sc = atomic_write_text(out / "scores.csv", merged.scores.to_csv(index=False))
+    for name, frame in extra_files.items():
+        atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False))
     from .tables import write_tables
 
     table_paths = write_tables(mm, out, labels=labels) if mm is not None else []
+    front = pareto_table(mm, merged.flops, merged.roles) if mm is not None else None
+    if front is not None and len(front):
+        table_paths.append(atomic_write_text(out / "pareto.csv", front.to_csv(index=False)))
     figs = make_figures(merged, out / "figures", protocol=protocol, labels=labels, groups=groups, scatter=scatter,
                         n_heatmaps=n_heatmaps, prompts=prompts, kinds=figures, pareto=pareto)
-    sections: list[tuple[str, str]] = []
+    sections: list[tuple[str, str]] = [("Overview", _overview(merged, labels))]
     if mm is not None:
         protocols = list(dict.fromkeys(mm["protocol"]))
-        body = ("<p>Values in %, 95% bootstrap confidence interval over SEGs below each value (when computed), "
-                "best of each row in bold. The same table is in <code>table.md</code>, <code>table.tex</code> and "
-                "<code>table.csv</code>; every cell with its CI is in <code>metametrics.csv</code>.</p>")
+        body = (f"<p>Values in %, {_level(merged.confidence)} (bootstrap over SEGs) below each value when computed; "
+                "the best non-control value of each row in bold; controls shaded"
+                + ("; <i>chance</i>: the expected value when scores carry no information (scores permuted within "
+                   "each SEG), <i>adj.</i>: (value &minus; chance) / (max &minus; chance)"
+                   if {"chance", "adjusted"} <= set(mm.columns) else "")
+                + ". The same table is in <code>table.md</code>, <code>table.tex</code> and <code>table.csv</code>; "
+                "every cell with its CI is in <code>metametrics.csv</code>.</p>")
         for p in protocols:
-            body += f"<h3>protocol: {html.escape(p)}</h3>" + metametrics_html(mm, p, labels)
+            body += f"<h3>protocol: {html.escape(p)}</h3>" + metametrics_html(mm, p, labels, merged.roles)
         if merged.flops:
             body += "<p>FLOPs per image: " + ", ".join(
-                f"{html.escape((labels or {}).get(m, m))} {_fmt_flops(f)}" for m, f in merged.flops.items()) + "</p>"
+                f"{html.escape(labels.get(m, m))} {_fmt_flops(f)}" for m, f in merged.flops.items()) + "</p>"
+        if front is not None and len(front):
+            body += ("<p>Pareto frontier members (non-control metrics, per meta-metric and subset) are listed in "
+                     "<code>pareto.csv</code>.</p>")
+        missing = [m for m in merged.metrics if m not in merged.flops and merged.role(m) != "control"]
+        if "pareto" in figures and missing:
+            body += ("<p class='note'>No Pareto figure" + (" position" if merged.flops else "") + " for "
+                     + html.escape(", ".join(labels.get(m, m) for m in missing))
+                     + ": no cost is known. Give FLOPs per image on the command line, e.g. "
+                     "<code>ts2 report results=DIR 'flops={" + html.escape(missing[0]) + ": 2.5e9}'</code> "
+                     "(values like <code>2.5e9</code> or <code>604M</code>), or score the metric with "
+                     "<code>ts2 score</code>, which records its FLOPs in run.json.</p>")
         sections.append(("Meta-metrics", body))
     sections.extend(extra_sections)
     by_section: dict[str, list[ReportFigure]] = {}
@@ -866,9 +404,7 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
     if merged.notes:
         sections.append(("Notes", "<ul>" + "".join(f"<li class='note'>{html.escape(n)}</li>" for n in merged.notes)
                          + "</ul>"))
-    page = render_html(title, sections)
-    html_path = out / "report.html"
-    html_path.write_text(page, encoding="utf-8")
+    html_path = atomic_write_text(out / "report.html", render_html(title, sections))
     return ReportOutputs(out, html_path, tuple(table_paths), tuple(f.path for f in figs), written_mm, written_ps,
                          written_sc, merged.notes)
 
@@ -876,4 +412,4 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
 def _fmt_flops(f: float) -> str:
     from .plots import si_flops
 
-    return si_flops(f) or "-"
+    return "0" if f == 0 else (si_flops(f) or "-")

@@ -31,6 +31,7 @@ import pandas as pd
 from seg_data import SEG, ImageRecord, SEGDataset, parse_label, ts2_subset
 from seg_data.graph import build_graph
 from seg_data.model import label_sort_key
+from seg_data.results import DESCRIPTIVE_COLUMNS, run_record_beside
 from seg_data.validate import raise_on_errors, validate_dataset
 
 from .walks import Structure
@@ -41,9 +42,8 @@ log = logging.getLogger(__name__)
 
 KEY_COLUMNS = ("seg_id", "node", "file_name", "subset")
 ALIASES = {"id": "seg_id", "rank": "node", "image_id": "file_name"}
-# Descriptive columns a score table may carry that are not metrics.
-IGNORED_COLUMNS = frozenset({"prompt", "target_prompt", "image_path", "source", "image_source", "level",
-                             "status", "error", "Unnamed: 0", "index"})
+# Descriptive columns a score table may carry that are not metrics (the one list: seg_data.results).
+IGNORED_COLUMNS = DESCRIPTIVE_COLUMNS
 MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "null", "NULL", "None", "none"})
 SUBSET_SOURCES = ("auto", "dataset", "column", "ts2", "none")
 _TS2_FILE = re.compile(r"^images/(\d{3})-\d+\.\w+$")
@@ -168,7 +168,8 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
         Metric columns to keep (default: every score column).
     lower_is_better : iterable of str
         Metrics where a lower score means a better image (added to any declared in a long
-        table's ``higher_is_better`` column).
+        table's ``higher_is_better`` column, and in a ``run.json`` beside the file: the
+        directions ``ts2 score`` recorded, read with :func:`seg_data.results.run_record_beside`).
 
     Raises
     ------
@@ -237,6 +238,9 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
         if np.isnan(out[c].to_numpy()).all():
             log.warning("%s: metric %r has no score at all (every cell is missing)", name, c)
     lower = {str(m) for m in lower_is_better} | (declared_lower & set(score_cols))
+    run = None if isinstance(source, pd.DataFrame) else run_record_beside(source)
+    if run is not None:
+        lower |= run.lower_is_better & set(score_cols)
     unknown = sorted(lower - set(score_cols))
     if unknown:
         raise ValueError(f"{name}: lower_is_better names {unknown}, expected metrics among {score_cols}")

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from seg_data.results import atomic_write_text
+
 from .metametrics import PAPER_META_METRICS
 from .pipeline import AnalysisResult
 
@@ -129,14 +131,8 @@ def write_tables(source: AnalysisResult | pd.DataFrame, out_dir: str | Path, lab
         f.insert(0, "protocol", name)
         frames.append(f)
     paths = [out / f"{stem}.md", out / f"{stem}.tex", out / f"{stem}.csv"]
-    _atomic_write(paths[0], "\n".join(md))
-    _atomic_write(paths[1], "\n".join(tex))
+    atomic_write_text(paths[0], "\n".join(md))
+    atomic_write_text(paths[1], "\n".join(tex))
     csv = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    _atomic_write(paths[2], csv.to_csv(index=False, float_format="%.4f"))
+    atomic_write_text(paths[2], csv.to_csv(index=False, float_format="%.4f"))
     return paths
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)

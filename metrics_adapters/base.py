@@ -50,6 +50,10 @@ class Metric(ABC):
     columns : tuple[str, ...] | None
         Names of the score columns when a metric gives more than one (e.g. an LLM judge's
         error count and rating); ``None`` means one column named by ``name``.
+    role : str
+        ``"metric"`` (evaluated), or ``"control"`` for a metric built to fail (random scores,
+        shuffled inputs, answers without looking, prompt-blind image measures): reports draw
+        controls as a floor, never as competitors (see :data:`seg_data.results.ROLES`).
 
     Parameters
     ----------
@@ -61,6 +65,7 @@ class Metric(ABC):
     score_range: ClassVar[tuple[float, float] | None] = None
     needs_images: ClassVar[bool] = True
     columns: ClassVar[tuple[str, ...] | None] = None
+    role: ClassVar[str] = "metric"
 
     def __init__(self, name: str) -> None:
         self.name = str(name)
@@ -88,6 +93,10 @@ class Metric(ABC):
     def directions(self) -> dict[str, bool]:
         """Column -> higher_is_better; multi-column metrics override to declare each."""
         return {c: self.higher_is_better for c in self.output_columns()}
+
+    def roles(self) -> dict[str, str]:
+        """Column -> role (:attr:`role` for every column), written into ``run.json``."""
+        return {c: self.role for c in (*self.output_columns(), *self.finalize_directions())}
 
     # -- cost ------------------------------------------------------------------------------------
     def flops_per_image(self) -> float | None:

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, result_set, run_record
+
 from .base import Metric, MetricError, ScoreItem
 from .cache import ScoreCache
 from .images import DEFAULT_MAX_SIDE, ImageDecodeError, decode_image, decode_settings
@@ -45,7 +47,6 @@ __all__ = ["EngineSettings", "Failure", "MetricRun", "score_metric", "score_item
 
 log = logging.getLogger(__name__)
 
-BASE_COLUMNS = ("seg_id", "node", "file_name", "image_path", "prompt")
 PRECISIONS = ("fp32", "fp16", "bf16")
 
 
@@ -548,18 +549,6 @@ def scores_frame(items: Sequence[ScoreItem], runs: Sequence[MetricRun]):
     return df
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and ``os.replace``: readers never see a half-written file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        # A full disk must not also keep the half-written copy that filled it.
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def preflight_output_dir(path: str | Path) -> Path:
     """Create ``path`` and prove it writable, before any model is loaded.
 
@@ -610,18 +599,15 @@ def write_outputs(output_dir: str | Path, items: Sequence[ScoreItem], runs: Sequ
     for m in metrics:
         df = m.finalize(df)
         added.update(m.finalize_directions())
-    csv_path, json_path = out / "scores.csv", out / "run.json"
-    atomic_write_text(csv_path, df.to_csv(index=False))
-    record = {
-        "format": "ts2-score-run/1",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "n_items": len(items),
-        "columns": list(df.columns),
-        "metrics": [r.summary() for r in runs],
-        "derived_columns": added,  # column -> higher_is_better, added after scoring by finalize()
-        "config": config,
-        "packages": package_versions(),
-        **(extra or {}),
-    }
-    atomic_write_text(json_path, json.dumps(record, indent=1, default=str))
+    csv_path, json_path = out / "scores.csv", out / RUN_FILE
+    directions = {c: h for r in runs for c, h in r.directions.items()} | added
+    roles = {c: r for m in metrics for c, r in m.roles().items()}
+    roles |= {c: roles.get(c, "metric") for c in directions}
+    with result_set(out, "ts2 score"):
+        atomic_write_text(csv_path, df.to_csv(index=False))
+        record = run_record(n_items=len(items), columns=df.columns, metrics=[r.summary() for r in runs],
+                            directions=directions, roles=roles,
+                            derived_columns=added,  # column -> higher_is_better, added after scoring by finalize()
+                            config=config, packages=package_versions(), **(extra or {}))
+        atomic_write_text(json_path, json.dumps(record, indent=1, default=str))
     return csv_path, json_path

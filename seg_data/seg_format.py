@@ -32,6 +32,7 @@ from typing import Any
 
 from .graph import build_graph
 from .model import SEG, ImageRecord, SEGDataset
+from .results import atomic_write_text
 from .validate import raise_on_errors, validate_dataset
 
 __all__ = ["FORMAT", "load_seg_file", "save_seg_file", "dataset_to_dict", "dataset_from_dict"]
@@ -184,21 +185,19 @@ def save_seg_file(ds: SEGDataset, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = dataset_to_dict(ds, base=path.parent)
-    tmp = path.with_name(path.name + ".tmp")
     n_images = ds.n_images
     if path.suffix.lower() == ".json":
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        text = json.dumps(data, indent=1)
     elif n_images > JSON_SYNTAX_MIN_IMAGES:
         # Block YAML takes PyYAML ~0.5 ms per image to read (a minute for 100k images); the same data
         # in JSON syntax is still valid YAML and loads ~30x faster (_read). Characters YAML would
         # reject or fold are escaped; astral characters stay raw (YAML cannot read JSON's surrogates).
         body = _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(data, ensure_ascii=False))
-        tmp.write_text(f"# {FORMAT} dataset {ds.name!r} ({len(ds)} SEGs, {n_images} images) in JSON syntax, which is "
-                       f"also YAML: it loads much faster than block YAML\n{body}\n", encoding="utf-8")
+        text = (f"# {FORMAT} dataset {ds.name!r} ({len(ds)} SEGs, {n_images} images) in JSON syntax, which is "
+                f"also YAML: it loads much faster than block YAML\n{body}\n")
     else:
         import yaml
 
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        tmp.write_text(yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    tmp.replace(path)  # atomic: a crash never leaves a half-written dataset file
-    return path
+        text = yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True)
+    return atomic_write_text(path, text)  # a crash never leaves a half-written dataset file

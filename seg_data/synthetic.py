@@ -480,8 +480,10 @@ def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
         (out / "boxes.json").write_text(json.dumps(boxes, separators=(",", ":")), encoding="utf-8")
     ds = SEGDataset(segs, name=name or f"synthetic-{n_segs}-{seed}", root=out, metadata=meta)
     path = save_seg_file(ds, out / "dataset.yaml")
-    log.info("wrote %d synthetic SEGs (%d images%s) to %s in %.1f s", n_segs, ds.n_images,
-             "" if images else ", structure only", out, time.perf_counter() - t0)
+    # The cached mini set is written to a hidden .partial- folder and renamed: say where it ends up.
+    log.log(logging.DEBUG if out.name.startswith(".") and ".partial-" in out.name else logging.INFO,
+            "wrote %d synthetic SEGs (%d images%s) to %s in %.1f s", n_segs, ds.n_images,
+            "" if images else ", structure only", out, time.perf_counter() - t0)
     return path
 
 

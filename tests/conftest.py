@@ -1,10 +1,50 @@
-"""Shared fixtures. Tests that need ../shared (the released TS2 files) skip when it is absent."""
+"""Shared fixtures. Tests that need ../shared (the released TS2 files) skip when it is absent.
+
+Every cache and download of the test session goes to one temporary folder, set here before any
+test module imports a library that reads these variables at import time (huggingface_hub reads
+``HF_HOME`` then): the score cache (``TS2_CACHE_DIR``), assembled models (``TS2_MODELS_DIR``),
+the Hugging Face, torch, pip and XDG caches, matplotlib's config. Nothing lands in ``$HOME``; the
+folder is removed when the session ends. The hub is off (``HF_HUB_OFFLINE=1``): tests use tiny
+local models and the packaged ones.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+ISOLATED_ENV: dict[str, Path] = {}
+
+
+def pytest_configure(config) -> None:
+    # In the pytest process only (not in worker processes that happen to import this module),
+    # before collection imports the test modules.
+    tmp = Path(tempfile.mkdtemp(prefix="ts2-tests-"))
+    config._ts2_tmp = tmp
+    ISOLATED_ENV.update({
+        "TS2_CACHE_DIR": tmp / "ts2-cache",
+        "TS2_MODELS_DIR": tmp / "ts2-models",
+        "HF_HOME": tmp / "hf",
+        "XDG_CACHE_HOME": tmp / "xdg-cache",
+        "TORCH_HOME": tmp / "torch",
+        "PIP_CACHE_DIR": tmp / "pip",
+        "MPLCONFIGDIR": tmp / "matplotlib",
+    })
+    for key, value in ISOLATED_ENV.items():
+        os.environ[key] = str(value)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.pop("TRANSFORMERS_CACHE", None)
+
+
+def pytest_unconfigure(config) -> None:
+    tmp = getattr(config, "_ts2_tmp", None)
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -29,6 +69,7 @@ def ts2_dir() -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Never write to the user's real cache from tests."""
-    monkeypatch.setenv("TS2_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ts2-cache"))
+def _isolated_cache(monkeypatch):
+    """Never write to the user's real cache from tests (also when a test changed the variables)."""
+    for key, value in ISOLATED_ENV.items():
+        monkeypatch.setenv(key, str(value))

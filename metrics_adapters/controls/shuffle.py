@@ -101,6 +101,7 @@ def shuffle_words(text: str, seed: int) -> str:
 
 
 class ShuffledText(MetricWrapper):
+    role = "control"
     """Scores each image against its prompt with the words shuffled (seeded, per prompt).
 
     For QA metrics (TIFA, DSG) the questions, not the prompt, are what the VQA model reads: wrap
@@ -142,6 +143,7 @@ def _pool_from(dataset: Any) -> list[tuple[str, str, str]]:
 
 
 class ShuffledImage(MetricWrapper):
+    role = "control"
     """Scores each prompt against an image drawn from a *different* SEG.
 
     The donor of an item is drawn uniformly from the pool's images of other SEGs with a

@@ -40,6 +40,8 @@ class AlwaysYesVQA(VQABackend):
     prompt, one question set): a sound meta-evaluation must give it rank_m 0.
     """
 
+    role = "control"  # a QA metric answering through it is a control (QAMetric reads this)
+
     needs_images = False
     cacheable = False  # nothing to save: answering is free
 
@@ -69,6 +71,8 @@ class BlindQA(VQABackend):
         ``{question}`` and ``{choices}`` (comma-joined); default the paper's Flan-T5 format.
     batch_size : int
     """
+
+    role = "control"  # a QA metric answering through it is a control (QAMetric reads this)
 
     needs_images = False
 
@@ -127,6 +131,8 @@ class ClipAsVQA(VQABackend):
         Questions per call (each expands to one caption per choice).
     """
 
+    role = "control"  # a QA metric answering through it is a control (QAMetric reads this)
+
     def __init__(self, embedding: Metric | Any = None, template: str = "{question}? {choice}",
                  batch_size: int = 16) -> None:
         super().__init__(template=template, batch_size=batch_size)
@@ -177,6 +183,8 @@ class ClipAsVQA(VQABackend):
 
 class ShuffledQuestionVQA(VQABackend):
     """Asks ``inner`` each question with its words shuffled (seeded per question text)."""
+
+    role = "control"  # a QA metric answering through it is a control (QAMetric reads this)
 
     def __init__(self, inner: Any = None, seed: int = 0) -> None:
         if inner is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+from ..hub import require_model
 from .base import EmbeddingMetric, local_signature
 
 __all__ = ["HFEmbeddingMetric"]
@@ -60,6 +61,7 @@ class HFEmbeddingMetric(EmbeddingMetric):
         cls = getattr(transformers, self.model_class)
         kw = {"revision": self.revision} if self.revision else {}
         try:
+            require_model(self.model, self.revision, option="metric.model")
             self._model = cls.from_pretrained(self.model, **kw).to(device).eval()
             self._tokenizer = transformers.AutoTokenizer.from_pretrained(self.model, **kw)
             self._image_processor = transformers.AutoImageProcessor.from_pretrained(self.model, **kw)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..hub import require_model
 from .colours import COLOUR_NAMES, colour_index, dominant_colour
 
 __all__ = ["Detection", "Detector", "ShapesDetector", "OwlDetector", "classify_shape", "SHAPE_NAMES", "DETECTORS",
@@ -271,6 +272,7 @@ class OwlDetector(Detector):
         from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 
         try:
+            require_model(self.model_name, self.revision, option="metric.detector.model_name")
             self.processor = AutoProcessor.from_pretrained(self.model_name, revision=self.revision)
             self.model = AutoModelForZeroShotObjectDetection.from_pretrained(self.model_name, revision=self.revision)
         except OSError as e:

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hub import require_model
+
 __all__ = ["ChatRequest", "ChatResult", "ChatBackend", "HTTPChatBackend", "TransformersChatBackend", "DEFAULT_VLM",
            "DEFAULT_LLM", "DEFAULT_API_URL"]
 
@@ -243,6 +245,7 @@ class TransformersChatBackend(ChatBackend):
         if torch_dtype is not None and device != "cpu":
             kw["dtype"] = torch_dtype
         try:
+            require_model(self.model_name, self.revision, option="the backend's model")
             if self.kind == "vlm":
                 self.processor = tf.AutoProcessor.from_pretrained(self.model_name, revision=self.revision,
                                                                   trust_remote_code=self.trust_remote_code)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -111,7 +110,6 @@ def write_usage(directory: str | Path | None, metric: str, usage: Mapping[str, A
     d = Path(directory).expanduser()
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"usage_{metric}.json"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(dict(usage), indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    from seg_data.results import atomic_write_text
+
+    return atomic_write_text(path, json.dumps(dict(usage), indent=1, default=str))

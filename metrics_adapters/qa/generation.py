@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api.endpoint import EndpointBackend
+from ..hub import require_model
 from .questions import Question, QuestionError, QuestionSet, build_dependency_graph
 from .templates import TEMPLATES
 
@@ -371,6 +372,7 @@ class HFCausalLM(LMBackend):
         if self.gguf_file:
             kw["gguf_file"] = self.gguf_file
         try:
+            require_model(self.model, self.revision, option="qa_lm.model")
             self._tok = AutoTokenizer.from_pretrained(self.model, **kw)
             td = _torch_dtype(dtype)
             self._net = AutoModelForCausalLM.from_pretrained(self.model, **kw, **({"dtype": td} if td else {}))

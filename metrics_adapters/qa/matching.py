@@ -252,8 +252,9 @@ class AnswerMatcher:
     (``</s>``) removed and their case kept. An empty answer matches no choice.
     """
 
-    def __init__(self, model: str = "pypi:all-mpnet-base-v2", yes_no: str = "rules", yes_no_variants: bool = True,
-                 device: str = "cpu", batch_size: int = 64, encoder: Callable[[list[str]], Any] | None = None,
+    def __init__(self, model: str = "sentence-transformers/all-mpnet-base-v2", yes_no: str = "rules",
+                 yes_no_variants: bool = True, device: str = "cpu", batch_size: int = 64,
+                 encoder: Callable[[list[str]], Any] | None = None,
                  revision: str | None = None) -> None:
         if yes_no not in YES_NO_MODES:
             raise ValueError(f"AnswerMatcher: expected yes_no one of {list(YES_NO_MODES)}, got {yes_no!r}")

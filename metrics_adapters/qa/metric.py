@@ -123,6 +123,7 @@ class QAMetric(Metric):
         self.vqa = _instantiate(vqa, "vqa")
         if not isinstance(self.vqa, VQABackend):
             raise TypeError(f"{name}: expected vqa to be a VQABackend, got {type(self.vqa).__name__}")
+        self.role = getattr(self.vqa, "role", "metric")  # always_yes, blind_qa ...: the backend makes a control
         if questions not in ("released", "file", "generate"):
             raise ValueError(f"{name}: expected questions one of ['released', 'file', 'generate'], got {questions!r}")
         self.questions = questions

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api.endpoint import EndpointBackend
+from ..hub import require_model
 
 __all__ = ["VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
            "ReplayVQA", "format_prompt", "normalize_image_name"]
@@ -168,6 +169,7 @@ class _HFBackend(VQABackend):
     def _load_pair(self, proc_cls, model_cls, device: str, dtype: str | None) -> None:
         kw = {"revision": self.revision} if self.revision else {}
         try:
+            require_model(self.model, self.revision, option="metric.vqa.model")
             self._proc = proc_cls.from_pretrained(self.model, **kw)
             td = _torch_dtype(dtype)
             self._net = model_cls.from_pretrained(self.model, **kw, **({"dtype": td} if td is not None else {}))

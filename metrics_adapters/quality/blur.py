@@ -27,6 +27,7 @@ class BlurEffect(Metric):
     """
 
     higher_is_better = False
+    role = "control"  # prompt-blind: it cannot see a faithfulness error, only image quality
     score_range = (0.0, 1.0)
     needs_images = True
 

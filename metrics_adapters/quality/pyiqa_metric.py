@@ -34,6 +34,7 @@ class PyIQAMetric(Metric):
     """
 
     higher_is_better = True
+    role = "control"  # prompt-blind image quality: a floor for faithfulness, not a competitor
     needs_images = True
 
     def __init__(self, name: str = "iqa", model: str = "maniqa", lower_better: bool | None = None,

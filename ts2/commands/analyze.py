@@ -78,12 +78,17 @@ def main(cfg: DictConfig) -> int:
     try:
         table = read_scores(str(cfg.scores), metrics=_list(cfg.get("metrics")) or None,
                             lower_is_better=_list(cfg.get("lower_is_better")))
+        from seg_data.results import run_record_beside
+
+        run = run_record_beside(str(cfg.scores))
+        roles = {m: (run.roles.get(m, "metric") if run else "metric") for m in table.metrics}
         ref = _reference(cfg)
         if ref is not None:
             from analysis.scores_io import with_reference
 
             log.info("analysing the reference metrics of %s beside %s", ref, cfg.scores)
             table = with_reference(table, read_scores(str(ref), lower_is_better=_list(cfg.get("lower_is_better"))))
+            roles |= {m: "reference" for m in table.metrics if m not in roles}
         dataset = None
         if cfg.get("path") or cfg.get("dataset") is not None:
             from ts2.common import load_dataset
@@ -128,7 +133,9 @@ def main(cfg: DictConfig) -> int:
         if rankings:
             extra["ranking"] = pd.concat(rankings, ignore_index=True)
             extra["pairs"] = pd.concat(pairs, ignore_index=True)
-    write_outputs(result, out, extra)
+    write_outputs(result, out, extra, roles=roles,
+                  dataset=getattr(dataset, "name", None) or (run.dataset if run else None),
+                  score_files=[str(cfg.scores)] + ([str(ref)] if ref is not None else []))
     for note in result.notes:
         log.warning("%s", note)
     text = summary_text(result, meta_metrics=_list(cfg.get("table_meta_metrics")) or ("rank", "sep", "delta"))

@@ -21,8 +21,8 @@ Called by the ``ts2 analyze`` handler when ``cfg.human`` is set. Reads a human-j
 Config keys read (all optional but ``human``): ``human``, ``output_dir`` (default ``.``),
 ``metrics`` (list, null = all), ``bootstrap`` (replicates, 1000; 0 = no intervals), ``seed``
 (0), ``confidence`` (0.95), ``human_permutations`` (1000; 0 = no permutation tests; the SEG
-analysis' ``permutations`` is not used), ``progress`` (true). Keys absent from the composed
-config are passed as ``++key=value``.
+analysis' ``permutations`` is not used), ``progress`` (true); all of them are keys of
+``conf/analyze.yaml``.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ def _get(cfg, key, default):
 
 def _write_results(rows: list[dict], path: Path) -> None:
     # Rewritten after each metric so an interrupted run keeps the metrics it finished.
-    tmp = path.with_suffix(".csv.tmp")
-    pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(tmp, index=False)
-    tmp.replace(path)
+    from seg_data.results import atomic_write_text
+
+    atomic_write_text(path, pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(index=False))
 
 
 def human_main(cfg) -> int:

