@@ -203,3 +203,21 @@ def test_llava_default_rules_on_tifa_sentences(llava_replay):
     # Yes/no answers without a decisive token ("2 laptops? 3 laptops?") are given to the embedding.
     assert (rules.match_rule == "embedding_fallback").sum() > 0
     assert set(rules.match_rule) <= set(RULES) - {"paper_substring"}
+
+
+def test_blip1_dsg_bit_for_bit_with_paper_rule_and_seg65_old_dependencies(ts2_dir, released, tmp_path):
+    """BLIP1's released DSG column used an older dependency file for SEG 65 (question 3 a root):
+    ``yes_no=paper`` + ``parent_overrides=seg65_old`` gives back every image. Needs no embedding
+    model (every DSG question is yes/no), so it runs without all-mpnet-base-v2."""
+    answers = ts2_dir / "released" / "blip1_dsg_raw_answers.csv"
+    base = ["score", f"path={ts2_dir}", "metric=dsg", "metric.vqa=replay", f"metric.vqa.answers={answers}",
+            "metric.matcher.yes_no=paper", f"cache_dir={tmp_path / 'cache'}", "device=cpu", "progress=false",
+            "batch_size=1024"]
+    agree = {}
+    for name, extra in (("new", []), ("old", ["+metric.parent_overrides=seg65_old"])):
+        assert main([*base, *extra, f"output_dir={tmp_path / name}"]) == 0
+        ours = _scores(tmp_path / name, "dsg")
+        ok = np.isclose(ours.to_numpy(), released["blip1_dsg"].reindex(ours.index).to_numpy(), atol=1e-6)
+        agree[name] = set(ours.index[~ok])
+    assert agree["old"] == set()
+    assert len(agree["new"]) == 5 and all(f.startswith("images/065-") for f in agree["new"])
