@@ -249,7 +249,8 @@ class AnswerMatcher:
     -----
     Ties in similarity go to the first choice in the question's order. Embeddings are
     L2-normalised, so the dot product is the cosine. Answers are embedded with model markup
-    (``</s>``) removed and their case kept. An empty answer matches no choice.
+    (``</s>``) removed and their case kept (``paper``: the raw text, as the release did). An
+    empty answer matches no choice.
     """
 
     def __init__(self, model: str = "sentence-transformers/all-mpnet-base-v2", yes_no: str = "rules",
