@@ -9,12 +9,13 @@ Where things are (one module per concern):
   ``delta`` (delta_m), ``kendall``, ``pair_acc``; shared sorted statistics in ``walkstats``
 - :mod:`analysis.compute`         all walks x all metric columns through the kernels
 - :mod:`analysis.aggregate`       walk -> SEG (weighting), SEG -> subsets, delta normaliser
-- :mod:`analysis.bootstrap`       cluster bootstrap over SEGs (stratified by subset)
+- :mod:`analysis.chance`          chance levels of every meta-metric (within-SEG permutations)
+- :mod:`analysis.release`         the TS2 release recognised by its data (its SEG-164 rule)
+- :mod:`analysis.stats`           shared statistics: cluster bootstrap, percentile intervals, tests
 - :mod:`analysis.compare`         paired comparisons, permutation p-values, Holm, ranking groups
 - :mod:`analysis.pipeline`        :func:`~analysis.pipeline.analyze`: the whole thing in one call
 - :mod:`analysis.tables`          paper-style tables (md/tex/csv); :mod:`analysis.outputs` files
 - :mod:`analysis.pareto`          Pareto frontier in (meta-metric, cost)
-- :mod:`analysis.reference`       slow plain-loop reference implementation (tests, benchmark)
 
 This package never imports torch or :mod:`metrics_adapters`: costs and scores reach it as numbers.
 """

@@ -13,7 +13,7 @@ import numpy as np
 from .protocols import Protocol
 from .walks import Structure, WalkTable
 
-__all__ = ["SegValues", "seg_means", "score_std", "group_means", "AVG"]
+__all__ = ["SegValues", "seg_means", "score_std", "group_means", "AVG", "NormaliserMoments", "normaliser_moments"]
 
 AVG = "Avg"
 
@@ -78,29 +78,141 @@ def seg_means(values: np.ndarray, n_valid: np.ndarray, walk_seg: np.ndarray, n_s
         return np.where(den > 0, num / den, np.nan)
 
 
+def _pow2_scale(x: np.ndarray) -> np.ndarray:
+    """Per column, a power of two near ``max |x|`` (1 for an all-NaN or all-zero column).
+
+    Dividing by a power of two is exact, so scaled statistics equal the unscaled ones bit for bit
+    where those do not overflow, and squares of scores near 1e200 stay finite.
+    """
+    with np.errstate(invalid="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN column: scale 1
+            top = np.nanmax(np.abs(x), axis=0) if x.shape[0] else np.zeros(x.shape[1])
+    top = np.where(np.isfinite(top) & (top > 0), top, 1.0)
+    return np.ldexp(1.0, np.frexp(top)[1])
+
+
+def _normaliser_rows(structure: Structure, seg_ids: Sequence[str] | None, how: str
+                     ) -> tuple[list[np.ndarray], np.ndarray]:
+    """Rows of each analysed SEG and the rows outside them that still enter the normaliser."""
+    if how not in {"std_all", "std_included", "none"}:
+        raise ValueError(f"expected delta_norm 'std_all', 'std_included' or 'none', got {how!r}")
+    keep = None if seg_ids is None else set(seg_ids)
+    per_seg = [np.concatenate(s.rows) if s.rows else np.zeros(0, dtype=np.int64)
+               for s in structure.segs if keep is None or s.seg_id in keep]
+    if how != "std_all":
+        return per_seg, np.zeros(0, dtype=np.int64)
+    inside = np.zeros(structure.n_rows, dtype=bool)
+    for r in per_seg:
+        inside[r.astype(np.int64)] = True
+    return per_seg, np.flatnonzero(~inside)
+
+
 def score_std(scores: np.ndarray, structure: Structure, seg_ids: Sequence[str] | None, how: str) -> np.ndarray:
     """Delta normaliser per metric: sample std (ddof=1) of the scores, NaN dropped.
 
     ``std_all``: every row of the score matrix (SEGs left out included, as the paper's code);
-    ``std_included``: rows of the SEGs ``seg_ids``; ``none``: ones.
+    ``std_included``: rows of the SEGs ``seg_ids``; ``none``: ones. Scale-safe: each column is
+    divided by a power of two near its largest magnitude first, so scores near 1e200 give their
+    std (not ``inf``, which would make every delta 0) and ordinary scores give the same bits as
+    ``numpy.std``. Fewer than two scores: NaN.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from analysis.walks import SegNodes, Structure
+    >>> st = Structure((SegNodes("0", None, ("0",), (0,), (np.arange(3),), None),), 3)
+    >>> score_std(np.array([[1e200], [2e200], [3e200]]), st, None, "std_all") / 1e200
+    array([1.])
     """
     n_m = scores.shape[1]
+    per_seg, _ = _normaliser_rows(structure, seg_ids, how)
     if how == "none":
         return np.ones(n_m)
     if how == "std_all":
         x = scores
-    elif how == "std_included":
-        keep = set(seg_ids) if seg_ids is not None else None
-        rows = [r for s in structure.segs if keep is None or s.seg_id in keep for r in s.rows]
-        x = scores[np.concatenate(rows)] if rows else scores[:0]
     else:
-        raise ValueError(f"expected delta_norm 'std_all', 'std_included' or 'none', got {how!r}")
+        x = scores[np.concatenate(per_seg).astype(np.int64)] if per_seg else scores[:0]
+    scale = _pow2_scale(x)
     sd = np.full(n_m, np.nan)
     for j in range(n_m):
-        col = x[:, j][~np.isnan(x[:, j])]
+        col = x[:, j][~np.isnan(x[:, j])] / scale[j]
         if len(col) > 1:
-            sd[j] = col.std(ddof=1)
+            sd[j] = col.std(ddof=1) * scale[j]
     return sd
+
+
+@dataclass(frozen=True)
+class NormaliserMoments:
+    """Per-SEG moments of each metric's scores, for resampling the delta normaliser with the SEGs.
+
+    Scores are divided by ``scale`` (a power of two per metric) and centred on ``center`` (their
+    scaled mean); ``n``, ``mean``, ``m2`` are ``(n_segs, n_metrics)`` count, mean and sum of
+    squared deviations from the SEG mean; ``fixed_*`` (``(n_metrics,)``) describe the rows that
+    enter the normaliser but are never resampled (``std_all``: rows outside the analysed SEGs).
+    """
+
+    n: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+    fixed_n: np.ndarray
+    fixed_mean: np.ndarray
+    fixed_m2: np.ndarray
+    scale: np.ndarray
+
+    def std(self, counts: np.ndarray) -> np.ndarray:
+        """Normaliser of each replicate: ``(n_boot, n_metrics)`` from ``(n_boot, n_segs)`` draw counts.
+
+        Pooled with the parallel-variance formula: ``M2 = sum_s c_s (m2_s + n_s mean_s^2) -
+        N mean^2`` over drawn SEGs plus the fixed rows, ``std = sqrt(M2 / (N - 1)) * scale``;
+        the centring keeps the cancellation harmless. Fewer than two scores: NaN.
+        """
+        c = np.asarray(counts, dtype=float)
+        big_n = c @ self.n + self.fixed_n
+        s1 = c @ (self.n * self.mean) + self.fixed_n * self.fixed_mean
+        s2 = c @ (self.m2 + self.n * self.mean ** 2) + self.fixed_m2 + self.fixed_n * self.fixed_mean ** 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m2 = np.maximum(s2 - s1 * s1 / big_n, 0.0)
+            return np.where(big_n > 1, np.sqrt(m2 / (big_n - 1)) * self.scale, np.nan)
+
+
+def _moments(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ok = ~np.isnan(z)
+    n = ok.sum(axis=0).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, np.where(ok, z, 0.0).sum(axis=0) / n, 0.0)
+    m2 = np.where(ok, (z - mean) ** 2, 0.0).sum(axis=0)
+    return n, mean, m2
+
+
+def normaliser_moments(scores: np.ndarray, structure: Structure, seg_ids: Sequence[str] | None,
+                       how: str) -> NormaliserMoments | None:
+    """:class:`NormaliserMoments` of the analysed SEGs (None when ``how == "none"``: nothing to resample).
+
+    ``seg_ids`` must list the SEGs in the order of the per-SEG values being resampled.
+    """
+    per_seg, outside = _normaliser_rows(structure, seg_ids, how)
+    if how == "none":
+        return None
+    if seg_ids is not None:
+        by_id = {s.seg_id: np.concatenate(s.rows) if s.rows else np.zeros(0, np.int64) for s in structure.segs}
+        per_seg = [by_id[i] for i in seg_ids]
+    scale = _pow2_scale(scores)
+    y = scores / scale
+    with np.errstate(invalid="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            center = np.nan_to_num(np.nanmean(y, axis=0))
+    z = y - center
+    parts = [_moments(z[r.astype(np.int64)]) for r in per_seg]
+    n_m = scores.shape[1]
+    n, mean, m2 = (np.stack([p[i] for p in parts]) if parts else np.zeros((0, n_m)) for i in range(3))
+    fn, fmean, fm2 = _moments(z[outside])
+    return NormaliserMoments(n, mean, m2, fn, fmean, fm2, scale)
 
 
 def group_means(values: np.ndarray, groups: Sequence[tuple[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

@@ -14,75 +14,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .bootstrap import percentile_ci
 from .pipeline import AnalysisResult
+from .stats import holm, percentile_ci, sign_flip_pvalues
 
-__all__ = ["holm", "sign_flip_pvalues", "compare_metrics", "pairwise_comparisons", "rank_metrics"]
-
-
-def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm-Bonferroni step-down adjusted p-values (NaN entries stay NaN, not counted).
-
-    ``p_adj(i) = max_{j <= i} min(1, (m - j + 1) p_(j))`` over the sorted p-values.
-
-    Examples
-    --------
-    >>> holm([0.01, 0.04, 0.03]).round(4).tolist()
-    [0.03, 0.06, 0.06]
-    """
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(~np.isnan(p))
-    m = len(ok)
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    out[order] = np.maximum.accumulate(scaled)
-    return out
-
-
-def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Two-sided paired permutation p-values of mean(diff) = 0, one per column.
-
-    Parameters
-    ----------
-    diffs : ndarray, shape (n_segs, n_tests)
-        Per-SEG differences; NaN where a SEG has no value for a test (left out of that test).
-    n_permutations : int
-        Random sign vectors (shared by all columns). When ``2**n_segs <= n_permutations`` every
-        sign vector is enumerated instead (exact test, as :func:`scipy.stats.permutation_test`).
-
-    Returns
-    -------
-    ndarray, shape (n_tests,)
-        Exact: share of sign vectors with ``|mean| >= |observed|``. Random: ``(1 + hits) /
-        (1 + n_permutations)``. NaN for a column without any value.
-    """
-    d = np.asarray(diffs, dtype=float)
-    if d.ndim == 1:
-        d = d[:, None]
-    ok = ~np.isnan(d)
-    n = ok.sum(axis=0)
-    d0 = np.where(ok, d, 0.0)  # a zero difference is unchanged by any sign flip
-    n_s = d.shape[0]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        observed = np.abs(d0.sum(axis=0)) / n
-    exact = n_s <= 20 and 2 ** n_s <= n_permutations
-    if exact:
-        signs = 1.0 - 2.0 * ((np.arange(2 ** n_s)[:, None] >> np.arange(n_s)[None, :]) & 1)
-    else:
-        rng = rng if rng is not None else np.random.default_rng(0)
-        signs = rng.choice(np.array([-1.0, 1.0]), size=(int(n_permutations), n_s))
-    hits = np.zeros(d.shape[1])
-    for lo in range(0, len(signs), 4096):  # bounded memory: (chunk x n_tests)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            stat = np.abs(signs[lo:lo + 4096] @ d0) / n
-        # Relative tolerance: sums of the same numbers in another order must count as equal.
-        hits += (stat >= observed * (1 - 1e-12) - 1e-15).sum(axis=0)
-    p = hits / len(signs) if exact else (hits + 1) / (len(signs) + 1)
-    p[n == 0] = np.nan
-    return p
+__all__ = ["compare_metrics", "pairwise_comparisons", "rank_metrics"]
 
 
 def _cell_arrays(result: AnalysisResult, protocol: str | None):
@@ -130,7 +65,8 @@ def pairwise_comparisons(result: AnalysisResult, pairs: Sequence[tuple[str, str]
         va, vb = pr.estimates[mi[a], k, g], pr.estimates[mi[b], k, g]
         if pr.replicates is not None:
             diff_reps = pr.replicates[:, mi[a], k, g] - pr.replicates[:, mi[b], k, g]
-            lo, hi = percentile_ci(diff_reps, result.confidence)
+            ci = percentile_ci(diff_reps, result.confidence)
+            lo, hi = ci.low, ci.high
         else:
             lo = hi = np.nan
         out.append((pr.protocol.name, result.meta_metrics[k], pr.group_names[g], a, b, va, vb, va - vb, float(lo),

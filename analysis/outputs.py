@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .pipeline import AnalysisResult
 from seg_data.results import atomic_write_text, result_set
 
+from .pipeline import AnalysisResult
 from .tables import write_tables
 
 __all__ = ["write_outputs", "write_frame", "summary_text", "compare_text"]
@@ -58,11 +58,13 @@ def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFr
         "subsets": {name: list(pr.group_names) for name, pr in result.protocols.items()},
         "subset_source": result.subset_source,
         "n_segs": {name: len(pr.seg_values.seg_ids) for name, pr in result.protocols.items()},
+        "excluded_segs": {name: list(pr.excluded) for name, pr in result.protocols.items()},
         "delta_sigma": {name: dict(zip(result.metrics, map(_num, pr.seg_values.sigma)))
                         for name, pr in result.protocols.items()},
         "bootstrap": result.bootstrap,
         "seed": result.seed,
         "confidence": result.confidence,
+        "chance_permutations": result.chance,
         "notes": list(result.notes),
     }
     p = out / "analysis.json"
@@ -75,34 +77,54 @@ def _num(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
+def _pct(v: float) -> str:
+    x = round(100 * float(v), 1)
+    return f"{x + 0.0 if x != 0 else 0.0:.1f}"  # never "-0.0"
+
+
 def _fmt(v: float, lo: float, hi: float, with_ci: bool) -> str:
     if np.isnan(v):
         return "-"
-    s = f"{100 * v:.1f}"
+    s = _pct(v)
     if with_ci and not (np.isnan(lo) or np.isnan(hi)):
-        s += f" [{100 * lo:.1f}, {100 * hi:.1f}]"
+        s += f" [{_pct(lo)}, {_pct(hi)}]"
     return s
 
 
 def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), subset: str = "Avg") -> str:
-    """A small fixed-width table per protocol: one line per metric, ``subset`` values in %."""
+    """A small fixed-width table per protocol: one line per metric, ``subset`` values in %.
+
+    With chance levels, a second table per protocol gives each cell's chance level, its band and
+    the chance-adjusted value ``(v - chance) / (max - chance)`` (in %; "-" for delta, unbounded).
+    """
     with_ci = result.bootstrap > 0
     mms = [m for m in meta_metrics if m in result.meta_metrics]
     lines = []
-    for name, pr in result.protocols.items():
-        g = list(pr.group_names).index(subset)
-        n_segs = len(pr.seg_values.seg_ids)
-        ci = f", {int(result.confidence * 100)}% CI over {result.bootstrap} SEG resamples" if with_ci else ""
-        lines.append(f"protocol={name}: {subset} over {n_segs} SEGs, values in %{ci}")
-        cells = [[m] + [_fmt(pr.estimates[i, result.meta_metrics.index(mm), g], pr.ci_low[i, result.meta_metrics.index(mm), g],
-                             pr.ci_high[i, result.meta_metrics.index(mm), g], with_ci) for mm in mms]
-                 for i, m in enumerate(result.metrics)]
-        header = ["metric"] + mms
+
+    def block(title: str, header: list[str], cells: list[list[str]]) -> None:
+        lines.append(title)
         widths = [max(len(str(r[j])) for r in [header] + cells) for j in range(len(header))]
         lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
         for r in cells:
             lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
         lines.append("")
+
+    level = f"{result.confidence * 100:g}%"
+    for name, pr in result.protocols.items():
+        g = list(pr.group_names).index(subset)
+        n_segs = len(pr.seg_values.seg_ids)
+        kk = [result.meta_metrics.index(mm) for mm in mms]
+        ci = f", {level} CI over {result.bootstrap} SEG resamples" if with_ci else ""
+        cells = [[m] + [_fmt(pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g], with_ci) for k in kk]
+                 for i, m in enumerate(result.metrics)]
+        block(f"protocol={name}: {subset} over {n_segs} SEGs, values in %{ci}", ["metric"] + mms, cells)
+        if pr.chance is not None:
+            ch, lo, hi, adj = pr.chance_arrays()
+            cells = [[m] + [f"{_fmt(ch[i, k, g], lo[i, k, g], hi[i, k, g], True)} -> "
+                            f"{_fmt(adj[i, k, g], np.nan, np.nan, False)}" for k in kk]
+                     for i, m in enumerate(result.metrics)]
+            block(f"protocol={name}: chance level [{level} band] -> chance-adjusted value, in % "
+                  f"({pr.chance.n_perm} within-SEG permutations)", ["metric"] + mms, cells)
     return "\n".join(lines)
 
 

@@ -19,19 +19,28 @@ import pandas as pd
 
 from seg_data import SEGDataset
 
-from .aggregate import SegValues, compute_seg_values, group_means, score_std
-from .bootstrap import bootstrap_group_means, percentile_ci, stratified_counts
+from .aggregate import (
+    SegValues,
+    compute_seg_values,
+    group_means,
+    normaliser_moments,
+    score_std,
+)
+from .chance import ChanceLevels, chance_adjusted, chance_levels
 from .compute import walk_values
 from .metametrics import META_METRICS, get_meta_metric
 from .protocols import Protocol, get_protocol
+from .release import TS2_LAST_SEG, is_ts2_release
 from .scores_io import AnalysisInputs, ScoreTable, prepare_inputs, read_scores
+from .stats import bootstrap_group_means, percentile_ci, stratified_counts
 from .walks import build_walk_table
 
 __all__ = ["ProtocolResult", "AnalysisResult", "analyze", "run_protocol", "included_segs"]
 
 log = logging.getLogger(__name__)
 
-METAMETRICS_COLUMNS = ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs"]
+METAMETRICS_COLUMNS = ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs",
+                       "chance", "chance_low", "chance_high", "adjusted"]
 PER_SEG_COLUMNS = ["metric", "protocol", "meta_metric", "seg_id", "subset", "value"]
 
 
@@ -41,7 +50,9 @@ class ProtocolResult:
 
     ``estimates``/``n_segs``/``ci_low``/``ci_high`` are ``(metric, meta_metric, group)``
     arrays, groups named by ``group_names`` (``Avg`` first); ``replicates`` is
-    ``(bootstrap, metric, meta_metric, group)`` or None when ``bootstrap == 0``.
+    ``(bootstrap, metric, meta_metric, group)`` or None when ``bootstrap == 0``. ``chance``
+    holds the chance levels (:mod:`analysis.chance`), None when ``chance == 0``; ``excluded``
+    the SEG ids the protocol left out (the TS2 release's SEG 164 under ``paper``).
     """
 
     seg_values: SegValues
@@ -51,10 +62,21 @@ class ProtocolResult:
     replicates: np.ndarray | None
     ci_low: np.ndarray
     ci_high: np.ndarray
+    chance: ChanceLevels | None = None
+    excluded: tuple[str, ...] = ()
 
     @property
     def protocol(self) -> Protocol:
         return self.seg_values.protocol
+
+    def chance_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(chance, chance_low, chance_high, adjusted)`` shaped like ``estimates`` (NaN without chance)."""
+        if self.chance is None:
+            nan = np.full(self.estimates.shape, np.nan)
+            return nan, nan, nan, nan
+        adj = np.stack([chance_adjusted(self.estimates[:, k], self.chance.mean[:, k], get_meta_metric(name).maximum)
+                        for k, name in enumerate(self.seg_values.meta_metrics)], axis=1)
+        return self.chance.mean, self.chance.low, self.chance.high, adj
 
 
 @dataclass(frozen=True)
@@ -71,6 +93,7 @@ class AnalysisResult:
     source: str = "<frame>"
     subset_source: str = "none"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    chance: int = 0
 
     def get(self, protocol: str | None = None) -> ProtocolResult:
         """The result of ``protocol`` (default: the only/first one)."""
@@ -96,14 +119,17 @@ class AnalysisResult:
             raise KeyError(f"expected a {what} among {list(items)}, got {name!r}") from e
 
     def metametrics_frame(self) -> pd.DataFrame:
-        """Long table: ``metric, protocol, meta_metric, subset, value, ci_low, ci_high, n_segs``."""
+        """Long table: ``metric, protocol, meta_metric, subset, value, ci_low, ci_high, n_segs,
+        chance, chance_low, chance_high, adjusted`` (the last four NaN without chance levels)."""
         rows = []
         for pname, pr in self.protocols.items():
+            ch, ch_lo, ch_hi, adj = pr.chance_arrays()
             for i, m in enumerate(self.metrics):
                 for k, mm in enumerate(self.meta_metrics):
                     for g, sub in enumerate(pr.group_names):
                         rows.append((m, pname, mm, sub, pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g],
-                                     int(pr.n_segs[i, k, g])))
+                                     int(pr.n_segs[i, k, g]), ch[i, k, g], ch_lo[i, k, g], ch_hi[i, k, g],
+                                     adj[i, k, g]))
         return pd.DataFrame(rows, columns=METAMETRICS_COLUMNS)
 
     def per_seg_frame(self) -> pd.DataFrame:
@@ -124,19 +150,26 @@ class AnalysisResult:
 
 
 def included_segs(inputs: AnalysisInputs, protocol: Protocol) -> list[str]:
-    """SEG ids analysed under ``protocol`` (the paper's code leaves out SEG 164)."""
+    """SEG ids analysed under ``protocol``.
+
+    ``include_seg_164=false`` (the paper protocol) leaves out SEG ``"164"`` only when the data
+    is the TS2 release (:func:`analysis.release.is_ts2_release`), as the paper's code did; every
+    other dataset keeps all its SEGs. When applied it is logged and recorded
+    (``ProtocolResult.excluded``, ``analysis.json``).
+    """
     ids = inputs.structure.seg_ids
-    if not protocol.include_seg_164 and "164" in ids:
-        log.info("protocol %s: SEG 164 left out, as the paper's code does (protocol.include_seg_164=true keeps it)",
-                 protocol.name)
-        return [i for i in ids if i != "164"]
+    if not protocol.include_seg_164 and is_ts2_release(inputs.structure):
+        log.info("protocol %s: the TS2 release (SEGs 0-164) is analysed without SEG 164, as the paper's code did "
+                 "(protocol.include_seg_164=true keeps it)", protocol.name)
+        return [i for i in ids if i != TS2_LAST_SEG]
     return ids
 
 
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
-                 seed: int = 0, confidence: float = 0.95) -> ProtocolResult:
-    """All meta-metrics of all metrics under one protocol, with bootstrap CIs when asked."""
+                 seed: int = 0, confidence: float = 0.95, chance: int = 0) -> ProtocolResult:
+    """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked."""
     seg_ids = included_segs(inputs, protocol)
+    excluded = tuple(i for i in inputs.structure.seg_ids if i not in set(seg_ids))
     wt = build_walk_table(inputs.structure, protocol.walks, protocol.root_duplication, seg_ids)
     wv, nv = walk_values(wt, inputs.scores, protocol, meta_metrics)
     sigma = score_std(inputs.scores, inputs.structure, seg_ids, protocol.delta_norm)
@@ -149,6 +182,15 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
         draws = stratified_counts(sv.subsets, int(bootstrap), np.random.default_rng(seed))
         reps = bootstrap_group_means(sv.values.reshape(n_m * n_k, n_s), draws, groups).reshape(int(bootstrap), n_m, n_k,
                                                                                                len(groups))
+        moments = normaliser_moments(inputs.scores, inputs.structure, sv.seg_ids, protocol.delta_norm)
+        if moments is not None:
+            # The normaliser is a statistic of the resampled SEGs too: each replicate divides by
+            # its own std (holding it fixed made delta's CI cover 82% instead of 95%).
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratio = sigma[None, :] / moments.std(draws)  # (bootstrap, metric)
+            for k, name in enumerate(meta_metrics):
+                if get_meta_metric(name).normalised:
+                    reps[:, :, k, :] *= ratio[:, :, None]
     if protocol.lower_is_better_delta == "magnitude":
         # Rule 6 of the paper's protocol: a lower-is-better metric's delta is reported as a magnitude.
         for k, name in enumerate(meta_metrics):
@@ -159,16 +201,21 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
                         if reps is not None:
                             reps[:, i, k] = np.abs(reps[:, i, k])
     if reps is not None:
-        lo, hi = percentile_ci(reps, confidence)
+        ci = percentile_ci(reps, confidence)
+        lo, hi = ci.low, ci.high
     else:
         lo = hi = np.full(est.shape, np.nan)
-    return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi)
+    levels = None
+    if chance and n_s:
+        levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
+                               sorted(inputs.lower_is_better), int(chance), seed, confidence, progress=True)
+    return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded)
 
 
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,
             protocols: Iterable[str | Protocol | dict] = ("paper",), meta_metrics: Sequence[str] | None = None,
             bootstrap: int = 1000, seed: int = 0, subsets: str = "auto", confidence: float = 0.95,
-            metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = ()) -> AnalysisResult:
+            metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (), chance: int = 0) -> AnalysisResult:
     """TS2 meta-metrics of a score table.
 
     Parameters
@@ -191,6 +238,9 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         CI level.
     metrics, lower_is_better
         Passed to :func:`analysis.scores_io.read_scores` when ``scores`` is not read yet.
+    chance : int
+        Within-SEG permutations for the chance level of every cell (:mod:`analysis.chance`);
+        0 leaves the chance columns NaN.
 
     Returns
     -------
@@ -209,6 +259,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         protocol = get_protocol(p)
         if protocol.name in results:
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
-        results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence))
+        results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
+                                              int(chance))
     return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
-                          float(confidence), inputs.source, inputs.subset_source, inputs.notes)
+                          float(confidence), inputs.source, inputs.subset_source, inputs.notes, int(chance))

@@ -7,11 +7,15 @@ Two named protocols exist (``conf/protocol/paper.yaml`` and ``conf/protocol/grap
     per present level with the level-0 choice made twice (root duplication), Spearman with
     average ranks, KS between *all* level pairs of a walk, walk averages weighted by sample
     count, single-level walks scoring 0, delta divided by the std of every score in the table,
-    SEG 164 left out.
+    TS2's SEG 164 left out (on the TS2 release only).
 ``graph``
     The paper's equations (2, 4, 5) on the SEG's DAG: root-to-sink walks, no duplicated root,
-    Spearman with the ranks of eq. 1 (``R(x) = #{x_i < x}``, i.e. ``min`` ranks), KS between
-    adjacent nodes of a walk, plain mean over walks, every SEG included.
+    Spearman with average ranks for ties (see below), KS between
+    adjacent nodes of a walk, plain mean over walks, every SEG included. Ties are ranked with
+    ``average`` ranks (``scipy.stats.spearmanr``), not eq. 1's ``min`` ranks: ``min`` ranks give
+    the paper's own section 6.4 example (errors 0,1,1,2; scores 1,.5,.5,0), a perfect ordering,
+    rank_m 0.895 instead of 1, and make the value depend on the sign convention
+    (``rho(-N, m) != -rho(N, m)``). ``protocol.tie_method=min`` restores eq. 1.
 
 Every difference between the two is one field of :class:`Protocol`, so any single rule can be
 ablated (``ts2 analyze protocol=paper protocol.ks_pairs=adjacent``).
@@ -78,7 +82,9 @@ class Protocol:
         delta (the paper, for LLMScore), ``signed`` keeps the sign.
     include_seg_164 : bool
         The paper's code iterates ``range(164)`` and so drops TS2's last SEG (id ``"164"``).
-        ``False`` reproduces that (a SEG with id ``"164"`` is left out, with a log line).
+        ``False`` reproduces that on the TS2 release only, recognised by its data
+        (:func:`analysis.release.is_ts2_release`), with a log line and a record in
+        ``analysis.json``; any other dataset keeps every SEG.
     """
 
     name: str = "custom"
@@ -115,7 +121,7 @@ class Protocol:
 
 PROTOCOLS: dict[str, Protocol] = {
     "paper": Protocol(name="paper"),
-    "graph": Protocol(name="graph", walks="dag", root_duplication=False, tie_method="min", walk_weighting="uniform",
+    "graph": Protocol(name="graph", walks="dag", root_duplication=False, tie_method="average", walk_weighting="uniform",
                       ks_pairs="adjacent", degenerate_walk="skip", delta_norm="std_included",
                       lower_is_better_delta="signed", include_seg_164=True),
 }

@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     sys.path.insert(0, str(REPO))
-    from analysis.bootstrap import bootstrap_group_means, stratified_counts
     from analysis.pipeline import analyze
+    from analysis.stats import bootstrap_group_means, stratified_counts
 
     df = make_table(args.ts2, args.columns)
     both = ["paper", "graph"]
@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.reference_columns:
         from analysis.pipeline import included_segs
         from analysis.protocols import PROTOCOLS
-        from analysis.reference import reference_seg_values
+        sys.path.insert(0, str(REPO / "tests"))  # the plain-loop reference is test code
+        from reference_impl import reference_seg_values
+
         from analysis.scores_io import prepare_inputs, read_scores
 
         inputs = prepare_inputs(read_scores(df))

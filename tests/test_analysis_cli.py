@@ -62,7 +62,9 @@ def test_analyze_writes_every_output(scores, tmp_path):
                  "compare.csv", "ranking.csv", "pairs.csv", "ts2.log"):
         assert (out / name).is_file(), name
     mm = pd.read_csv(out / "metametrics.csv")
-    assert list(mm.columns) == ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs"]
+    assert list(mm.columns) == ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs",
+                                "chance", "chance_low", "chance_high", "adjusted"]
+    assert mm["chance"].notna().all() and mm[mm.meta_metric != "delta"]["adjusted"].notna().all()  # chance=100 default
     assert set(mm.meta_metric) == {"rank", "sep", "delta", "kendall", "pair_acc"} and set(mm.subset) == {"Avg"}
     ps = pd.read_csv(out / "per_seg.csv", dtype={"seg_id": str})
     assert list(ps.columns) == ["metric", "protocol", "meta_metric", "seg_id", "subset", "value"]
@@ -72,7 +74,7 @@ def test_analyze_writes_every_output(scores, tmp_path):
     assert cell.value == pytest.approx(ref.value("errors", "rank")) and cell.value > 0.5  # direction honoured
     assert cell.ci_low < cell.value < cell.ci_high
     # friendly summary on stdout: one line per metric, the comparison, where the files went
-    assert "protocol=paper: Avg over 12 SEGs" in r.stdout
+    assert "protocol=paper: Avg over 12 SEGs" in r.stdout and "chance level" in r.stdout
     assert all(m in r.stdout for m in ("good", "noise", "errors"))
     assert "good - noise" in r.stdout and f"wrote {out}" in r.stdout
     assert "| rank | Avg |" in (out / "table.md").read_text()
@@ -81,13 +83,14 @@ def test_analyze_writes_every_output(scores, tmp_path):
 
 def test_analyze_protocols_and_bootstrap_off(scores, tmp_path):
     out = tmp_path / "both"
-    r = _run(f"scores={scores}", f"output_dir={out}", "bootstrap=0", "protocols=[paper,graph]", "ranking.enabled=false")
+    r = _run(f"scores={scores}", f"output_dir={out}", "bootstrap=0", "chance=0", "protocols=[paper,graph]",
+             "ranking.enabled=false")
     assert r.returncode == 0, r.stderr
     mm = pd.read_csv(out / "metametrics.csv")
     assert set(mm.protocol) == {"paper", "graph"} and mm["ci_low"].isna().all()
     assert not (out / "ranking.csv").exists()
     text = (out / "metametrics.csv").read_text().splitlines()[1]
-    assert text.endswith(",,12")  # empty CI cells, not "nan"
+    assert text.endswith(",,12,,,,")  # empty CI and chance cells, not "nan"
 
 
 def test_bad_input_is_a_clear_error(tmp_path):

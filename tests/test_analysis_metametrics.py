@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference_impl import reference_seg_values, reference_walk
 from scipy import stats
 
 from analysis import bootstrap, compare, pareto, pipeline, scores_io, walks
@@ -23,7 +24,6 @@ from analysis.metametrics.pair_acc import walk_pair_acc
 from analysis.metametrics.rank import walk_rank
 from analysis.metametrics.sep import walk_sep
 from analysis.protocols import PROTOCOLS
-from analysis.reference import reference_seg_values, reference_walk
 from analysis.scores_io import prepare_inputs, read_scores
 from analysis.walks import build_walk_table
 
@@ -225,3 +225,11 @@ def test_doctests_of_the_analysis_modules():
     for mod in (rank, sep, delta, kendall, pair_acc, walks, bootstrap, compare, pareto, pipeline, scores_io):
         res = doctest.testmod(mod)
         assert res.failed == 0, mod.__name__
+
+
+@pytest.mark.parametrize("fn", [walk_rank, walk_sep, walk_delta, walk_kendall])
+def test_degenerate_option_is_validated_by_every_kernel(fn):
+    with pytest.raises(ValueError, match=r"degenerate to be one of \['zero', 'skip'\], got 'zreo'"):
+        fn([0, 1], [0.2, 0.1], degenerate="zreo")
+    assert fn([0, 0], [0.2, 0.1], degenerate="zero") == 0.0
+    assert math.isnan(fn([0, 0], [0.2, 0.1], degenerate="skip"))

@@ -18,7 +18,7 @@ from analysis.pipeline import analyze
 from analysis.protocols import PROTOCOLS, Protocol, get_protocol
 from analysis.scores_io import prepare_inputs, read_scores
 from analysis.walks import build_walk_table, level_walks, protocol_walks
-from seg_data import SEG, SEGDataset, ImageRecord
+from seg_data import SEG, ImageRecord, SEGDataset
 from seg_data.graph import build_graph
 
 
@@ -44,8 +44,12 @@ SIGMA_A = float(np.std([0.9, 0.7, 0.6, 0.8, 0.1], ddof=1))
 def test_graph_protocol_on_a_hand_made_seg():
     r = analyze(table({"5": SEG_A}), protocols=["graph"], bootstrap=0)
     v = lambda k: r.value("m", k)  # noqa: E731
-    assert v("rank") == pytest.approx((walk_rank(*W1, tie_method="min") + walk_rank(*W2, tie_method="min")) / 2)
-    assert v("rank") == pytest.approx((5.5 + 3.5) / math.sqrt(6.75 * 5) / 2)  # eq. 1 ranks, by hand
+    # graph walks have no duplicated root: (0, 1a, 2) and (0, 1b, 2), average ranks for ties
+    g1, g2 = ([0, 0, 1, 2], [0.9, 0.7, 0.6, 0.1]), ([0, 0, 1, 2], [0.9, 0.7, 0.8, 0.1])
+    want = np.mean([-stats.spearmanr(*g1).statistic, -stats.spearmanr(*g2).statistic])
+    assert v("rank") == pytest.approx(want)
+    eq1 = analyze(table({"5": SEG_A}), protocols=[PROTOCOLS["graph"].replace(tie_method="min")], bootstrap=0)
+    assert eq1.value("m", "rank") == pytest.approx((5.5 + 3.5) / math.sqrt(6.75 * 5) / 2)  # eq. 1 ranks, by hand
     assert v("sep") == pytest.approx((1.0 + 0.75) / 2)  # adjacent KS: W1 fully separated; W2 0.5 and 1
     assert v("delta") == pytest.approx(0.35 / SIGMA_A)
     assert v("kendall") == pytest.approx((5 + 3) / math.sqrt(30) / 2)
@@ -106,17 +110,39 @@ def test_single_node_seg():
     assert r.value("m", "sep", protocol="paper") == pytest.approx(ps[("paper", "sep", "0")] / 2)
 
 
-def test_seg_164_and_delta_normaliser():
-    spec = {"163": SEG_A, "164": {"0": [5.0], "1": [-5.0]}}
-    r = analyze(table(spec), protocols=["paper", PROTOCOLS["paper"].replace(name="keep", include_seg_164=True),
-                                        PROTOCOLS["paper"].replace(name="incl", delta_norm="std_included"),
-                                        PROTOCOLS["paper"].replace(name="raw", delta_norm="none")], bootstrap=0)
-    assert r.get("paper").seg_values.seg_ids == ("163",)
-    assert r.get("keep").seg_values.seg_ids == ("163", "164")
+TS2_SEG_164 = {"0": [0.61], "1": [0.54, 0.54], "2a": [0.34, 0.47]}  # the release's last SEG: nodes 0, 1, 1, 2a, 2a
+
+
+def ts2_shaped(last: dict[str, list[float]] = TS2_SEG_164) -> dict[str, dict[str, list[float]]]:
+    """165 SEGs with the TS2 release's ids; SEG 164 as given."""
+    return {**{str(i): SEG_A for i in range(164)}, "164": last}
+
+
+def test_seg_164_and_delta_normaliser(caplog):
+    spec = ts2_shaped({"0": [5.0], "1": [-5.0, -5.0], "2a": [-6.0, -6.0]})
+    with caplog.at_level("INFO", logger="analysis.pipeline"):
+        r = analyze(table(spec), protocols=["paper", PROTOCOLS["paper"].replace(name="keep", include_seg_164=True),
+                                            PROTOCOLS["paper"].replace(name="incl", delta_norm="std_included"),
+                                            PROTOCOLS["paper"].replace(name="raw", delta_norm="none")], bootstrap=0)
+    assert r.get("paper").seg_values.seg_ids == tuple(str(i) for i in range(164))
+    assert r.get("paper").excluded == ("164",) and "TS2 release" in caplog.text and "SEG 164" in caplog.text
+    assert r.get("keep").seg_values.seg_ids[-1] == "164" and r.get("keep").excluded == ()
     raw = r.value("m", "delta", protocol="raw")
-    all_scores = [0.9, 0.7, 0.6, 0.8, 0.1, 5.0, -5.0]
+    all_scores = [0.9, 0.7, 0.6, 0.8, 0.1] * 164 + [5.0, -5.0, -5.0, -6.0, -6.0]
     assert r.value("m", "delta", protocol="paper") == pytest.approx(raw / np.std(all_scores, ddof=1))  # SEG 164 too
-    assert r.value("m", "delta", protocol="incl") == pytest.approx(raw / SIGMA_A)
+    assert r.value("m", "delta", protocol="incl") == pytest.approx(raw / np.std(all_scores[:-5], ddof=1))
+
+
+@pytest.mark.parametrize("spec", [
+    {"163": SEG_A, "164": TS2_SEG_164},                                # a user's 2-SEG table
+    {**ts2_shaped(), "165": SEG_A},                                    # 166 SEGs: not the release
+    ts2_shaped({"0": [0.61], "1": [0.54], "2a": [0.34, 0.47]}),        # SEG 164 shaped differently
+])
+def test_paper_protocol_keeps_seg_164_of_other_datasets(spec, caplog):
+    with caplog.at_level("INFO", logger="analysis.pipeline"):
+        r = analyze(table(spec), protocols=["paper"], bootstrap=0)
+    assert "164" in r.get("paper").seg_values.seg_ids and r.get("paper").excluded == ()
+    assert "SEG 164" not in caplog.text
 
 
 def test_lower_is_better_metrics():
@@ -201,5 +227,22 @@ def test_protocol_options_are_validated():
     # each deviation of the paper from the equations is exactly one option
     paper, graph = PROTOCOLS["paper"].to_dict(), PROTOCOLS["graph"].to_dict()
     assert {k for k in paper if paper[k] != graph[k]} == {
-        "name", "walks", "root_duplication", "tie_method", "walk_weighting", "ks_pairs", "degenerate_walk",
+        "name", "walks", "root_duplication", "walk_weighting", "ks_pairs", "degenerate_walk",
         "delta_norm", "lower_is_better_delta", "include_seg_164"}
+
+
+def test_section_6_4_example_is_perfect_in_both_protocols():
+    # The paper's section 6.4: errors 0, 1, 1, 2 with scores 1, .5, .5, 0 is a perfect ordering.
+    spec = {"9": {"0": [1.0], "1": [0.5, 0.5], "2": [0.0]}}
+    r = analyze(table(spec), protocols=["paper", "graph"], bootstrap=0)
+    assert r.value("m", "rank", protocol="paper") == pytest.approx(1.0)
+    assert r.value("m", "rank", protocol="graph") == pytest.approx(1.0)
+    # independent of the sign convention: rho(-N, m) == -rho(N, m) == -rho(N, -(-m))
+    neg = analyze(table(spec, metric="m").assign(m=lambda f: -f["m"]), protocols=["paper", "graph"], bootstrap=0)
+    for p in ("paper", "graph"):
+        assert neg.value("m", "rank", protocol=p) == pytest.approx(-1.0)
+    errors, scores = np.array([0, 1, 1, 2]), np.array([1.0, 0.5, 0.5, 0.0])
+    assert walk_rank(errors, scores) == pytest.approx(stats.spearmanr(-errors, scores).statistic)
+    assert walk_rank(errors, scores) == pytest.approx(-stats.spearmanr(errors, scores).statistic) == 1.0
+    # eq. 1's min ranks stay an option, and they are what made the graph protocol read 0.895
+    assert walk_rank(errors, scores, tie_method="min") == pytest.approx(0.8947, abs=1e-4)

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.bootstrap import bootstrap_group_means, percentile_ci, stratified_counts
-from analysis.compare import compare_metrics, holm, rank_metrics, sign_flip_pvalues
+from analysis.compare import compare_metrics, rank_metrics
 from analysis.pareto import pareto_front, pareto_mask, parse_flops
 from analysis.pipeline import analyze
+from analysis.stats import bootstrap_group_means, holm, percentile_ci, sign_flip_pvalues, stratified_counts
 
 
 def synthetic_scores(n_segs: int = 40, seed: int = 0) -> pd.DataFrame:
@@ -60,9 +60,18 @@ def test_bootstrap_group_means_equal_a_plain_loop():
 
 def test_percentile_ci_is_the_quantile_pair():
     reps = np.random.default_rng(4).normal(size=(1000, 2))
-    lo, hi = percentile_ci(reps, 0.9)
-    np.testing.assert_allclose(lo, np.quantile(reps, 0.05, axis=0))
-    np.testing.assert_allclose(hi, np.quantile(reps, 0.95, axis=0))
+    ci = percentile_ci(reps, 0.9)
+    np.testing.assert_allclose(ci.low, np.quantile(reps, 0.05, axis=0))
+    np.testing.assert_allclose(ci.high, np.quantile(reps, 0.95, axis=0))
+    # non-finite replicates are left out per cell and counted; an all-invalid cell is NaN
+    reps[:10, 0] = np.nan
+    reps[10, 0] = np.inf
+    reps[:, 1] = np.nan
+    ci = percentile_ci(reps, 0.9)
+    assert ci.low[0] == pytest.approx(np.quantile(reps[11:, 0], 0.05)) and ci.n_invalid.tolist() == [11, 1000]
+    assert math.isnan(ci.low[1]) and math.isnan(ci.high[1])
+    one = percentile_ci([np.nan, *range(101)], 0.9)
+    assert (one.low, one.high, one.n_invalid) == (pytest.approx(5.0), pytest.approx(95.0), 1)
     with pytest.raises(ValueError, match="confidence"):
         percentile_ci(reps, 95)
 
@@ -165,3 +174,37 @@ def test_parse_flops():
     assert parse_flops("604M FLOPs") == 604e6
     with pytest.raises(ValueError, match="expected a FLOP count"):
         parse_flops("lots")
+
+
+def test_delta_bootstrap_resamples_its_normaliser():
+    # A plain-loop reference: each replicate concatenates the drawn SEGs' rows and recomputes
+    # the std over them (graph protocol: std of the analysed SEGs' scores).
+    df = synthetic_scores(n_segs=12, seed=5)
+    r = analyze(df, protocols=["graph", "paper"], bootstrap=30, seed=3, subsets="none")
+    for pname in ("graph", "paper"):
+        pr = r.get(pname)
+        sv = pr.seg_values
+        k = r.meta_metrics.index("delta")
+        raw = sv.values[:, k, :] * sv.sigma[:, None]  # per-SEG un-normalised delta
+        draws = stratified_counts([None] * len(sv.seg_ids), 30, np.random.default_rng(3))
+        cols = list(r.metrics)
+        rows_of = {sid: g for sid, g in df.groupby("seg_id")}
+        for b in range(30):
+            drawn = np.repeat(np.arange(len(sv.seg_ids)), draws[b].astype(int))
+            pool = pd.concat([rows_of[sv.seg_ids[s]] for s in drawn])
+            for i, m in enumerate(cols):
+                # paper (std_all): every row lies in an analysed SEG here, so the pool is resampled too
+                want = np.nanmean(raw[i, drawn]) / pool[m].std(ddof=1)
+                assert pr.replicates[b, i, k, 0] == pytest.approx(want, rel=1e-9)
+
+
+def test_delta_of_huge_scores_is_not_zero():
+    df = synthetic_scores(n_segs=8, seed=6)
+    big = df.assign(**{c: df[c] * 1e200 for c in ("good", "noise")})
+    a = analyze(df, protocols=["paper", "graph"], bootstrap=20, seed=1)
+    b = analyze(big, protocols=["paper", "graph"], bootstrap=20, seed=1)
+    for p in ("paper", "graph"):
+        for m in ("good", "noise"):
+            assert b.value(m, "delta", protocol=p) == pytest.approx(a.value(m, "delta", protocol=p), rel=1e-9)
+            assert a.value(m, "delta", protocol=p) != 0.0
+        np.testing.assert_allclose(b.get(p).ci_low, a.get(p).ci_low, rtol=1e-9)

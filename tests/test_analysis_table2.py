@@ -7,11 +7,11 @@ import warnings
 
 import numpy as np
 import pytest
+from reference_impl import reference_seg_values
 
 from analysis.pareto import pareto_front, parse_flops
 from analysis.pipeline import analyze
 from analysis.protocols import PROTOCOLS
-from analysis.reference import reference_seg_values
 from analysis.scores_io import prepare_inputs, read_scores
 from analysis.walks import build_walk_table, protocol_walks
 from seg_data import load_ts2_release

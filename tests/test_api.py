@@ -25,7 +25,7 @@ class FakeChatServer:
     ``responder(request_json, n)`` decides each answer (``n`` counts requests so far) and returns
     one of: ``("ok", text, prompt_tokens, completion_tokens)``, ``("status", code, retry_after)``,
     ``("sleep", seconds, then)`` (answer ``then`` after a delay), ``("raw", body)`` (a 200 with that
-    body). Every request is recorded (path, headers, JSON).
+    body), ``("raw_status", code, body)``. Every request is recorded (path, headers, JSON).
     """
 
     def __init__(self, responder):
@@ -72,6 +72,8 @@ class FakeChatServer:
                     return self._send(action[1], b'{"error": {"message": "injected"}}', extra)
                 if kind == "raw":
                     return self._send(200, action[1].encode())
+                if kind == "raw_status":  # ("raw_status", code, body)
+                    return self._send(action[1], action[2].encode())
                 raise AssertionError(f"bad action {action!r}")
 
             def _send(self, code, body, headers=None):
@@ -86,7 +88,10 @@ class FakeChatServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 64  # the default backlog of 5 would refuse concurrent clients
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
@@ -257,3 +262,26 @@ def test_images_are_sent_as_png_data_urls():
 
     img = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert img.getpixel((0, 0)) == (255, 0, 0)
+
+
+@pytest.mark.parametrize("concurrency", [1, 8])
+def test_vqa_backend_keeps_the_server_busy(concurrency):
+    """OpenAIVQA sends ``max_concurrency`` requests at once even when ``batch_size`` is smaller, so a
+    serving engine sees a full queue (the requests/s it reaches: benchmarks/api_concurrency.py)."""
+    from PIL import Image
+
+    from metrics_adapters.qa.vqa import OpenAIVQA, VQARequest
+
+    def responder(req, n):
+        time.sleep(0.05)
+        return ("ok", "echo:" + req["messages"][-1]["content"][0]["text"], 1, 1)
+
+    img = Image.new("RGB", (8, 8), (0, 0, 255))
+    reqs = [VQARequest(f"q{i}", image=img, image_id=f"{i}.png") for i in range(24)]
+    with FakeChatServer(responder) as srv:
+        vqa = OpenAIVQA(srv.url, "m", api_key_env=None, max_concurrency=concurrency, batch_size=4,
+                        template="{question}")
+        out = vqa.answer(reqs)
+    assert out == [f"echo:q{i}" for i in range(24)]
+    assert srv.max_in_flight == concurrency and len(srv.requests) == 24
+    assert vqa.usage()["requests"] == 24

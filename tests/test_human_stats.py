@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import astuple
 from itertools import combinations
 
 import numpy as np
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from scipy import stats as ss
 
 from analysis import human as H
+from analysis.stats import WilliamsResult, williams_test
 from analysis.views import compare_views, view_values
 
 
@@ -345,13 +347,6 @@ def test_bootstrap_off_and_invalid_replicates():
     assert 0 < r.n_invalid < 200
 
 
-def test_percentile_ci():
-    lo, hi, bad = H.percentile_ci([np.nan, *range(101)], 0.9)
-    assert (lo, hi, bad) == (pytest.approx(5.0), pytest.approx(95.0), 1)
-    with pytest.raises(ValueError):
-        H.percentile_ci([1, 2], 1.5)
-
-
 def test_bootstrap_alpha_interval_contains_value():
     rng = np.random.default_rng(2)
     true = rng.integers(1, 6, size=40)
@@ -366,14 +361,15 @@ def test_bootstrap_alpha_interval_contains_value():
 def test_williams_matches_published_example():
     # psych::r.test(n = 103, r12 = .4, r13 = .5, r23 = .1): t = -0.89, p = 0.37. By hand:
     # |R| = 0.62, t = -0.1 * sqrt(102 * 1.1) / sqrt(2 * 0.62 * 102/100 + 0.45^2 * 0.9^3)
-    t, p = H.williams_test(0.4, 0.5, 0.1, 103)
+    t, p, df = astuple(williams_test(0.4, 0.5, 0.1, 103))
+    assert df == 100
     assert t == pytest.approx(-0.1 * math.sqrt(102 * 1.1) / math.sqrt(2 * 0.62 * 1.02 + 0.2025 * 0.729), abs=1e-9)
     assert round(t, 2) == -0.89
     assert p == pytest.approx(2 * ss.t.sf(abs(t), 100))
     assert round(p, 2) == 0.37
-    assert H.williams_test(0.5, 0.5, 0.3, 50) == (0.0, 1.0)
+    assert williams_test(0.5, 0.5, 0.3, 50) == WilliamsResult(0.0, 1.0, 47)
     with pytest.raises(ValueError, match="n > 3"):
-        H.williams_test(0.4, 0.5, 0.1, 3)
+        williams_test(0.4, 0.5, 0.1, 3)
 
 
 def test_williams_on_metrics_uses_the_three_correlations():
@@ -381,9 +377,8 @@ def test_williams_on_metrics_uses_the_three_correlations():
     rng = np.random.default_rng(0)
     b = x + rng.normal(scale=3, size=x.size)
     r = H.williams_test_metrics(x, b, y, "spearman")
-    t, p = H.williams_test(ss.spearmanr(x, y).statistic, ss.spearmanr(b, y).statistic,
-                           ss.spearmanr(x, b).statistic, len(x))
-    assert (r.test_statistic, r.p_value) == pytest.approx((t, p))
+    w = williams_test(ss.spearmanr(x, y).statistic, ss.spearmanr(b, y).statistic, ss.spearmanr(x, b).statistic, len(x))
+    assert (r.test_statistic, r.p_value) == pytest.approx((w.t, w.p))
     assert r.value_a > r.value_b and r.p_value < 0.05
     with pytest.raises(ValueError, match="Kendall|method"):
         H.williams_test_metrics(x, b, y, "kendall_b")
@@ -461,10 +456,14 @@ def test_table_writer(tmp_path):
     assert list(t.index) == ["BLEU-4", "m2"]
     assert t.loc["BLEU-4", "Kendall's τ_b"] == pytest.approx(18.79)
     md = H.write_human_table(res, tmp_path / "t.md", statistics=("spearman", "kendall_b"),
-                             labels={"m1": "BLEU-4"}).read_text()
+                             labels={"m1": "BLEU-4"}, with_ci=False).read_text()
     assert "| BLEU-4 | 18.3 | 18.8 |" in md
     assert "| m2 | 59.7 | 47.2 |" in md
     assert "| BLEU-4 | – | 20.0 |" in md  # the prompt table has no Spearman row
+    md = H.write_human_table(res.assign(ci_low=[0.1, 0.15, 0.5, 0.4, np.nan]), tmp_path / "t.md",
+                             statistics=("spearman", "kendall_b"), labels={"m1": "BLEU-4"}, confidence=0.9).read_text()
+    assert "| BLEU-4 | 18.3 [10.0, 100.0] | 18.8 [15.0, 100.0] |" in md and "90% prompt-bootstrap" in md
+    assert "| BLEU-4 | – | 20.0 |" in md  # no interval where a bound is missing
     csv = pd.read_csv(H.write_human_table(res, tmp_path / "t.csv", statistics=("spearman", "kendall_b")))
     assert set(csv["grouping"]) == {"global", "prompt"}
     with pytest.raises(ValueError, match="format"):

@@ -527,8 +527,10 @@ def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame |
 
 def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Sequence[str] = ("paper",),
                       bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto",
-                      confidence: float = 0.95) -> MergedResults:
+                      confidence: float = 0.95, chance: int = 0) -> MergedResults:
     """Compute the meta-metrics of ``todo`` metrics on the merged scores and add them.
+
+    ``chance`` within-SEG permutations give each cell its chance level (0: none).
 
     Raises
     ------
@@ -545,7 +547,7 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Seq
     frame = merged.scores[cols + list(todo)]
     res = analyze(frame, dataset=dataset, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed),
                   subsets=subsets, lower_is_better=[m for m in todo if m in merged.lower_is_better],
-                  confidence=float(confidence))
+                  confidence=float(confidence), chance=int(chance))
     if merged.metametrics is not None and merged.confidence not in (None, float(confidence)):
         notes_ci = [(f"confidence intervals at two levels: {100 * merged.confidence:g}% (reused) and "
                      f"{100 * float(confidence):g}% (computed)")]

@@ -33,7 +33,8 @@ class MetaMetricSpec:
     """A registered meta-metric.
 
     ``options`` maps keyword arguments of the walk function to :class:`~analysis.protocols.Protocol`
-    fields; ``normalised`` marks the one divided by the metric's score std (delta).
+    fields; ``normalised`` marks the one divided by the metric's score std (delta); ``maximum``
+    is the best value a metric can reach (None: unbounded), used by chance-adjusted values.
     """
 
     name: str
@@ -41,6 +42,7 @@ class MetaMetricSpec:
     options: tuple[tuple[str, str], ...] = ()
     normalised: bool = False
     description: str = ""
+    maximum: float | None = 1.0
 
     def function(self) -> Callable[..., np.ndarray]:
         module, _, attr = self.target.partition(":")
@@ -75,7 +77,7 @@ for _spec in (
                    (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
                    description="Kolmogorov-Smirnov separation score sep_m"),
     MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
-                   normalised=True, description="dynamic-range separation delta_m"),
+                   normalised=True, description="dynamic-range separation delta_m", maximum=None),
     MetaMetricSpec("kendall", "analysis.metametrics.kendall:kendall_walks", (("degenerate", "degenerate_walk"),),
                    description="Kendall tau-b ordering score"),
     MetaMetricSpec("pair_acc", "analysis.metametrics.pair_acc:pair_acc_walks",

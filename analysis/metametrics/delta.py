@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .walkstats import WalkStats, as_batch
+from .walkstats import WalkStats, as_batch, degenerate_fill
 
 __all__ = ["delta_walks", "walk_delta"]
 
@@ -20,12 +20,13 @@ def delta_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
     NaN policy: NaN scores dropped first. No valid sample: NaN. One level only: 0
     (``degenerate="zero"``, the paper's code) or NaN.
     """
+    fill = degenerate_fill(degenerate)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = stats.total / stats.count
         gaps = means[:, :-1] - means[:, 1:]
         ok = np.arange(1, stats.n_slot_cols)[None, :] < stats.n_slots[:, None]
         out = np.where(ok, gaps, 0.0).sum(axis=1) / ok.sum(axis=1)
-    out[stats.n_slots <= 1] = 0.0 if degenerate == "zero" else np.nan
+    out[stats.n_slots <= 1] = fill
     out[stats.n < 1] = np.nan
     return out
 

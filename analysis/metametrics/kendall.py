@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .walkstats import WalkStats, as_batch
+from .walkstats import WalkStats, as_batch, degenerate_fill
 
 __all__ = ["kendall_walks", "walk_kendall"]
 
@@ -22,6 +22,7 @@ def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
     Tie, NaN and constant policy: as :func:`analysis.metametrics.rank.rank_walks` (constant
     scores give 0 where scipy gives NaN).
     """
+    fill = degenerate_fill(degenerate)
     G = stats.greater_pairs
     up = stats.upper
     good = np.where(up, G, 0.0).sum(axis=(1, 2))  # lower level scored higher: right order
@@ -33,7 +34,7 @@ def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.clip((good - bad) / np.sqrt((n0 - n1) * (n0 - n2)), -1.0, 1.0)
     out[stats.n_score_values <= 1] = 0.0
-    out[stats.n_slots <= 1] = 0.0 if degenerate == "zero" else np.nan
+    out[stats.n_slots <= 1] = fill
     out[stats.n < 2] = np.nan
     return out
 

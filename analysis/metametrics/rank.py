@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .walkstats import WalkStats, as_batch
+from .walkstats import WalkStats, as_batch, degenerate_fill
 
 __all__ = ["rank_walks", "walk_rank"]
 
@@ -28,6 +28,7 @@ def rank_walks(stats: WalkStats, tie_method: str = "average", degenerate: str = 
     -------
     ndarray, shape (n_walks,)
     """
+    fill = degenerate_fill(degenerate)
     v = stats.sorted_valid
     n = stats.n.astype(float)
     rx = stats.level_ranks(tie_method)
@@ -40,7 +41,7 @@ def rank_walks(stats: WalkStats, tie_method: str = "average", degenerate: str = 
         rho = (dx * dy).sum(axis=1) / np.sqrt((dx * dx).sum(axis=1) * (dy * dy).sum(axis=1))
     out = -np.clip(rho, -1.0, 1.0)
     out[stats.n_score_values <= 1] = 0.0
-    out[stats.n_slots <= 1] = 0.0 if degenerate == "zero" else np.nan
+    out[stats.n_slots <= 1] = fill
     out[stats.n < 2] = np.nan
     return out
 

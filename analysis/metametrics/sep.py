@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .walkstats import WalkStats, as_batch
+from .walkstats import WalkStats, as_batch, degenerate_fill
 
 __all__ = ["sep_walks", "walk_sep", "level_pairs"]
 
@@ -32,6 +32,7 @@ def sep_walks(stats: WalkStats, pairs: str = "all", degenerate: str = "zero") ->
     NaN policy: NaN scores are dropped first; levels left without a valid sample disappear.
     No valid sample: NaN. One level only: 0 (``degenerate="zero"``, the paper's code) or NaN.
     """
+    fill = degenerate_fill(degenerate)
     k = stats.n_slot_cols
     a, b = level_pairs(k, pairs)
     out = np.full(stats.shape[0], np.nan)
@@ -49,7 +50,7 @@ def sep_walks(stats: WalkStats, pairs: str = "all", degenerate: str = "zero") ->
         ok = b[None, :] < stats.n_slots[:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(ok, d, 0.0).sum(axis=1) / ok.sum(axis=1)
-    out[stats.n_slots <= 1] = 0.0 if degenerate == "zero" else np.nan
+    out[stats.n_slots <= 1] = fill
     out[stats.n < 1] = np.nan
     return out
 

@@ -19,7 +19,31 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["WalkStats", "as_batch"]
+__all__ = ["WalkStats", "as_batch", "DEGENERATE_VALUES", "degenerate_fill"]
+
+DEGENERATE_VALUES = ("zero", "skip")
+
+
+def degenerate_fill(degenerate: str) -> float:
+    """Value of a walk whose valid samples sit on one level: 0 (``"zero"``) or NaN (``"skip"``).
+
+    The one check of the ``degenerate`` option of every kernel.
+
+    Raises
+    ------
+    ValueError
+        Any other value (the message lists the valid ones).
+
+    Examples
+    --------
+    >>> degenerate_fill("zero"), degenerate_fill("skip")
+    (0.0, nan)
+    """
+    if degenerate == "zero":
+        return 0.0
+    if degenerate == "skip":
+        return float("nan")
+    raise ValueError(f"expected degenerate to be one of {list(DEGENERATE_VALUES)}, got {degenerate!r}")
 
 
 def as_batch(levels, scores) -> tuple[np.ndarray, np.ndarray]:

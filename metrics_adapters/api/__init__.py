@@ -10,11 +10,12 @@ from .client import (
     APIError,
     ChatClient,
     ChatResponse,
+    InvalidAPIKeyError,
     MissingAPIKeyError,
     UsageMeter,
     image_data_url,
     user_message,
 )
 
-__all__ = ["APIError", "ChatClient", "ChatResponse", "MissingAPIKeyError", "UsageMeter", "image_data_url",
+__all__ = ["APIError", "ChatClient", "ChatResponse", "InvalidAPIKeyError", "MissingAPIKeyError", "UsageMeter", "image_data_url",
            "user_message"]

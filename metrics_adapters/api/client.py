@@ -16,10 +16,14 @@ through :class:`ChatClient`, so that all of them share one policy:
 - **accounting**: :class:`UsageMeter` adds up requests, retries, failures, prompt and
   completion tokens (from the server's ``usage`` field) and an estimated cost from the
   configured prices per 1k tokens; metrics put :meth:`UsageMeter.to_dict` into ``run.json``;
-- **secrets**: the API key is read from the environment variable named by ``api_key_env``
-  when the client is built; it is sent only in the ``Authorization`` header and is never part of
-  :meth:`ChatClient.settings`, ``repr``, log records or exception messages (server bodies
-  quoted in errors are redacted too).
+- **secrets** (:mod:`.secrets`): the API key is read from the environment variable named by
+  ``api_key_env`` when the client is built and validated there (no control characters); it is
+  sent only in the ``Authorization`` header and is never part of :meth:`ChatClient.settings`,
+  ``repr``, log records or exception messages. Server bodies quoted in errors are scrubbed in
+  full before they are cut to 300 characters (and pieces of the key at the cut are masked);
+  errors raised by ``requests`` (which can quote headers) are re-raised as :class:`APIError`
+  with scrubbed text and no chained exception; replies are scrubbed before anyone stores them;
+  a ``base_url`` with credentials (``http://user:KEY@host``) is refused.
 
 Examples
 --------
@@ -34,7 +38,6 @@ import base64
 import io
 import json
 import logging
-import os
 import random
 import threading
 import time
@@ -43,8 +46,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChatClient", "ChatResponse", "APIError", "MissingAPIKeyError", "UsageMeter", "image_data_url",
-           "user_message", "RETRY_STATUS"]
+from .secrets import (
+    InvalidAPIKeyError,
+    MissingAPIKeyError,
+    check_base_url,
+    quote,
+    read_api_key,
+    registered_secrets,
+    scrub,
+)
+
+__all__ = ["ChatClient", "ChatResponse", "APIError", "MissingAPIKeyError", "InvalidAPIKeyError", "UsageMeter",
+           "image_data_url", "user_message", "RETRY_STATUS"]
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +84,6 @@ class APIError(RuntimeError):
         self.status = status
         self.attempts = attempts
         self.retryable = retryable
-
-
-class MissingAPIKeyError(RuntimeError):
-    """The environment variable that should hold the API key is not set (or empty)."""
 
 
 @dataclass(frozen=True)
@@ -210,8 +219,11 @@ class ChatClient:
     ------
     MissingAPIKeyError
         ``api_key_env`` names an unset or empty variable.
+    InvalidAPIKeyError
+        The key holds a newline, a space or another character no HTTP header may carry.
     ValueError
-        Bad numbers (negative retries, concurrency < 1, ...).
+        Bad numbers (negative retries, concurrency < 1, ...); a ``base_url`` that is not
+        ``http(s)://host...`` or that carries credentials.
     """
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
@@ -220,8 +232,7 @@ class ChatClient:
                  price_per_1k_prompt: float = 0.0, price_per_1k_completion: float = 0.0,
                  default_params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> None:
-        if not base_url:
-            raise ValueError("expected a base_url such as 'http://127.0.0.1:8000/v1', got an empty value")
+        base_url = check_base_url(base_url)
         if int(max_retries) < 0 or int(max_concurrency) < 1:
             raise ValueError(f"expected max_retries >= 0 and max_concurrency >= 1, got {max_retries} and {max_concurrency}")
         if float(timeout) <= 0 or float(connect_timeout) <= 0 or float(backoff_base) < 0 or float(backoff_max) < 0:
@@ -240,7 +251,7 @@ class ChatClient:
         self._headers = {str(k): str(v) for k, v in (headers or {}).items()}
         if any(k.lower() == "authorization" for k in self._headers):
             raise ValueError("put the API key in an environment variable named by api_key_env, not in headers")
-        self._key = self._read_key(self.api_key_env)
+        self._key = read_api_key(self.api_key_env)
         self.usage = UsageMeter(float(price_per_1k_prompt), float(price_per_1k_completion))
         self._sem = threading.BoundedSemaphore(self.max_concurrency)
         self._local = threading.local()
@@ -249,17 +260,6 @@ class ChatClient:
         self._rng_lock = threading.Lock()
 
     # -- identity ------------------------------------------------------------------------------
-    @staticmethod
-    def _read_key(env: str | None) -> str | None:
-        if env is None:
-            return None
-        key = os.environ.get(env, "")
-        if not key.strip():
-            raise MissingAPIKeyError(
-                f"expected the API key in the environment variable {env!r}, but it is not set; "
-                f"export {env}=... (or set api_key_env: null for a server without authentication)")
-        return key.strip()
-
     def settings(self) -> dict[str, Any]:
         """What identifies the model's answers (for fingerprints): endpoint, model, default params.
 
@@ -282,8 +282,12 @@ class ChatClient:
             self._local.session = s
         return s
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+    def _secrets(self) -> list[str]:
+        return [self._key, *registered_secrets()] if self._key else list(registered_secrets())
+
+    def _quote(self, text: str) -> str:
+        """A server body for an error message: scrubbed in full, then cut, then scrubbed again."""
+        return quote(text, _BODY_QUOTE, self._secrets())
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after:
@@ -304,9 +308,12 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {self._key}"
         url = f"{self.base_url}/chat/completions"
         self.usage._add(requests=1)
+        failure = None
+        # Bytes, not str: http.client sends a bytes body in the same packet as the headers; a str
+        # body goes out as a second small packet, and Nagle + delayed ACK add ~40 ms per request.
         try:
             with self._sem:
-                r = self._session().post(url, data=json.dumps(payload), headers=headers,
+                r = self._session().post(url, data=json.dumps(payload).encode("utf-8"), headers=headers,
                                          timeout=(self.connect_timeout, self.timeout))
         except requests.Timeout:
             self.usage._error("timeout")
@@ -314,10 +321,19 @@ class ChatClient:
         except requests.ConnectionError as e:
             self.usage._error("connection")
             return None, f"connection failed: {type(e).__name__}", True, None, None
+        except Exception as e:  # requests' own errors can quote a header (the key): keep only scrubbed text
+            # Every header value is masked, not only the key: an invalid-header error quotes the value.
+            hidden = [*self._secrets(), *(v for v in headers.values() if v)]
+            failure = f"{type(e).__name__}: {quote(str(e), _BODY_QUOTE, hidden)}"
+        if failure is not None:
+            # Final (retrying cannot fix a bad header or URL); returned, not raised from the except
+            # block, so no chained exception carrying the raw text travels on.
+            self.usage._error("request")
+            return None, f"could not be sent: {failure}", False, None, None
         status = r.status_code
         if status != 200:
             self.usage._error(str(status))
-            body = self._redact(r.text[:_BODY_QUOTE])
+            body = self._quote(r.text)
             return None, f"HTTP {status}: {body!r}", status in RETRY_STATUS or status >= 500, status, r.headers.get("Retry-After")
         try:
             data = r.json()
@@ -327,13 +343,20 @@ class ChatClient:
                 raise TypeError("message content is neither a string nor text parts")
         except (ValueError, KeyError, IndexError, TypeError) as e:
             self.usage._error("malformed")
-            body = self._redact(r.text[:_BODY_QUOTE])
-            return None, f"malformed body ({type(e).__name__}: {e}): {body!r}", True, status, None
+            body = self._quote(r.text)
+            return None, f"malformed body ({type(e).__name__}: {self._quote(str(e))}): {body!r}", True, status, None
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
         pt = int(usage.get("prompt_tokens") or 0) if usage else 0
         ct = int(usage.get("completion_tokens") or 0) if usage else 0
-        resp = ChatResponse(text=text, prompt_tokens=pt, completion_tokens=ct,
-                            finish_reason=choice.get("finish_reason"), model=data.get("model"))
+        clean = scrub(text, self._secrets())
+        if clean != text:
+            self.usage._error("reply_echoed_key")
+            log.warning("a reply from %s (model %s) contained (part of) the API key; it was masked before use",
+                        self.base_url, self.model)
+        model = data.get("model")
+        resp = ChatResponse(text=clean, prompt_tokens=pt, completion_tokens=ct,
+                            finish_reason=choice.get("finish_reason"),
+                            model=scrub(str(model), self._secrets()) if model is not None else None)
         if usage is None:
             self.usage._add(no_usage=1)
         return resp, "", False, status, None

@@ -88,7 +88,7 @@ class VLMJudge(Metric):
         return self.backend.model_ids()
 
     def flops_per_image(self) -> float | None:
-        p = self.backend.params()
+        p = self.backend.n_params()
         return None if p is None else 2.0 * p * self.tokens_per_image
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:

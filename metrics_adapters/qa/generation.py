@@ -17,200 +17,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..api.endpoint import EndpointBackend
-from ..hub import require_model
-from .questions import Question, QuestionError, QuestionSet, build_dependency_graph
+from .qg_parsing import PARSER_VERSION, PARSERS, ParseError, parse_dsg, parse_tifa
+from .questions import Question, QuestionError, QuestionSet
 from .templates import TEMPLATES
 
 __all__ = ["ParseError", "parse_tifa", "parse_dsg", "PARSERS", "LMBackend", "HFCausalLM", "OpenAIChatLM",
            "CallableLM", "QuestionGenerator", "GenerationResult", "load_template", "PARSER_VERSION"]
 
 log = logging.getLogger(__name__)
-
-PARSER_VERSION = "1"  # bump when a parser changes what it accepts: it invalidates cached questions
-
-
-class ParseError(QuestionError):
-    """Language-model output that does not follow the expected question format."""
-
-
-# -- parsing -------------------------------------------------------------------------------------------
-_ABOUT = re.compile(r"^About\s+(?P<element>.+?)\s*\((?P<category>[^()]+)\)\s*:\s*$", re.IGNORECASE)
-_Q = re.compile(r"^Q\s*:\s*(?P<text>.+?)\s*$", re.IGNORECASE)
-_CHOICES = re.compile(r"^Choices\s*:\s*(?P<text>.+?)\s*$", re.IGNORECASE)
-_A = re.compile(r"^A\s*:\s*(?P<text>.+?)\s*$", re.IGNORECASE)
-_DESCRIPTION = re.compile(r"^Description\s*:", re.IGNORECASE)
-_FENCE = re.compile(r"^```")
-
-
-def _lines(text: str) -> list[tuple[int, str]]:
-    return [(i, ln.strip()) for i, ln in enumerate(str(text).splitlines(), start=1)]
-
-
-def parse_tifa(text: str, max_questions: int = 30) -> list[Question]:
-    """Parse TIFA-style output (see :mod:`.templates`) into questions with choices and answers.
-
-    Rules: text before the first ``About`` line is ignored (chat models' preambles), parsing
-    stops at the next ``Description:`` line (a base model continuing the few-shot pattern);
-    in between every non-empty line must be an ``About``, ``Q:``, ``Choices:`` or ``A:`` line, in
-    the order About, then (Q, Choices, A) one or more times. Choices are comma-separated, at least
-    two, distinct; the answer must be one of them (case-insensitive; the choice's spelling is
-    kept). A question repeated word for word is dropped.
-
-    Raises
-    ------
-    ParseError
-        With the line number and what was expected.
-
-    Examples
-    --------
-    >>> qs = parse_tifa("About dog (animal):\\nQ: is there a dog?\\nChoices: yes, no\\nA: Yes")
-    >>> qs[0].question, qs[0].choices, qs[0].answer, qs[0].category
-    ('is there a dog?', ('yes', 'no'), 'yes', 'animal')
-    """
-    out: list[Question] = []
-    seen: set[str] = set()
-    element = category = None
-    state = "start"  # start -> about -> q -> choices -> answered -> (q | about)
-    q_text: str | None = None
-    choices: tuple[str, ...] = ()
-    for n, line in _lines(text):
-        if _DESCRIPTION.match(line):
-            break
-        if not line or _FENCE.match(line):
-            continue
-        m = _ABOUT.match(line)
-        if m:
-            if state in ("q", "choices"):
-                raise ParseError(f"line {n}: expected {'Choices:' if state == 'q' else 'A:'} to finish the question "
-                                 f"{q_text!r}, got {line!r}")
-            if state == "about":
-                raise ParseError(f"line {n}: expected a question (Q:) about {element!r}, got another About line")
-            element, category = m.group("element").strip(), m.group("category").strip().lower()
-            state = "about"
-            continue
-        if state == "start":
-            continue  # preamble before the first element
-        m = _Q.match(line)
-        if m:
-            if state in ("q", "choices"):
-                raise ParseError(f"line {n}: expected {'Choices:' if state == 'q' else 'A:'}, got a new question {line!r}")
-            q_text, state = m.group("text"), "q"
-            continue
-        m = _CHOICES.match(line)
-        if m:
-            if state != "q":
-                raise ParseError(f"line {n}: expected Choices: right after a question (Q:), got {line!r}")
-            choices = tuple(c.strip() for c in m.group("text").split(","))
-            if len(choices) < 2 or any(not c for c in choices):
-                raise ParseError(f"line {n}: expected at least two comma-separated choices, got {line!r}")
-            if len({c.lower() for c in choices}) != len(choices):
-                raise ParseError(f"line {n}: expected distinct choices, got {list(choices)}")
-            state = "choices"
-            continue
-        m = _A.match(line)
-        if m:
-            if state != "choices":
-                raise ParseError(f"line {n}: expected A: right after Choices:, got {line!r}")
-            ans = m.group("text").strip().rstrip(".")
-            lower = [c.lower() for c in choices]
-            if ans.lower() not in lower:
-                raise ParseError(f"line {n}: expected the answer to be one of the choices {list(choices)}, got {ans!r}")
-            ans = choices[lower.index(ans.lower())]
-            if q_text not in seen:
-                seen.add(q_text)
-                out.append(Question(str(len(out)), q_text, choices, ans, element=element, category=category))
-                if len(out) > max_questions:
-                    raise ParseError(f"expected at most {max_questions} questions, got more (runaway output?)")
-            state = "answered"
-            continue
-        raise ParseError(f"line {n}: expected an 'About <element> (<category>):', 'Q:', 'Choices:' or 'A:' line, "
-                         f"got {line[:120]!r}")
-    if state in ("q", "choices"):
-        raise ParseError(f"expected the question {q_text!r} to end with {'Choices: and A:' if state == 'q' else 'A:'}, "
-                         "got the end of the output")
-    if not out:
-        raise ParseError("expected at least one 'About ...:' block with a question, got none")
-    return out
-
-
-_DSG_LINE = re.compile(r"^(?P<id>\d+)\s*\|\s*(?P<tuple>[^|]+?)\s*\|\s*(?P<question>[^|]+?)\s*\|\s*(?P<parents>[\d,\s]+?)\s*$")
-
-
-def parse_dsg(text: str, max_questions: int = 30) -> list[Question]:
-    """Parse DSG-style output (``id | tuple | question | parents``) into a question DAG.
-
-    Rules: lines before the first requirement line are ignored; parsing stops at a blank line
-    after the first requirement or at a ``Description:`` line. Ids are 1, 2, 3, ... in order;
-    parents are ``0`` (none) or comma-separated earlier ids; questions end with ``?``. Output ids
-    are 0-based (``question_id = id - 1``) as in the released files; every question is yes/no with
-    answer ``yes``; ``element`` holds the tuple, ``category`` its part before `` - ``.
-
-    Raises
-    ------
-    ParseError
-        A malformed line, an id out of sequence, a parent that is not an earlier id, ``0`` mixed
-        with other parents, a question without ``?``, no requirement at all.
-
-    Examples
-    --------
-    >>> qs = parse_dsg("1 | entity - whole (boy) | Is there a boy? | 0\\n2 | attribute - color (shirt, green) | Is the shirt green? | 1")
-    >>> [(q.question_id, q.parents) for q in qs]
-    [('0', ()), ('1', ('0',))]
-    """
-    out: list[Question] = []
-    for n, line in _lines(text):
-        if _DESCRIPTION.match(line):
-            break
-        if _FENCE.match(line):
-            continue
-        if not line:
-            if out:
-                break
-            continue
-        m = _DSG_LINE.match(line)
-        if m is None:
-            if not out:
-                continue  # preamble
-            raise ParseError(f"line {n}: expected '<id> | <tuple> | <question> | <parent ids or 0>', got {line[:120]!r}")
-        rid = int(m.group("id"))
-        if rid != len(out) + 1:
-            raise ParseError(f"line {n}: expected requirement id {len(out) + 1}, got {rid}")
-        question = m.group("question").strip()
-        if not question.endswith("?"):
-            raise ParseError(f"line {n}: expected a yes/no question ending with '?', got {question!r}")
-        raw = [p.strip() for p in m.group("parents").split(",")]
-        if any(not p for p in raw):
-            raise ParseError(f"line {n}: expected parent ids like '0', '2' or '1,3', got {m.group('parents')!r}")
-        ids = [int(p) for p in raw]
-        if 0 in ids and len(ids) > 1:
-            raise ParseError(f"line {n}: expected '0' alone (no parent) or parent ids, got {m.group('parents')!r}")
-        ids = [i for i in ids if i != 0]
-        bad = [i for i in ids if not 1 <= i < rid]
-        if bad:
-            raise ParseError(f"line {n}: expected parents among the earlier ids 1..{rid - 1}, got {bad}")
-        if len(set(ids)) != len(ids):
-            raise ParseError(f"line {n}: expected distinct parent ids, got {ids}")
-        tup = m.group("tuple").strip()
-        out.append(Question(str(rid - 1), question, ("yes", "no"), "yes", parents=tuple(str(i - 1) for i in ids),
-                            element=tup, category=tup.split(" - ")[0].strip().lower()))
-        if len(out) > max_questions:
-            raise ParseError(f"expected at most {max_questions} requirements, got more (runaway output?)")
-    if not out:
-        raise ParseError("expected at least one requirement line '<id> | <tuple> | <question> | <parents>', got none")
-    build_dependency_graph(out, where="generated DSG questions")  # cannot fail by construction; kept as a guard
-    return out
-
-
-PARSERS: dict[str, Callable[..., list[Question]]] = {"tifa": parse_tifa, "dsg": parse_dsg}
-
 
 def load_template(style: str, template_file: str | None = None) -> str:
     """The built-in template of ``style`` or the text of ``template_file`` (must contain ``{prompt}``).
@@ -265,6 +85,10 @@ class LMBackend(ABC):
     def n_params(self) -> float | None:
         return None
 
+    def usage(self) -> dict[str, Any]:
+        """Requests, tokens and cost so far; an empty dict when the backend counts none."""
+        return {}
+
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional hook
         pass
 
@@ -313,8 +137,40 @@ class CallableLM(LMBackend):
         return out
 
 
-class HFCausalLM(LMBackend):
-    """A transformers causal LM (``AutoModelForCausalLM``) completing the template.
+class _ChatLM(LMBackend):
+    """An LM backend over a :class:`~metrics_adapters.chat.ChatModel` (``self.chat``)."""
+
+    chat: Any
+    id_prefix = "qg"
+
+    def model_ids(self) -> dict[str, Any]:
+        return {f"{self.id_prefix}_{k}": v for k, v in self.chat.model_ids().items()}
+
+    def n_params(self) -> float | None:
+        return self.chat.n_params()
+
+    def usage(self) -> dict[str, Any]:
+        return self.chat.usage()
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        self.chat.load(device, dtype)
+
+    def unload(self) -> None:
+        self.chat.unload()
+
+    def _complete(self, prompts: list[str], attempt: int) -> list[str | Exception]:
+        from ..chat import ChatRequest
+
+        self.load(self.device, self.dtype)
+        res = self.chat.generate([ChatRequest(p) for p in prompts], max_new_tokens=self.max_new_tokens,
+                                 temperature=self.temperature_for(attempt),
+                                 seed=self.seed + attempt if attempt else None)
+        return [r.text if r.ok else RuntimeError(f"model call failed: {r.error}") for r in res]
+
+
+class HFCausalLM(_ChatLM):
+    """A transformers causal LM (a :class:`~metrics_adapters.chat.TransformersChatModel`, ``kind=lm``)
+    completing the template.
 
     Parameters
     ----------
@@ -336,132 +192,51 @@ class HFCausalLM(LMBackend):
 
     def __init__(self, model: str | None = None, revision: str | None = None, gguf_file: str | None = None,
                  use_chat_template: bool = False, system_prompt: str | None = None, batch_size: int = 4,
-                 **kw: Any) -> None:
+                 trust_remote_code: bool = False, **kw: Any) -> None:
         super().__init__(**kw)
-        self.model = model
-        self.revision = revision
-        self.gguf_file = gguf_file
-        self.use_chat_template = bool(use_chat_template)
-        self.system_prompt = system_prompt
+        if not model:
+            raise ValueError("HFCausalLM: expected model=<hub id or local folder>, got none")
+        from ..chat import TransformersChatModel
+
+        self.model, self.revision, self.gguf_file = model, revision, gguf_file
+        self.use_chat_template, self.system_prompt = bool(use_chat_template), system_prompt
         self.batch_size = int(batch_size)
-        self._tok = None
-        self._net = None
+        self.chat = TransformersChatModel(model, kind="lm", revision=revision, max_new_tokens=self.max_new_tokens,
+                                          system_prompt=system_prompt, use_chat_template=self.use_chat_template,
+                                          gguf_file=gguf_file, trust_remote_code=trust_remote_code,
+                                          batch_size=self.batch_size, seed=self.seed)
+        self.chat.option = "qa_lm.model"
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "model": self.model, "revision": self.revision, "gguf_file": self.gguf_file,
                 "use_chat_template": self.use_chat_template, "system_prompt": self.system_prompt}
 
-    def model_ids(self) -> dict[str, Any]:
-        return {"qg_model": self.model, "qg_revision": self.revision, "qg_gguf_file": self.gguf_file}
 
-    def n_params(self) -> float | None:
-        return None if self._net is None else float(sum(p.numel() for p in self._net.parameters()))
-
-    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        if self._net is not None:
-            return
-        if not self.model:
-            raise ValueError("HFCausalLM: expected model=<hub id or local folder>, got none")
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from .vqa import _torch_dtype
-
-        kw: dict[str, Any] = {}
-        if self.revision:
-            kw["revision"] = self.revision
-        if self.gguf_file:
-            kw["gguf_file"] = self.gguf_file
-        try:
-            require_model(self.model, self.revision, option="qa_lm.model")
-            self._tok = AutoTokenizer.from_pretrained(self.model, **kw)
-            td = _torch_dtype(dtype)
-            self._net = AutoModelForCausalLM.from_pretrained(self.model, **kw, **({"dtype": td} if td else {}))
-        except Exception as e:
-            raise RuntimeError(f"HFCausalLM: could not load {self.model!r}"
-                               f"{' (' + self.gguf_file + ')' if self.gguf_file else ''}: {type(e).__name__}: {e}") from e
-        if self.gguf_file:
-            # Dequantised GGUF tensors can be views into one buffer; contiguous copies run ~6x faster.
-            for p in self._net.parameters():
-                p.data = p.data.clone()
-        self._net.to(device).eval()
-        self.device = device
-        self._tok.padding_side = "left"  # generation continues right after each prompt
-        if self._tok.pad_token is None:
-            self._tok.pad_token = self._tok.eos_token
-
-    def unload(self) -> None:
-        self._net = None
-        self._tok = None
-
-    def _render(self, prompt: str) -> str:
-        if not self.use_chat_template:
-            return prompt
-        msgs = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
-            {"role": "user", "content": prompt}]
-        return self._tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
-
-    def _complete(self, prompts: list[str], attempt: int) -> list[str | Exception]:
-        import torch
-
-        if self._net is None:
-            self.load(self.device, self.dtype)
-        temp = self.temperature_for(attempt)
-        out: list[str | Exception] = []
-        for i in range(0, len(prompts), self.batch_size):
-            chunk = [self._render(p) for p in prompts[i:i + self.batch_size]]
-            enc = self._tok(chunk, return_tensors="pt", padding=True, add_special_tokens=not self.use_chat_template)
-            enc = {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
-            gen_kw: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "pad_token_id": self._tok.pad_token_id}
-            if temp > 0:
-                gen_kw.update(do_sample=True, temperature=temp)
-                torch.manual_seed(self.seed + attempt)
-            else:
-                gen_kw.update(do_sample=False)
-            try:
-                with torch.inference_mode():
-                    ids = self._net.generate(**enc, **gen_kw)
-            except Exception as e:  # OOM or a model error fails this chunk only
-                out.extend([RuntimeError(f"generate failed: {type(e).__name__}: {e}")] * len(chunk))
-                continue
-            n_in = enc["input_ids"].shape[1]
-            out.extend(self._tok.batch_decode(ids[:, n_in:], skip_special_tokens=True))
-        return out
-
-
-class OpenAIChatLM(EndpointBackend, LMBackend):
-    """A language model behind an OpenAI-compatible ``/chat/completions`` endpoint.
+class OpenAIChatLM(_ChatLM):
+    """A language model behind an OpenAI-compatible ``/chat/completions`` endpoint
+    (a :class:`~metrics_adapters.chat.HTTPChatModel`, text only).
 
     The filled template is sent as one user message. ``api_key_env`` names the environment
     variable with the key; ``n_params`` (assumed parameter count) feeds only the FLOPs estimate.
     """
 
-    id_prefix = "qg"
-
     def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
                  system_prompt: str | None = None, timeout: float = 120.0, max_retries: int = 4,
                  max_concurrency: int = 4, n_params: float | None = None, **kw: Any) -> None:
         super().__init__(**kw)
-        self._init_endpoint(base_url, model, api_key_env, system_prompt, timeout, max_retries, max_concurrency,
-                            n_params)
+        from ..chat import HTTPChatModel
+
+        self.chat = HTTPChatModel(base_url, model, api_key_env=api_key_env, max_new_tokens=self.max_new_tokens,
+                                  temperature=self.temperature, system_prompt=system_prompt, timeout=timeout,
+                                  max_retries=max_retries, max_concurrency=max_concurrency, n_params=n_params,
+                                  vision=False)
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), **self._endpoint_settings()}
+        c = self.chat
+        return {**super().settings(), "base_url": c.base_url, "model": c.model, "system_prompt": c.system_prompt}
 
-    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        self._ensure_client()
-
-    def _complete(self, prompts: list[str], attempt: int) -> list[str | Exception]:
-        from ..api import APIError
-
-        if self._client is None:
-            self.load()
-        convs = [([{"role": "system", "content": self.system_prompt}] if self.system_prompt else [])
-                 + [{"role": "user", "content": p}] for p in prompts]
-        params: dict[str, Any] = {"max_tokens": self.max_new_tokens, "temperature": self.temperature_for(attempt)}
-        if attempt:
-            params["seed"] = self.seed + attempt
-        res = self._client.chat_many(convs, **params)
-        return [x if isinstance(x, APIError) else x.text for x in res]
+    def model_ids(self) -> dict[str, Any]:
+        return {"qg_model": self.chat.model, "qg_endpoint": self.chat.base_url}
 
 
 # -- the generator ---------------------------------------------------------------------------------------

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..api.endpoint import EndpointBackend
-from ..hub import require_model
+import numpy as np
 
 __all__ = ["VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
            "ReplayVQA", "format_prompt", "normalize_image_name"]
@@ -60,17 +59,6 @@ class VQARequest:
 def format_prompt(template: str, question: str, choices: Sequence[str] | None) -> str:
     """Fill ``{question}`` and ``{choices}`` (comma-joined) in a prompt template."""
     return template.format(question=question, choices=", ".join(choices or ()))
-
-
-def _torch_dtype(dtype: str | None):
-    import torch
-
-    table = {None: None, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-             "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    try:
-        return table[dtype]
-    except KeyError:
-        raise ValueError(f"expected dtype one of {[k for k in table if k]}, got {dtype!r}") from None
 
 
 class VQABackend(ABC):
@@ -114,6 +102,16 @@ class VQABackend(ABC):
     def n_params(self) -> float | None:
         """Parameter count of the answering model (for the FLOPs estimate), if known."""
         return None
+
+    def usage(self) -> dict[str, Any]:
+        """Requests, tokens and cost so far (API backends); an empty dict for local ones."""
+        return {}
+
+    def _check_images(self, requests: list[VQARequest]) -> None:
+        for r in requests:
+            if r.image is None:
+                raise VQAError(f"{type(self).__name__}: expected an image for question {r.question!r} "
+                               f"(image {r.image_id}), got none")
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional hook
         self.device = device
@@ -162,31 +160,20 @@ class _HFBackend(VQABackend):
         return {"vqa_model": self.model, "vqa_revision": self.revision}
 
     def n_params(self) -> float | None:
-        if self._net is None:
-            return None
-        return float(sum(p.numel() for p in self._net.parameters()))
+        from ..chat import count_params
 
-    def _load_pair(self, proc_cls, model_cls, device: str, dtype: str | None) -> None:
-        kw = {"revision": self.revision} if self.revision else {}
-        try:
-            require_model(self.model, self.revision, option="metric.vqa.model")
-            self._proc = proc_cls.from_pretrained(self.model, **kw)
-            td = _torch_dtype(dtype)
-            self._net = model_cls.from_pretrained(self.model, **kw, **({"dtype": td} if td is not None else {}))
-        except Exception as e:
-            raise RuntimeError(f"{type(self).__name__}: could not load {self.model!r}: {type(e).__name__}: {e}") from e
-        self._net.to(device).eval()
+        return count_params(self._net)
+
+    def _load_pair(self, proc_cls, model_cls, device: str, dtype: str | None, **kw: Any) -> None:
+        from ..chat import load_pretrained
+
+        self._net, self._proc = load_pretrained(model_cls, proc_cls, self.model, revision=self.revision, device=device,
+                                                dtype=dtype, owner=type(self).__name__, option="metric.vqa.model", **kw)
         self.device = device
 
     def unload(self) -> None:
         self._net = None
         self._proc = None
-
-    def _check_images(self, requests: list[VQARequest]) -> None:
-        for r in requests:
-            if r.image is None:
-                raise VQAError(f"{type(self).__name__}: expected an image for question {r.question!r} "
-                               f"(image {r.image_id}), got none")
 
     def _generate(self, inputs) -> Any:
         import torch
@@ -232,6 +219,30 @@ class BlipVQA(_HFBackend):
         out = self._generate(inputs)
         return [s.strip() for s in self._proc.batch_decode(out, skip_special_tokens=True)]
 
+    def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
+                        candidates: Sequence[str] = ("yes", "no")) -> np.ndarray:
+        """Log-probability of each candidate's first token as the answer decoder's first token, shape
+        ``(len(questions), len(candidates))`` (see :mod:`.logprobs`); the steps of BLIP's
+        ``generate``: image -> question encoder -> answer decoder from its start token."""
+        from .logprobs import answer_logprobs
+
+        return answer_logprobs(self, images, questions, candidates, self._next_logits)
+
+    def _next_logits(self, images: list[Any], questions: list[str]):
+        import torch
+
+        net = self._net
+        texts = [format_prompt(self.template, q, None) for q in questions]
+        inp = self._proc(images=images, text=texts, return_tensors="pt", padding=True).to(self.device)
+        img = net.vision_model(pixel_values=inp["pixel_values"].to(net.dtype))[0]
+        ones = torch.ones(img.shape[:-1], dtype=torch.long, device=img.device)
+        q = net.text_encoder(input_ids=inp["input_ids"], attention_mask=inp["attention_mask"],
+                             encoder_hidden_states=img, encoder_attention_mask=ones, return_dict=False)[0]
+        # As generate: the decoder attends to every question position (padding included).
+        q_mask = torch.ones(q.shape[:-1], dtype=torch.long, device=q.device)
+        start = torch.full((len(texts), 1), net.decoder_start_token_id, dtype=torch.long, device=q.device)
+        return net.text_decoder(input_ids=start, encoder_hidden_states=q, encoder_attention_mask=q_mask).logits[:, 0]
+
 
 class InstructBlipVQA(_HFBackend):
     """InstructBLIP (``InstructBlipForConditionalGeneration``; default the paper's flan-t5-xl).
@@ -245,10 +256,37 @@ class InstructBlipVQA(_HFBackend):
         super().__init__(model, template=template, **kw)
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        from transformers import InstructBlipForConditionalGeneration, InstructBlipProcessor
+        from transformers import (
+            InstructBlipForConditionalGeneration,
+            InstructBlipProcessor,
+        )
 
         if self._net is None:
             self._load_pair(InstructBlipProcessor, InstructBlipForConditionalGeneration, device, dtype)
+            if self._net.config.use_decoder_only_language_model:
+                self._proc.tokenizer.padding_side = "left"  # the next token is read at the last position
+
+    def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
+                        candidates: Sequence[str] = ("Yes", "No")) -> np.ndarray:
+        """Log-probability of each candidate's first token as the first answer token, shape
+        ``(len(questions), len(candidates))`` (see :mod:`.logprobs`): for a T5 language model the
+        first decoder step, for a decoder-only one the position after the prompt."""
+        from .logprobs import answer_logprobs
+
+        return answer_logprobs(self, images, questions, candidates, self._next_logits)
+
+    def _next_logits(self, images: list[Any], questions: list[str]):
+        import torch
+
+        texts = [format_prompt(self.template, q, None) for q in questions]
+        inputs = self._proc(images=images, text=texts, return_tensors="pt", padding=True).to(self.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self._net.dtype)
+        if self._net.config.use_decoder_only_language_model:
+            return self._net(**inputs).logits[:, -1, :]
+        start = self._net.config.text_config.decoder_start_token_id
+        dec = torch.full((len(texts), 1), start, dtype=torch.long, device=self.device)
+        return self._net(**inputs, decoder_input_ids=dec).logits[:, 0, :]
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
         self._check_images(requests)
@@ -264,7 +302,8 @@ class InstructBlipVQA(_HFBackend):
 
 
 class ChatVQA(_HFBackend):
-    """LLaVA-style chat VLM (``AutoModelForImageTextToText`` + the processor's chat template).
+    """LLaVA-style chat VLM: a :class:`~metrics_adapters.chat.TransformersChatModel` (``kind=vlm``,
+    ``AutoModelForImageTextToText`` + the processor's chat template) asked one question per image.
 
     Parameters
     ----------
@@ -278,47 +317,59 @@ class ChatVQA(_HFBackend):
     """
 
     def __init__(self, model: str = "llava-hf/llava-1.5-7b-hf", template: str = "{question}",
-                 system_prompt: str | None = None, **kw: Any) -> None:
+                 system_prompt: str | None = None, trust_remote_code: bool = False, **kw: Any) -> None:
         super().__init__(model, template=template, **kw)
+        from ..chat import TransformersChatModel
+
         self.system_prompt = system_prompt
+        self.chat = TransformersChatModel(self.model, kind="vlm", revision=self.revision,
+                                          max_new_tokens=self.max_new_tokens, num_beams=self.num_beams,
+                                          system_prompt=system_prompt, trust_remote_code=trust_remote_code,
+                                          batch_size=self.batch_size)
+        self.chat.option = "metric.vqa.model"
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "system_prompt": self.system_prompt}
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        self.chat.load(device, dtype)
+        self._net, self._proc, self.device = self.chat.model, self.chat.processor, device
 
-        if self._net is None:
-            self._load_pair(AutoProcessor, AutoModelForImageTextToText, device, dtype)
-            tok = getattr(self._proc, "tokenizer", None)
-            if tok is not None:
-                # Decoder-only batches must be padded on the left so that generation continues
-                # right after each prompt.
-                tok.padding_side = "left"
-                if tok.pad_token is None:
-                    tok.pad_token = tok.eos_token
+    def unload(self) -> None:
+        self.chat.unload()
+        super().unload()
+
+    def request(self, r: VQARequest):
+        from ..chat import ChatRequest
+
+        return ChatRequest(format_prompt(self.template, r.question, r.choices), images=(r.image,))
 
     def conversation(self, request: VQARequest) -> list[dict[str, Any]]:
-        msgs: list[dict[str, Any]] = []
-        if self.system_prompt:
-            msgs.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
-        msgs.append({"role": "user", "content": [
-            {"type": "image"}, {"type": "text", "text": format_prompt(self.template, request.question, request.choices)}]})
-        return msgs
+        return self.chat.conversation(self.request(request))
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
         self._check_images(requests)
-        texts = [self._proc.apply_chat_template(self.conversation(r), add_generation_prompt=True, tokenize=False)
-                 for r in requests]
-        inputs = self._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
-        inputs = inputs.to(self.device)
-        out = self._generate(inputs)
-        n_in = inputs["input_ids"].shape[1]
-        return [s.strip() for s in self._proc.batch_decode(out[:, n_in:], skip_special_tokens=True)]
+        if self.chat.model is None:
+            self.load(self.device)
+        res = self.chat.generate([self.request(r) for r in requests])
+        return [r.text if r.ok else VQAError(f"{q.image_id}: {r.error}") for q, r in zip(requests, res)]
+
+    def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
+                        candidates: Sequence[str] = ("Yes", "No")) -> np.ndarray:
+        """Log-probability of each candidate's first token as the first answer token, shape
+        ``(len(questions), len(candidates))`` (see :mod:`.logprobs`)."""
+        from .logprobs import answer_logprobs
+
+        return answer_logprobs(self, images, questions, candidates, self._next_logits)
+
+    def _next_logits(self, images: list[Any], questions: list[str]):
+        reqs = [self.request(VQARequest(q, image=im)) for im, q in zip(images, questions)]
+        return self.chat.model(**self.chat.encode(reqs)).logits[:, -1, :]  # left padding: the last is next
 
 
-class OpenAIVQA(EndpointBackend, VQABackend):
-    """A vision model behind an OpenAI-compatible ``/chat/completions`` endpoint.
+class OpenAIVQA(VQABackend):
+    """A vision model behind an OpenAI-compatible ``/chat/completions`` endpoint
+    (a :class:`~metrics_adapters.chat.HTTPChatModel`).
 
     Parameters
     ----------
@@ -329,52 +380,60 @@ class OpenAIVQA(EndpointBackend, VQABackend):
     template : str
         User text, with ``{question}`` (and optionally ``{choices}``).
     system_prompt : str, optional
-    max_tokens, temperature : decoding (part of the fingerprint).
-    timeout, max_retries, max_concurrency : request policy (not in the fingerprint).
+    max_new_tokens, temperature : decoding (part of the fingerprint); ``max_tokens`` is the old
+        name of ``max_new_tokens``.
+    timeout, max_retries : request policy (not in the fingerprint).
+    max_concurrency : int
+        Requests in flight at once; each call to :meth:`answer` is sent in chunks of
+        ``max(batch_size, max_concurrency)`` so the pool stays full.
     n_params : float, optional
         Assumed parameter count, for the FLOPs estimate only.
     image_format : str
         How images are encoded in the request (PNG: lossless).
     """
 
-    id_prefix = "vqa"
-
     def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
                  template: str = "{question} Answer with a single word or phrase.", system_prompt: str | None = None,
-                 max_tokens: int = 20, temperature: float = 0.0, timeout: float = 60.0, max_retries: int = 4,
-                 max_concurrency: int = 4, n_params: float | None = None, image_format: str = "PNG",
-                 batch_size: int = 16) -> None:
+                 max_new_tokens: int | None = None, temperature: float = 0.0, timeout: float = 60.0,
+                 max_retries: int = 4, max_concurrency: int = 4, n_params: float | None = None,
+                 image_format: str = "PNG", batch_size: int = 16, max_tokens: int | None = None) -> None:
+        from ..chat import HTTPChatModel, renamed_options
+
         super().__init__(template=template, batch_size=batch_size)
-        self._init_endpoint(base_url, model, api_key_env, system_prompt, timeout, max_retries, max_concurrency,
-                            n_params)
-        self.max_tokens, self.temperature = int(max_tokens), float(temperature)
-        self.image_format = image_format
+        mnt = renamed_options("OpenAIVQA", {"max_tokens": max_tokens}, {"max_tokens": "max_new_tokens"},
+                              max_new_tokens=max_new_tokens)["max_new_tokens"]
+        self.chat = HTTPChatModel(base_url, model, api_key_env=api_key_env, max_new_tokens=20 if mnt is None else mnt,
+                                  temperature=temperature, system_prompt=system_prompt, timeout=timeout,
+                                  max_retries=max_retries, max_concurrency=max_concurrency, n_params=n_params,
+                                  image_format=image_format)
+        # Keep the thread pool full: a chunk smaller than the pool would leave workers idle.
+        self.batch_size = max(self.batch_size, self.chat.max_concurrency)
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), **self._endpoint_settings(), "max_tokens": self.max_tokens,
-                "temperature": self.temperature, "image_format": self.image_format}
+        c = self.chat
+        return {**super().settings(), "base_url": c.base_url, "model": c.model, "system_prompt": c.system_prompt,
+                "max_new_tokens": c.max_new_tokens, "temperature": c.temperature, "image_format": c.image_format}
+
+    def model_ids(self) -> dict[str, Any]:
+        return {"vqa_model": self.chat.model, "vqa_endpoint": self.chat.base_url}
+
+    def n_params(self) -> float | None:
+        return self.chat.n_params()
+
+    def usage(self) -> dict[str, Any]:
+        return self.chat.usage()
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        self._ensure_client()
+        self.chat.load()
         self.device = device
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
-        from ..api import APIError, user_message
+        from ..chat import ChatRequest
 
-        if self._client is None:
-            self.load()
         self._check_images(requests)
-        convs = []
-        for r in requests:
-            msgs = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-            msgs.append(user_message(format_prompt(self.template, r.question, r.choices), images=[r.image],
-                                     image_format=self.image_format))
-            convs.append(msgs)
-        res = self._client.chat_many(convs, max_tokens=self.max_tokens, temperature=self.temperature)
-        return [VQAError(f"{r.image_id}: {x}") if isinstance(x, APIError) else x.text.strip()
-                for r, x in zip(requests, res)]
-
-    _check_images = _HFBackend._check_images
+        res = self.chat.generate([ChatRequest(format_prompt(self.template, r.question, r.choices), images=(r.image,))
+                                  for r in requests])
+        return [x.text.strip() if x.ok else VQAError(f"{r.image_id}: {x.error}") for r, x in zip(requests, res)]
 
 
 def normalize_image_name(name: str) -> str:

@@ -96,7 +96,8 @@ def main(cfg: DictConfig) -> int:
             dataset = load_dataset(cfg)
         inputs = prepare_inputs(table, dataset, str(cfg.get("subsets", "auto")))
         result = analyze(inputs, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
-                         bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence))
+                         bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence),
+                         chance=int(cfg.get("chance") or 0))
     except (FileNotFoundError, ValueError, SEGValidationError, RuntimeError) as e:
         log.error("%s", e)
         return 2

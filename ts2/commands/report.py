@@ -46,7 +46,7 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  figures: Sequence[str] | None = None, pareto: Sequence[str] | None = None,
                  extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
                  human_statistic: str = "kendall_b", human_grouping: str = "prompt",
-                 seg_meta_metric: str = "rank", confidence: float = 0.95):
+                 seg_meta_metric: str = "rank", confidence: float = 0.95, chance: int = 0):
     """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
 
     ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
@@ -71,7 +71,8 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
         log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
                  len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
     merged = rs.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
-                                  dataset=dataset, subsets=subsets, confidence=confidence)
+                                  dataset=dataset, subsets=subsets, confidence=confidence,
+                                  chance=chance)
     extra_files = {}
     if human is not None:
         protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
@@ -115,7 +116,8 @@ def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path
         figures=None if cfg.figures is None else _as_list(cfg.figures),
         pareto=None if cfg.pareto is None else _as_list(cfg.pareto), human=cfg.human,
         human_statistic=str(cfg.human_statistic), human_grouping=str(cfg.human_grouping),
-        seg_meta_metric=str(cfg.seg_meta_metric), confidence=float(cfg.confidence))
+        seg_meta_metric=str(cfg.seg_meta_metric), confidence=float(cfg.confidence),
+        chance=int(cfg.chance or 0))
 
 
 def main(cfg: DictConfig) -> int:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from .protocols import Protocol
-from .walks import SegNodes, protocol_walks
+from analysis.protocols import Protocol
+from analysis.walks import SegNodes, protocol_walks
 
 __all__ = ["reference_walk", "reference_seg", "reference_seg_values"]
 

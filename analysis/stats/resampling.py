@@ -1,9 +1,11 @@
-"""Cluster bootstrap over SEGs, stratified by subset, reusing the per-SEG values.
+"""Cluster bootstrap: clusters (SEGs, prompts) drawn with replacement, optionally within strata.
 
-A replicate draws, within every subset (SEGs without a subset form one more stratum), as many
+The SEG view draws, within every subset (SEGs without a subset form one more stratum), as many
 SEGs with replacement as the subset has, and recomputes every subset mean and the Avg from the
-per-SEG values already computed: no walk is recomputed, so 1000 replicates of 20 metrics cost a
-few matrix products. The delta normaliser (score std) is held at its full-data value.
+per-SEG values already computed (:func:`bootstrap_group_means`): no walk is recomputed, so 1000
+replicates of 20 metrics cost a few matrix products. The human view draws prompts the same way
+(:func:`cluster_draws`, one stratum). The delta normaliser is resampled with the SEGs by
+:class:`analysis.aggregate.NormaliserMoments`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,35 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["stratified_counts", "bootstrap_group_means", "percentile_ci"]
+__all__ = ["cluster_draws", "draw_counts", "stratified_counts", "bootstrap_group_means"]
+
+
+def cluster_draws(n_clusters: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n_boot, n_clusters)`` cluster indices drawn with replacement, one row per replicate.
+
+    Examples
+    --------
+    >>> cluster_draws(3, 2, np.random.default_rng(0)).tolist()
+    [[2, 1, 1], [0, 0, 0]]
+    """
+    if n_boot < 1:
+        raise ValueError(f"expected at least one bootstrap replicate, got {n_boot}")
+    if n_clusters < 1:
+        raise ValueError(f"expected at least one cluster to resample, got {n_clusters}")
+    return rng.integers(0, n_clusters, size=(n_boot, n_clusters))
+
+
+def draw_counts(draws: np.ndarray, n_clusters: int) -> np.ndarray:
+    """How often each cluster is drawn in each replicate: ``(n_boot, n_clusters)`` floats.
+
+    Examples
+    --------
+    >>> draw_counts(np.array([[2, 1, 1], [0, 0, 2]]), 3).tolist()
+    [[0.0, 2.0, 1.0], [2.0, 0.0, 1.0]]
+    """
+    n_boot = draws.shape[0]
+    flat = (np.arange(n_boot)[:, None] * n_clusters + draws).ravel()
+    return np.bincount(flat, minlength=n_boot * n_clusters).reshape(n_boot, n_clusters).astype(float)
 
 
 def stratified_counts(strata: Sequence, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -33,10 +63,7 @@ def stratified_counts(strata: Sequence, n_boot: int, rng: np.random.Generator) -
     counts = np.zeros((n_boot, n))
     for name in dict.fromkeys(labels):
         members = np.flatnonzero(np.array([lbl == name for lbl in labels], dtype=bool))
-        k = len(members)
-        draws = rng.integers(0, k, size=(n_boot, k))
-        flat = (np.arange(n_boot)[:, None] * k + draws).ravel()
-        counts[:, members] = np.bincount(flat, minlength=n_boot * k).reshape(n_boot, k)
+        counts[:, members] = draw_counts(cluster_draws(len(members), n_boot, rng), len(members))
     return counts
 
 
@@ -67,17 +94,3 @@ def bootstrap_group_means(values: np.ndarray, counts: np.ndarray,
         with np.errstate(invalid="ignore", divide="ignore"):
             out[:, :, g] = np.where(den > 0, num / den, np.nan)
     return out
-
-
-def percentile_ci(replicates: np.ndarray, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval over axis 0 (NaN replicates ignored; all-NaN gives NaN)."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"expected a confidence level in (0, 1), got {confidence}")
-    alpha = (1 - confidence) / 2
-    with np.errstate(invalid="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells: NaN is the answer
-            lo, hi = np.nanquantile(replicates, [alpha, 1 - alpha], axis=0)
-    return lo, hi

@@ -1,0 +1,206 @@
+"""Cluster (prompt) bootstrap intervals of the human-view statistics, on :mod:`analysis.stats`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..stats import cluster_draws, draw_counts, percentile_ci
+from ._common import _as_pair, _groups_codes, _progress
+from .agreement import krippendorff_alpha
+from .correlation import GROUPINGS, get_statistic, grouped_correlation, human_statistic
+from .pairwise import _calibrate_sorted, _candidates, _pair_arrays, _within_group_pairs
+
+
+# -- cluster bootstrap ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BootstrapCI:
+    """A point estimate and its percentile bootstrap interval.
+
+    Attributes
+    ----------
+    value : float
+        The statistic on the data as given.
+    low, high : float
+        Percentile interval at ``confidence`` (NaN when ``n_boot == 0`` or no valid replicate).
+    n_boot : int
+        Replicates drawn. ``n_invalid`` of them gave NaN (e.g. only constant prompts drawn) and
+        are left out of the interval.
+    confidence : float
+    """
+
+    value: float
+    low: float
+    high: float
+    n_boot: int
+    n_invalid: int
+    confidence: float
+
+
+def draw_clusters(n_groups: int, n_boot: int, seed: int | None = 0) -> np.ndarray:
+    """``(n_boot, n_groups)`` prompt indices drawn with replacement (:func:`analysis.stats.cluster_draws`).
+
+    Every bootstrap function here draws through this, so the same seed resamples the same
+    prompts for every metric and statistic (the intervals are comparable, paired).
+    """
+    return cluster_draws(n_groups, n_boot, np.random.default_rng(seed))
+
+
+def cluster_bootstrap(statistic: Callable[[np.ndarray, np.ndarray], float], groups, n_boot: int = 1000,
+                      seed: int | None = 0, confidence: float = 0.95, progress: bool = False,
+                      desc: str = "bootstrap") -> BootstrapCI:
+    """Cluster (prompt) bootstrap of any statistic of items.
+
+    Each replicate draws ``G`` prompts with replacement and keeps all images of each drawn
+    prompt; a prompt drawn twice enters twice, as two distinct groups. Resampling prompts, not
+    images, respects that images of one prompt are not independent.
+
+    Parameters
+    ----------
+    statistic : callable ``(idx, group_codes) -> float``
+        ``idx`` are item indices into the original arrays (repeats allowed), ``group_codes`` a
+        group label per entry of ``idx`` (copies of a prompt get distinct labels). It is first
+        called on all items for the point estimate.
+    groups : array_like, shape (n,)
+        Prompt id per item.
+    n_boot : int
+        Replicates; 0 gives the point estimate with NaN bounds.
+    seed, confidence, progress, desc
+        RNG seed (:func:`draw_clusters`), interval level, tqdm bar and its label.
+
+    Returns
+    -------
+    BootstrapCI
+    """
+    g = np.asarray(groups, dtype=object)
+    codes, uniq = _groups_codes(g, len(g))
+    members = [np.flatnonzero(codes == k) for k in range(len(uniq))]
+    value = float(statistic(np.arange(len(g)), codes))
+    if n_boot <= 0:
+        return BootstrapCI(value, math.nan, math.nan, 0, 0, confidence)
+    draws = draw_clusters(len(uniq), n_boot, seed)
+    reps = np.empty(n_boot)
+    for b in _progress(range(n_boot), progress, desc):
+        idx = np.concatenate([members[k] for k in draws[b]])
+        lab = np.repeat(np.arange(len(uniq)), [len(members[k]) for k in draws[b]])
+        reps[b] = statistic(idx, lab)
+    ci = percentile_ci(reps, confidence)
+    return BootstrapCI(value, ci.low, ci.high, n_boot, ci.n_invalid, confidence)
+
+
+def _bootstrap_pairwise(x, y, codes, n_groups, draws, grouping, progress, desc) -> np.ndarray:
+    """Replicates of (grouped) tie-calibrated accuracy without materializing resampled data.
+
+    A replicate where cluster ``c`` is drawn ``w_c`` times has, for items i != j, ``w_ci * w_cj``
+    copies of the pair (i, j) (also inside one cluster: copy s of i with copy t of j), plus
+    ``C(w_c, 2)`` pairs of an item with its own copy, tied in both metric and human. So one sort
+    of the pairs serves every replicate: only the weights change.
+    """
+    counts = draw_counts(draws, n_groups)
+    reps = np.empty(len(draws))
+    if grouping == "global":
+        i, j = np.triu_indices(len(x), 1)
+        gi, gj = codes[i], codes[j]
+    else:
+        i, j, gi = _within_group_pairs(codes)
+        gj = gi
+    d, agree, htie = _pair_arrays(x, y, i, j)
+    order = np.argsort(d, kind="stable")
+    d, gi, gj = d[order], gi[order], gj[order]
+    a = agree[order].astype(float)
+    gain = htie[order].astype(float) - a
+    cand = _candidates(d)
+    if grouping == "global":
+        sizes = np.bincount(codes, minlength=n_groups).astype(float)
+        for b in _progress(range(len(draws)), progress, desc):
+            w = counts[b]
+            extra = float((sizes * w * (w - 1) / 2).sum())
+            reps[b] = _calibrate_sorted(d, a, gain, w[gi] * w[gj], cand, extra).accuracy
+        return reps
+    ppg = np.bincount(gi, minlength=n_groups).astype(float)
+    for b in _progress(range(len(draws)), progress, desc):
+        w = counts[b]
+        used = float(((ppg > 0) * w).sum())
+        if used == 0:
+            reps[b] = math.nan
+            continue
+        per_group = w / (np.maximum(ppg, 1) * used)
+        reps[b] = _calibrate_sorted(d, a, gain, per_group[gi], cand).accuracy
+    return reps
+
+
+def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b", grouping: str = "global",
+                              n_boot: int = 1000, seed: int | None = 0, confidence: float = 0.95,
+                              nan_policy: str = "raise", progress: bool = False) -> BootstrapCI:
+    """:func:`human_statistic` with a cluster-bootstrap (by prompt) percentile interval.
+
+    Same resampling as :func:`cluster_bootstrap`, with exact shortcuts: for ``"prompt"``
+    correlations a replicate is the mean of the drawn prompts' per-prompt values (a prompt's
+    within-prompt value does not change when it is drawn), and pairwise accuracy re-weights
+    pairs instead of copying data (:func:`_bootstrap_pairwise`). The tie threshold of
+    ``pairwise_acc`` is re-calibrated in every replicate.
+
+    Parameters
+    ----------
+    metric, human, groups : array_like, shape (n,)
+    statistic, grouping : see :func:`human_statistic`
+    n_boot, seed, confidence, progress : see :func:`cluster_bootstrap`
+    nan_policy : {"raise", "omit"}
+
+    Returns
+    -------
+    BootstrapCI
+    """
+    fn = get_statistic(statistic)
+    if grouping not in GROUPINGS:
+        raise ValueError(f"expected grouping in {list(GROUPINGS)}, got {grouping!r}")
+    x, y, keep = _as_pair(metric, human, nan_policy)
+    codes, uniq = _groups_codes(np.asarray(groups, dtype=object), len(keep))
+    # Re-code after dropping NaN items so that every group has at least one item.
+    codes, uniq = _groups_codes(np.asarray(uniq[codes[keep]], dtype=object), len(x))
+    G = len(uniq)
+    value = human_statistic(x, y, uniq[codes], statistic, grouping)
+    if n_boot <= 0:
+        return BootstrapCI(value, math.nan, math.nan, 0, 0, confidence)
+    draws = draw_clusters(G, n_boot, seed)
+    desc = f"{statistic}/{grouping}"
+    if statistic == "pairwise_acc":
+        reps = _bootstrap_pairwise(x, y, codes, G, draws, grouping, progress, desc)
+    elif grouping == "prompt":
+        per = grouped_correlation(x, y, uniq[codes], statistic).per_group
+        ok = np.isfinite(per)
+        counts = draw_counts(draws, G)
+        den = counts @ ok.astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = np.where(den > 0, (counts @ np.where(ok, per, 0.0)) / den, np.nan)
+    else:
+        members = [np.flatnonzero(codes == k) for k in range(G)]
+        reps = np.empty(n_boot)
+        for b in _progress(range(n_boot), progress, desc):
+            idx = np.concatenate([members[k] for k in draws[b]])
+            reps[b] = fn(x[idx], y[idx])
+    ci = percentile_ci(reps, confidence)
+    return BootstrapCI(value, ci.low, ci.high, n_boot, ci.n_invalid, confidence)
+
+
+def bootstrap_krippendorff_alpha(reliability_data, groups, level: str = "interval", n_boot: int = 1000,
+                                 seed: int | None = 0, confidence: float = 0.95,
+                                 progress: bool = False) -> BootstrapCI:
+    """Krippendorff's alpha with a cluster-bootstrap (by prompt) interval.
+
+    Replicates where alpha is undefined (no variation drawn) count as invalid.
+    """
+    data = np.asarray(reliability_data, dtype=float)
+    value = krippendorff_alpha(data, level)  # raises on bad input before resampling
+
+    def stat(idx, _lab):
+        try:
+            return krippendorff_alpha(data[:, idx], level)
+        except ValueError:
+            return math.nan
+
+    r = cluster_bootstrap(stat, groups, n_boot, seed, confidence, progress, desc=f"alpha/{level}")
+    return BootstrapCI(value, r.low, r.high, r.n_boot, r.n_invalid, confidence)

@@ -1,0 +1,191 @@
+"""Paired tests between two metrics on the same items: Williams' test and prompt-swap permutations."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as ss
+
+from ..stats import williams_test
+from ._common import _groups_codes, _progress
+from .correlation import (
+    GROUPINGS,
+    STATISTICS,
+    get_statistic,
+    grouped_correlation,
+    human_statistic,
+)
+
+
+# -- paired tests between two metrics -------------------------------------------------------------
+@dataclass(frozen=True)
+class PairedTest:
+    """Test of ``stat(a, human) == stat(b, human)`` for two metrics scored on the same items.
+
+    Attributes
+    ----------
+    test : str
+        ``"williams"`` or ``"permutation"``.
+    statistic, grouping : str
+    value_a, value_b : float
+        The two metrics' statistics (for grouped permutation tests: over the prompts where both
+        are defined).
+    diff : float
+        ``value_a - value_b``.
+    test_statistic : float
+        Williams' t (NaN for the permutation test).
+    p_value : float
+        Two-sided.
+    n : int
+        Items (Williams, global) or prompts used (grouped).
+    n_resamples : int
+        Permutations drawn (0 for Williams).
+    """
+
+    test: str
+    statistic: str
+    grouping: str
+    value_a: float
+    value_b: float
+    diff: float
+    test_statistic: float
+    p_value: float
+    n: int
+    n_resamples: int
+
+
+def williams_test_metrics(a, b, human, method: str = "pearson", nan_policy: str = "raise") -> PairedTest:
+    """Williams' test between metrics ``a`` and ``b`` (global grouping).
+
+    ``method="spearman"`` applies the test to Spearman correlations (Pearson on ranks), the
+    usual approximation; Kendall's tau has no Williams form (use :func:`permutation_test`).
+
+    Raises
+    ------
+    ValueError
+        Unknown method, unequal lengths, NaN with ``"raise"``, fewer than 4 items.
+    """
+    if method not in {"pearson", "spearman"}:
+        raise ValueError(f"expected method 'pearson' or 'spearman' for Williams' test, got {method!r}")
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    h = np.asarray(human, dtype=float)
+    if not (a.shape == b.shape == h.shape) or a.ndim != 1:
+        raise ValueError(f"expected three 1-D vectors of equal length, got {a.shape}, {b.shape}, {h.shape}")
+    keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
+    if nan_policy == "raise" and not keep.all():
+        raise ValueError(f"expected finite scores, got {(~keep).sum()} NaN/inf (pass nan_policy='omit')")
+    a, b, h = a[keep], b[keep], h[keep]
+    fn = STATISTICS[method]
+    r12, r13, r23 = fn(a, h), fn(b, h), fn(a, b)
+    if not all(math.isfinite(r) for r in (r12, r13, r23)):
+        t, p = math.nan, math.nan
+    else:
+        w = williams_test(r12, r13, r23, len(a))
+        t, p = w.t, w.p
+    return PairedTest("williams", method, "global", r12, r13, r12 - r13, t, p, len(a), 0)
+
+
+def _standardize(v: np.ndarray, how: str | None) -> np.ndarray:
+    if how is None or how == "none":
+        return v
+    if how == "zscore":
+        sd = v.std()
+        return (v - v.mean()) / sd if sd > 0 else v - v.mean()
+    if how == "rank":
+        return ss.rankdata(v) / len(v)
+    raise ValueError(f"expected standardize in ['zscore', 'rank', None], got {how!r}")
+
+
+def permutation_test(a, b, human, groups, statistic: str = "kendall_b", grouping: str = "global",
+                     n_perm: int = 1000, seed: int | None = 0, standardize: str | None = "zscore",
+                     nan_policy: str = "raise", progress: bool = False) -> PairedTest:
+    """Paired permutation test swapping the two metrics' scores per prompt.
+
+    Under H0 (the metrics correlate equally with humans) the labels "a" and "b" are
+    exchangeable within a prompt: each permutation swaps all of a prompt's scores between the
+    metrics with probability 1/2 and recomputes ``diff = stat(a', h) - stat(b', h)``;
+    ``p = (1 + #{|diff_perm| >= |diff_obs|}) / (1 + n_perm)`` (two-sided, never 0).
+
+    For ``grouping="prompt"`` with a correlation statistic, swapping prompt g just flips the
+    sign of its per-prompt difference, so permutations are sign flips of those differences
+    (exact, and fast); prompts where either metric's value is undefined are left out, and
+    ``value_a``/``value_b`` are over the prompts kept. Otherwise the statistic is recomputed.
+
+    Parameters
+    ----------
+    a, b, human, groups : array_like, shape (n,)
+    statistic, grouping : see :func:`human_statistic`
+    n_perm : int
+        Permutations (>= 1).
+    seed : int
+    standardize : {"zscore", "rank", None}
+        Applied to each metric over all items before swapping, so that mixing two metrics on
+        different scales (CLIPScore ~30, TIFA in [0, 1]) stays meaningful for pooled statistics.
+        Within-prompt rank statistics do not depend on it.
+    nan_policy : {"raise", "omit"}
+        ``"omit"`` drops items where a, b or human is not finite.
+
+    Raises
+    ------
+    KeyError
+        Unknown statistic.
+    ValueError
+        Bad grouping/shapes/``n_perm``, NaN with ``"raise"``.
+    """
+    get_statistic(statistic)
+    if grouping not in GROUPINGS:
+        raise ValueError(f"expected grouping in {list(GROUPINGS)}, got {grouping!r}")
+    if n_perm < 1:
+        raise ValueError(f"expected n_perm >= 1, got {n_perm}")
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    h = np.asarray(human, dtype=float)
+    if not (a.shape == b.shape == h.shape) or a.ndim != 1:
+        raise ValueError(f"expected three 1-D vectors of equal length, got {a.shape}, {b.shape}, {h.shape}")
+    codes, uniq = _groups_codes(np.asarray(groups, dtype=object), len(a))
+    keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
+    if nan_policy == "raise" and not keep.all():
+        raise ValueError(f"expected finite scores, got {(~keep).sum()} NaN/inf (pass nan_policy='omit')")
+    a, b, h = a[keep], b[keep], h[keep]
+    codes, uniq = _groups_codes(np.asarray(uniq[codes[keep]], dtype=object), len(a))
+    G = len(uniq)
+    rng = np.random.default_rng(seed)
+    flips = rng.random((n_perm, G)) < 0.5
+
+    if grouping == "prompt" and statistic != "pairwise_acc":
+        pa = grouped_correlation(a, h, uniq[codes], statistic).per_group
+        pb = grouped_correlation(b, h, uniq[codes], statistic).per_group
+        ok = np.isfinite(pa) & np.isfinite(pb)
+        d = np.where(ok, pa - pb, 0.0)
+        n_ok = int(ok.sum())
+        if n_ok == 0:
+            return PairedTest("permutation", statistic, grouping, math.nan, math.nan, math.nan, math.nan,
+                              math.nan, 0, n_perm)
+        va, vb = float(pa[ok].mean()), float(pb[ok].mean())
+        obs = float(d.sum() / n_ok)
+        perm = (np.where(flips, -1.0, 1.0) @ d) / n_ok
+        p = (1 + int((np.abs(perm) >= abs(obs) - 1e-12).sum())) / (1 + n_perm)
+        return PairedTest("permutation", statistic, grouping, va, vb, va - vb, math.nan, p, n_ok, n_perm)
+
+    za, zb = _standardize(a, standardize), _standardize(b, standardize)
+    labels = uniq[codes]
+
+    def diff(x1, x2) -> float:
+        return (human_statistic(x1, h, labels, statistic, grouping)
+                - human_statistic(x2, h, labels, statistic, grouping))
+
+    va = human_statistic(a, h, labels, statistic, grouping)
+    vb = human_statistic(b, h, labels, statistic, grouping)
+    obs = diff(za, zb)
+    perm = np.empty(n_perm)
+    for k in _progress(range(n_perm), progress, f"permutation {statistic}/{grouping}"):
+        swap = flips[k][codes]
+        perm[k] = diff(np.where(swap, zb, za), np.where(swap, za, zb))
+    ok = np.isfinite(perm)
+    p = (1 + int((np.abs(perm[ok]) >= abs(obs) - 1e-12).sum())) / (1 + int(ok.sum())) if math.isfinite(obs) \
+        else math.nan
+    n = G if grouping == "prompt" else len(a)
+    return PairedTest("permutation", statistic, grouping, va, vb, va - vb, math.nan, p, n, n_perm)

@@ -1,0 +1,24 @@
+"""Shared statistics of both views (SEG meta-metrics and human judgments).
+
+=====================  ============================================================================
+module                 what
+=====================  ============================================================================
+:mod:`.resampling`     cluster draws, stratified cluster-bootstrap counts, weighted group means
+:mod:`.intervals`      :func:`percentile_ci`, the one percentile interval (explicit non-finite policy)
+:mod:`.significance`   sign-flip / permutation p-values (exact mode), Williams' test, Holm
+=====================  ============================================================================
+
+Pure functions on arrays; results are small frozen dataclasses.
+"""
+
+from .intervals import Interval, percentile_ci
+from .resampling import (
+           bootstrap_group_means,
+           cluster_draws,
+           draw_counts,
+           stratified_counts,
+)
+from .significance import WilliamsResult, holm, sign_flip_pvalues, williams_test
+
+__all__ = ["Interval", "percentile_ci", "bootstrap_group_means", "cluster_draws", "draw_counts", "stratified_counts",
+           "WilliamsResult", "holm", "sign_flip_pvalues", "williams_test"]

@@ -1,0 +1,129 @@
+"""Significance tests shared by both views: sign-flip permutation p-values, Williams' test, Holm."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as ss
+
+__all__ = ["holm", "sign_flip_pvalues", "WilliamsResult", "williams_test"]
+
+
+@dataclass(frozen=True)
+class WilliamsResult:
+    """Williams' t statistic, its two-sided p-value and degrees of freedom."""
+
+    t: float
+    p: float
+    df: int
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm-Bonferroni step-down adjusted p-values (NaN entries stay NaN, not counted).
+
+    ``p_adj(i) = max_{j <= i} min(1, (m - j + 1) p_(j))`` over the sorted p-values.
+
+    Examples
+    --------
+    >>> holm([0.01, 0.04, 0.03]).round(4).tolist()
+    [0.03, 0.06, 0.06]
+    """
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = len(ok)
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(scaled)
+    return out
+
+
+def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Two-sided paired permutation p-values of mean(diff) = 0, one per column.
+
+    Parameters
+    ----------
+    diffs : ndarray, shape (n_segs, n_tests)
+        Per-SEG differences; NaN where a SEG has no value for a test (left out of that test).
+    n_permutations : int
+        Random sign vectors (shared by all columns). When ``2**n_segs <= n_permutations`` every
+        sign vector is enumerated instead (exact test, as :func:`scipy.stats.permutation_test`).
+
+    Returns
+    -------
+    ndarray, shape (n_tests,)
+        Exact: share of sign vectors with ``|mean| >= |observed|``. Random: ``(1 + hits) /
+        (1 + n_permutations)``. NaN for a column without any value.
+    """
+    d = np.asarray(diffs, dtype=float)
+    if d.ndim == 1:
+        d = d[:, None]
+    ok = ~np.isnan(d)
+    n = ok.sum(axis=0)
+    d0 = np.where(ok, d, 0.0)  # a zero difference is unchanged by any sign flip
+    n_s = d.shape[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = np.abs(d0.sum(axis=0)) / n
+    exact = n_s <= 20 and 2 ** n_s <= n_permutations
+    if exact:
+        signs = 1.0 - 2.0 * ((np.arange(2 ** n_s)[:, None] >> np.arange(n_s)[None, :]) & 1)
+    else:
+        rng = rng if rng is not None else np.random.default_rng(0)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(int(n_permutations), n_s))
+    hits = np.zeros(d.shape[1])
+    for lo in range(0, len(signs), 4096):  # bounded memory: (chunk x n_tests)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            stat = np.abs(signs[lo:lo + 4096] @ d0) / n
+        # Relative tolerance: sums of the same numbers in another order must count as equal.
+        hits += (stat >= observed * (1 - 1e-12) - 1e-15).sum(axis=0)
+    p = hits / len(signs) if exact else (hits + 1) / (len(signs) + 1)
+    p[n == 0] = np.nan
+    return p
+
+
+def williams_test(r12: float, r13: float, r23: float, n: int) -> WilliamsResult:
+    """Williams' test for two dependent correlations sharing variable 1 (Steiger 1980, eq. 7).
+
+    With 1 = human, 2 and 3 = two metrics on the same ``n`` items::
+
+        |R| = 1 - r12^2 - r13^2 - r23^2 + 2 r12 r13 r23
+        t   = (r12 - r13) sqrt((n - 1)(1 + r23))
+              / sqrt(2 |R| (n - 1)/(n - 3) + ((r12 + r13)/2)^2 (1 - r23)^3)
+
+    t follows Student's t with ``n - 3`` degrees of freedom (the test used for metric
+    comparisons by Graham & Baldwin, 2014, in WMT).
+
+    Returns
+    -------
+    WilliamsResult
+        ``t``, two-sided ``p``, ``df = n - 3``; t and p NaN when the denominator vanishes
+        (e.g. all correlations 1).
+
+    Raises
+    ------
+    ValueError
+        ``n <= 3`` or a correlation outside [-1, 1] / NaN.
+
+    Examples
+    --------
+    >>> r = williams_test(0.4, 0.5, 0.1, 103)   # psych::r.test(103, .4, .5, .1): t = -0.89, p = 0.37
+    >>> round(r.t, 3), round(r.p, 2)
+    (-0.891, 0.37)
+    """
+    for name, r in (("r12", r12), ("r13", r13), ("r23", r23)):
+        if not (math.isfinite(r) and -1 <= r <= 1):
+            raise ValueError(f"expected {name} in [-1, 1], got {r}")
+    if n <= 3:
+        raise ValueError(f"expected n > 3 items for Williams' test, got {n}")
+    det = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
+    den = 2 * det * (n - 1) / (n - 3) + ((r12 + r13) / 2) ** 2 * (1 - r23) ** 3
+    if den <= 0:
+        return WilliamsResult(math.nan, math.nan, n - 3)
+    t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / math.sqrt(den)
+    p = float(2 * ss.t.sf(abs(t), n - 3))
+    return WilliamsResult(float(t), p, n - 3)

@@ -1,0 +1,188 @@
+"""Strict parsers of generated question sets: TIFA-style (About / Q / Choices / A) and DSG-style
+(``id | tuple | question | parents``). Anything outside the format raises :class:`ParseError`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .questions import Question, QuestionError, build_dependency_graph
+
+__all__ = ["ParseError", "parse_tifa", "parse_dsg", "PARSERS", "PARSER_VERSION"]
+
+PARSER_VERSION = "1"  # bump when a parser changes what it accepts: it invalidates cached questions
+
+
+class ParseError(QuestionError):
+    """Language-model output that does not follow the expected question format."""
+
+
+# -- parsing -------------------------------------------------------------------------------------------
+_ABOUT = re.compile(r"^About\s+(?P<element>.+?)\s*\((?P<category>[^()]+)\)\s*:\s*$", re.IGNORECASE)
+_Q = re.compile(r"^Q\s*:\s*(?P<text>.+?)\s*$", re.IGNORECASE)
+_CHOICES = re.compile(r"^Choices\s*:\s*(?P<text>.+?)\s*$", re.IGNORECASE)
+_A = re.compile(r"^A\s*:\s*(?P<text>.+?)\s*$", re.IGNORECASE)
+_DESCRIPTION = re.compile(r"^Description\s*:", re.IGNORECASE)
+_FENCE = re.compile(r"^```")
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    return [(i, ln.strip()) for i, ln in enumerate(str(text).splitlines(), start=1)]
+
+
+def parse_tifa(text: str, max_questions: int = 30) -> list[Question]:
+    """Parse TIFA-style output (see :mod:`.templates`) into questions with choices and answers.
+
+    Rules: text before the first ``About`` line is ignored (chat models' preambles), parsing
+    stops at the next ``Description:`` line (a base model continuing the few-shot pattern);
+    in between every non-empty line must be an ``About``, ``Q:``, ``Choices:`` or ``A:`` line, in
+    the order About, then (Q, Choices, A) one or more times. Choices are comma-separated, at least
+    two, distinct; the answer must be one of them (case-insensitive; the choice's spelling is
+    kept). A question repeated word for word is dropped.
+
+    Raises
+    ------
+    ParseError
+        With the line number and what was expected.
+
+    Examples
+    --------
+    >>> qs = parse_tifa("About dog (animal):\\nQ: is there a dog?\\nChoices: yes, no\\nA: Yes")
+    >>> qs[0].question, qs[0].choices, qs[0].answer, qs[0].category
+    ('is there a dog?', ('yes', 'no'), 'yes', 'animal')
+    """
+    out: list[Question] = []
+    seen: set[str] = set()
+    element = category = None
+    state = "start"  # start -> about -> q -> choices -> answered -> (q | about)
+    q_text: str | None = None
+    choices: tuple[str, ...] = ()
+    for n, line in _lines(text):
+        if _DESCRIPTION.match(line):
+            break
+        if not line or _FENCE.match(line):
+            continue
+        m = _ABOUT.match(line)
+        if m:
+            if state in ("q", "choices"):
+                raise ParseError(f"line {n}: expected {'Choices:' if state == 'q' else 'A:'} to finish the question "
+                                 f"{q_text!r}, got {line!r}")
+            if state == "about":
+                raise ParseError(f"line {n}: expected a question (Q:) about {element!r}, got another About line")
+            element, category = m.group("element").strip(), m.group("category").strip().lower()
+            state = "about"
+            continue
+        if state == "start":
+            continue  # preamble before the first element
+        m = _Q.match(line)
+        if m:
+            if state in ("q", "choices"):
+                raise ParseError(f"line {n}: expected {'Choices:' if state == 'q' else 'A:'}, got a new question {line!r}")
+            q_text, state = m.group("text"), "q"
+            continue
+        m = _CHOICES.match(line)
+        if m:
+            if state != "q":
+                raise ParseError(f"line {n}: expected Choices: right after a question (Q:), got {line!r}")
+            choices = tuple(c.strip() for c in m.group("text").split(","))
+            if len(choices) < 2 or any(not c for c in choices):
+                raise ParseError(f"line {n}: expected at least two comma-separated choices, got {line!r}")
+            if len({c.lower() for c in choices}) != len(choices):
+                raise ParseError(f"line {n}: expected distinct choices, got {list(choices)}")
+            state = "choices"
+            continue
+        m = _A.match(line)
+        if m:
+            if state != "choices":
+                raise ParseError(f"line {n}: expected A: right after Choices:, got {line!r}")
+            ans = m.group("text").strip().rstrip(".")
+            lower = [c.lower() for c in choices]
+            if ans.lower() not in lower:
+                raise ParseError(f"line {n}: expected the answer to be one of the choices {list(choices)}, got {ans!r}")
+            ans = choices[lower.index(ans.lower())]
+            if q_text not in seen:
+                seen.add(q_text)
+                out.append(Question(str(len(out)), q_text, choices, ans, element=element, category=category))
+                if len(out) > max_questions:
+                    raise ParseError(f"expected at most {max_questions} questions, got more (runaway output?)")
+            state = "answered"
+            continue
+        raise ParseError(f"line {n}: expected an 'About <element> (<category>):', 'Q:', 'Choices:' or 'A:' line, "
+                         f"got {line[:120]!r}")
+    if state in ("q", "choices"):
+        raise ParseError(f"expected the question {q_text!r} to end with {'Choices: and A:' if state == 'q' else 'A:'}, "
+                         "got the end of the output")
+    if not out:
+        raise ParseError("expected at least one 'About ...:' block with a question, got none")
+    return out
+
+
+_DSG_LINE = re.compile(r"^(?P<id>\d+)\s*\|\s*(?P<tuple>[^|]+?)\s*\|\s*(?P<question>[^|]+?)\s*\|\s*(?P<parents>[\d,\s]+?)\s*$")
+
+
+def parse_dsg(text: str, max_questions: int = 30) -> list[Question]:
+    """Parse DSG-style output (``id | tuple | question | parents``) into a question DAG.
+
+    Rules: lines before the first requirement line are ignored; parsing stops at a blank line
+    after the first requirement or at a ``Description:`` line. Ids are 1, 2, 3, ... in order;
+    parents are ``0`` (none) or comma-separated earlier ids; questions end with ``?``. Output ids
+    are 0-based (``question_id = id - 1``) as in the released files; every question is yes/no with
+    answer ``yes``; ``element`` holds the tuple, ``category`` its part before `` - ``.
+
+    Raises
+    ------
+    ParseError
+        A malformed line, an id out of sequence, a parent that is not an earlier id, ``0`` mixed
+        with other parents, a question without ``?``, no requirement at all.
+
+    Examples
+    --------
+    >>> qs = parse_dsg("1 | entity - whole (boy) | Is there a boy? | 0\\n2 | attribute - color (shirt, green) | Is the shirt green? | 1")
+    >>> [(q.question_id, q.parents) for q in qs]
+    [('0', ()), ('1', ('0',))]
+    """
+    out: list[Question] = []
+    for n, line in _lines(text):
+        if _DESCRIPTION.match(line):
+            break
+        if _FENCE.match(line):
+            continue
+        if not line:
+            if out:
+                break
+            continue
+        m = _DSG_LINE.match(line)
+        if m is None:
+            if not out:
+                continue  # preamble
+            raise ParseError(f"line {n}: expected '<id> | <tuple> | <question> | <parent ids or 0>', got {line[:120]!r}")
+        rid = int(m.group("id"))
+        if rid != len(out) + 1:
+            raise ParseError(f"line {n}: expected requirement id {len(out) + 1}, got {rid}")
+        question = m.group("question").strip()
+        if not question.endswith("?"):
+            raise ParseError(f"line {n}: expected a yes/no question ending with '?', got {question!r}")
+        raw = [p.strip() for p in m.group("parents").split(",")]
+        if any(not p for p in raw):
+            raise ParseError(f"line {n}: expected parent ids like '0', '2' or '1,3', got {m.group('parents')!r}")
+        ids = [int(p) for p in raw]
+        if 0 in ids and len(ids) > 1:
+            raise ParseError(f"line {n}: expected '0' alone (no parent) or parent ids, got {m.group('parents')!r}")
+        ids = [i for i in ids if i != 0]
+        bad = [i for i in ids if not 1 <= i < rid]
+        if bad:
+            raise ParseError(f"line {n}: expected parents among the earlier ids 1..{rid - 1}, got {bad}")
+        if len(set(ids)) != len(ids):
+            raise ParseError(f"line {n}: expected distinct parent ids, got {ids}")
+        tup = m.group("tuple").strip()
+        out.append(Question(str(rid - 1), question, ("yes", "no"), "yes", parents=tuple(str(i - 1) for i in ids),
+                            element=tup, category=tup.split(" - ")[0].strip().lower()))
+        if len(out) > max_questions:
+            raise ParseError(f"expected at most {max_questions} requirements, got more (runaway output?)")
+    if not out:
+        raise ParseError("expected at least one requirement line '<id> | <tuple> | <question> | <parents>', got none")
+    build_dependency_graph(out, where="generated DSG questions")  # cannot fail by construction; kept as a guard
+    return out
+
+
+PARSERS: dict[str, Callable[..., list[Question]]] = {"tifa": parse_tifa, "dsg": parse_dsg}

@@ -1,0 +1,122 @@
+"""Chance levels: within-SEG permutations of the scores, against a loop over permuted tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.chance import chance_adjusted, chance_levels, permute_within_segs
+from analysis.pipeline import METAMETRICS_COLUMNS, analyze
+from analysis.protocols import get_protocol
+from analysis.scores_io import prepare_inputs, read_scores
+from analysis.walks import build_walk_table
+
+MINI = Path(__file__).parent / "data" / "mini_run_scores.csv"
+
+
+def small_table(seed: int = 0, n_segs: int = 6) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in range(n_segs):
+        for lev in range(int(rng.integers(2, 4))):
+            for v in range(1 if lev == 0 else 2):
+                label = str(lev) if lev == 0 else f"{lev}{'ab'[v]}"
+                for k in range(int(rng.integers(1, 3))):
+                    rows.append({"seg_id": f"s{s}", "node": label, "file_name": f"{s}-{label}-{k}",
+                                 "good": 1 - 0.3 * lev + rng.normal(0, 0.1),
+                                 "tied": float(rng.integers(0, 3)),  # heavy ties
+                                 "holes": rng.random() if rng.random() > 0.2 else np.nan})
+    return pd.DataFrame(rows)
+
+
+def test_permutations_move_scores_only_within_segs_and_keep_nans():
+    x = np.array([[1.0, 5.0], [2.0, np.nan], [3.0, 6.0], [4.0, 7.0], [9.0, 8.0]])
+    segs = [np.array([0, 1, 2]), np.array([3, 4])]
+    y = permute_within_segs(x, segs, 50, np.random.default_rng(1)).reshape(5, 50, 2)
+    for p in range(50):
+        for rows in segs:
+            for j in range(2):
+                assert sorted(y[rows, p, j][~np.isnan(y[rows, p, j])]) == sorted(x[rows, j][~np.isnan(x[rows, j])])
+        assert np.isnan(y[1, p, 1]) and not np.isnan(y[[0, 2, 3, 4], p, 1]).any()
+    # every arrangement of SEG 0's first column shows up (6 of them), so it is a real shuffle
+    assert len({tuple(y[[0, 1, 2], p, 0]) for p in range(50)}) == 6
+
+
+@pytest.mark.parametrize("protocol", ["paper", "graph"])
+def test_chance_levels_equal_a_loop_over_permuted_tables(protocol):
+    df = small_table()
+    metrics = ["good", "tied", "holes"]
+    inputs = prepare_inputs(read_scores(df, lower_is_better=["tied"]), subsets="none")
+    pr = analyze(inputs, protocols=[protocol], bootstrap=0).get()
+    proto = get_protocol(protocol)
+    wt = build_walk_table(inputs.structure, proto.walks, proto.root_duplication, list(pr.seg_values.seg_ids))
+    n_perm = 30
+    got = chance_levels(inputs.scores, inputs.structure, wt, pr.seg_values.sigma, proto, inputs.metrics,
+                        pr.seg_values.meta_metrics, ["tied"], n_perm=n_perm, seed=4, max_columns=7)
+    # the same permutations, one table at a time, through the whole pipeline
+    rng = np.random.default_rng([4, 16])
+    seg_rows = [np.concatenate(s.rows) for s in inputs.structure.segs]
+    step = 7 // len(metrics)
+    vals = []
+    for lo in range(0, n_perm, step):
+        p = min(step, n_perm - lo)
+        perm = permute_within_segs(inputs.scores, seg_rows, p, rng).reshape(len(df), p, len(metrics))
+        for q in range(p):
+            # read_scores negates lower-is-better columns; undo it so the loop sees raw scores
+            raw = perm[:, q, :] * np.where(np.isin(metrics, ["tied"]), -1.0, 1.0)
+            t = df.copy()
+            t[metrics] = raw  # rows of the score matrix are the table rows, in order
+            r = analyze(t, protocols=[protocol], bootstrap=0, subsets="none", lower_is_better=["tied"])
+            # delta's normaliser does not move under a within-SEG permutation
+            assert np.allclose(r.get().seg_values.sigma, pr.seg_values.sigma)
+            vals.append(r.get().estimates)
+    vals = np.array(vals)
+    np.testing.assert_allclose(got.mean, np.nanmean(vals, axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.low, np.quantile(vals, 0.025, axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.high, np.quantile(vals, 0.975, axis=0), rtol=1e-12, atol=1e-12)
+
+
+def test_chance_of_a_two_image_seg_by_hand():
+    # One SEG, images at levels 0 and 1: a permutation keeps or swaps them. KS between two single
+    # images is always 1 (chance 1, so no adjusted value); rank/kendall/pair_acc are +-1/+-1/1|0.
+    df = pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "m": [0.9, 0.1]})
+    r = analyze(df, protocols=["graph"], bootstrap=0, chance=400)
+    f = r.metametrics_frame().set_index("meta_metric")
+    assert f.loc["sep", "chance"] == 1.0 and (f.loc["sep", "chance_low"], f.loc["sep", "chance_high"]) == (1.0, 1.0)
+    assert np.isnan(f.loc["sep", "adjusted"])
+    keep = (f.loc["pair_acc", "chance"])  # share of permutations that keep the order
+    assert 0.4 < keep < 0.6
+    assert f.loc["rank", "chance"] == pytest.approx(2 * keep - 1)
+    assert f.loc["kendall", "chance"] == pytest.approx(2 * keep - 1)
+    assert (f.loc["rank", "chance_low"], f.loc["rank", "chance_high"]) == (-1.0, 1.0)
+    assert f.loc["rank", "adjusted"] == pytest.approx((1 - (2 * keep - 1)) / (1 - (2 * keep - 1)))
+    assert np.isnan(f.loc["delta", "adjusted"])  # delta has no maximum
+
+
+def test_metametrics_columns_and_adjusted_formula():
+    assert METAMETRICS_COLUMNS[-4:] == ["chance", "chance_low", "chance_high", "adjusted"]
+    r = analyze(small_table(1), protocols=["paper"], bootstrap=0, chance=20)
+    f = r.metametrics_frame()
+    assert list(f.columns) == METAMETRICS_COLUMNS
+    bounded = f[f["meta_metric"] != "delta"]
+    want = (bounded["value"] - bounded["chance"]) / (1 - bounded["chance"])
+    np.testing.assert_allclose(bounded["adjusted"], want)
+    assert f[f["meta_metric"] == "delta"]["adjusted"].isna().all()
+    assert (f["chance_low"] <= f["chance"] + 1e-12).all() and (f["chance"] <= f["chance_high"] + 1e-12).all()
+    off = analyze(small_table(1), protocols=["paper"], bootstrap=0).metametrics_frame()
+    assert off[["chance", "chance_low", "chance_high", "adjusted"]].isna().all().all()
+    assert float(chance_adjusted(0.5, 0.5, 1.0)) == 0.0
+
+
+@pytest.mark.parametrize("protocol", ["paper", "graph"])
+def test_mini_controls_sit_at_chance_and_the_real_metric_far_above(protocol):
+    # tests/data/mini_run_scores.csv: the scores of `ts2 run` (dataset=mini, 30 SEGs). `random`
+    # reads sep_m ~0.6 raw, which is its chance level; geneval_shapes is near perfect.
+    r = analyze(read_scores(MINI), protocols=[protocol], bootstrap=0, chance=100, seed=0)
+    f = r.metametrics_frame().set_index(["metric", "meta_metric", "subset"])
+    assert f.loc[("random", "sep", "Avg"), "value"] > 0.5
+    assert abs(f.loc[("random", "sep", "Avg"), "adjusted"]) < 0.1
+    assert f.loc[("geneval_shapes", "sep", "Avg"), "adjusted"] > 0.8
