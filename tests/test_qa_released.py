@@ -167,6 +167,10 @@ def test_llava_paper_mode_reproduces_released_scores(llava_replay, llava_release
     assert set(two.match_rule) == {"paper_substring"}
     # The rule itself, read back from answers.csv: right exactly when "yes" is in the raw answer.
     assert ((two.correct == "True") == two.raw_answer.str.lower().str.contains("yes", regex=False)).all()
+    if kind == "tifa":
+        # SEG 120's young|old question through the release's rule: never right ("yes" is never said).
+        old = answers[answers.index.get_level_values(0).str.startswith("images/120-")].xs("1", level=1)
+        assert len(old) == 6 and (old.correct == "False").all() and set(old.match_rule) == {"paper_substring"}
 
 
 def test_llava_default_rules_on_dsg(llava_replay, llava_released):
@@ -185,10 +189,10 @@ def test_llava_default_rules_on_dsg(llava_replay, llava_released):
 
 def test_llava_default_rules_on_tifa_sentences(llava_replay):
     """The issue's example and SEG 18 (first 480 images: SEGs 0-18)."""
-    paper = _answers(llava_replay("tifa", "paper"))
+    paper = _answers(llava_replay("tifa", "paper", "limit=480"))
     rules = _answers(llava_replay("tifa", "rules", "limit=480"))
-    ramp = ("images/004-06.jpg", "2")  # "is there a ramp?" -> "No there is no ramp in the image.</s>"
-    assert rules.loc[ramp, "raw_answer"] == "No there is no ramp in the image.</s>"
+    ramp = ("images/004-06.jpg", "2")  # "is there a ramp?" -> "No there is no ramp in the image. ..."
+    assert rules.loc[ramp, "raw_answer"].startswith("No there is no ramp in the image.")
     assert (rules.loc[ramp, "matched"], rules.loc[ramp, "match_rule"], rules.loc[ramp, "correct"]) == (
         "no", "yes_no_token", "False")
     assert (paper.loc[ramp, "match_rule"], paper.loc[ramp, "correct"]) == ("paper_substring", "False")
@@ -198,9 +202,6 @@ def test_llava_default_rules_on_tifa_sentences(llava_replay):
     assert len(bed_r) == 11 and (bed_r.correct == "True").sum() == 7
     assert ((bed_r.correct == "True") == (bed_r.raw_answer == "No</s>")).all()
     assert ((bed_p.correct == "True") == (bed_p.raw_answer == "Yes</s>")).all()  # the release's fault
-    # SEG 120's young|old question through the release's rule: never right ("yes" is never said).
-    old = paper[paper.index.get_level_values(0).str.startswith("images/120-")].xs("1", level=1)
-    assert len(old) == 6 and (old.correct == "False").all() and set(old.match_rule) == {"paper_substring"}
     # Yes/no answers without a decisive token ("2 laptops? 3 laptops?") are given to the embedding.
     assert (rules.match_rule == "embedding_fallback").sum() > 0
     assert set(rules.match_rule) <= set(RULES) - {"paper_substring"}
