@@ -170,7 +170,7 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
     """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked."""
     seg_ids = included_segs(inputs, protocol)
     excluded = tuple(i for i in inputs.structure.seg_ids if i not in set(seg_ids))
-    wt = build_walk_table(inputs.structure, protocol.walks, protocol.root_duplication, seg_ids)
+    wt = build_walk_table(inputs.structure, protocol.walks, protocol.root_duplication, seg_ids, inputs.max_walks)
     wv, nv = walk_values(wt, inputs.scores, protocol, meta_metrics)
     sigma = score_std(inputs.scores, inputs.structure, seg_ids, protocol.delta_norm)
     sv = compute_seg_values(wt, wv, nv, sigma, protocol, inputs.metrics, meta_metrics)

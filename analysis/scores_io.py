@@ -12,9 +12,22 @@ long
     accepted for ``score``), optional ``higher_is_better`` (true/false per metric) and
     ``subset``. It is pivoted to the wide form.
 
+Which format (:func:`table_format`): a table is long when it has a ``metric`` column and a
+``score`` (or ``value``) column, the ``metric`` column holds names (not numbers), and every other
+column is a key or descriptive one. A ``metric`` column holding only numbers makes the table wide
+(``metric`` and ``score`` are then two metrics). Anything in between (metric names plus other
+score columns) is refused as ambiguous.
+
+Headers: a column name given twice, or twice up to surrounding spaces (``random`` and
+`` random``), is refused. Descriptive columns (:data:`IGNORED_COLUMNS`) are not analysed; when
+one holds only numbers (it may be a metric) a warning names it, and ``metrics=[...]`` can select
+it. Ids and labels follow :mod:`seg_data.ids` (``007`` and ``7`` are refused, not merged).
+
 Cells: empty, ``nan``, ``NA``, ``null``, ``None`` are missing scores (NaN, dropped by the
-meta-metrics). Any other non-numeric cell, or an infinite value, is an error naming the row and
-column.
+meta-metrics). Quotes around a number, even unbalanced ones (``"0.5"``, ``0.5"``, ``"0.5``), are
+dropped. Any other non-numeric cell, or an infinite value, is an error naming the row and
+column. Values a metric declares as failure codes (:data:`METRIC_SENTINELS`, e.g. VIEScore's
+``-1``) become NaN, counted in the log and in the analysis notes (``run.json``).
 """
 
 from __future__ import annotations
@@ -28,15 +41,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from seg_data import SEG, ImageRecord, SEGDataset, parse_label, ts2_subset
-from seg_data.graph import build_graph
+from seg_data import SEG, ImageRecord, SEGDataset, ts2_subset
+from seg_data.graph import MAX_WALKS, build_graph
+from seg_data.ids import normalize_id, normalize_label
 from seg_data.model import label_sort_key
 from seg_data.results import DESCRIPTIVE_COLUMNS, run_record_beside
 from seg_data.validate import raise_on_errors, validate_dataset
 
-from .walks import Structure
+from .walks import Structure, walk_count
 
-__all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "IGNORED_COLUMNS", "SUBSET_SOURCES"]
+__all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "table_format", "IGNORED_COLUMNS",
+           "METRIC_SENTINELS", "SUBSET_SOURCES"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +59,10 @@ KEY_COLUMNS = ("seg_id", "node", "file_name", "subset")
 ALIASES = {"id": "seg_id", "rank": "node", "image_id": "file_name"}
 # Descriptive columns a score table may carry that are not metrics (the one list: seg_data.results).
 IGNORED_COLUMNS = DESCRIPTIVE_COLUMNS
+# Per metric column: score values that are failure codes, not scores (one place for all readers).
+# VIEScore writes -1 when the judge's reply cannot be parsed (the TS2 release has one at images/084-33.jpg).
+METRIC_SENTINELS: dict[str, tuple[float, ...]] = {"viescore": (-1.0,)}
+LONG_EXTRA_COLUMNS = frozenset({"metric", "score", "value", "higher_is_better"})
 MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "null", "NULL", "None", "none"})
 SUBSET_SOURCES = ("auto", "dataset", "column", "ts2", "none")
 _TS2_FILE = re.compile(r"^images/(\d{3})-\d+\.\w+$")
@@ -62,6 +81,7 @@ class ScoreTable:
     metrics: tuple[str, ...]
     lower_is_better: frozenset[str] = frozenset()
     source: str = "<frame>"
+    notes: tuple[str, ...] = ()  # what the reader changed or left out (sentinels, ignored columns)
 
     @property
     def has_file_name(self) -> bool:
@@ -87,7 +107,9 @@ def _to_float(col: pd.Series, name: str, source: str, from_file: bool) -> np.nda
     if pd.api.types.is_numeric_dtype(col):
         vals = col.to_numpy(dtype=float)
     else:
-        text = col.astype("string").str.strip()
+        # Quotes around a number, balanced or not, are a writer's glitch (a stray quote in the release's
+        # llmscore_over cells), not a different value.
+        text = col.astype("string").str.strip().str.strip("\"'").str.strip()
         missing = text.isna() | text.isin(MISSING_TOKENS)
         num = pd.to_numeric(text.where(~missing, None), errors="coerce")
         bad = num.isna() & ~missing
@@ -102,13 +124,54 @@ def _to_float(col: pd.Series, name: str, source: str, from_file: bool) -> np.nda
     return vals
 
 
+def _check_header(columns: Sequence[str], source: str) -> None:
+    """Refuse a column name given twice, also up to surrounding spaces."""
+    seen: dict[str, str] = {}
+    for c in columns:
+        key = str(c).strip()
+        if key in seen:
+            same = seen[key] == str(c)
+            raise ValueError(f"{source}: expected each column name once, got {key!r} twice"
+                             + ("" if same else f" ({seen[key]!r} and {str(c)!r} differ only by spaces)"))
+        seen[key] = str(c)
+
+
+def _read_csv(path: Path, sep: str) -> pd.DataFrame:
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f, delimiter=sep), None)
+    if not header:
+        raise ValueError(f"{path}: expected a header row naming the columns (seg_id, node, ...), got an empty file")
+    _check_header(header, str(path))
+    try:
+        df = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
+        stray = any(df[c].str.contains("\n", regex=False).any() for c in df.columns)
+    except pd.errors.ParserError as e:
+        if "EOF inside string" not in str(e):
+            raise
+        stray = True
+    if not stray:
+        return df
+    # An opening quote without its closing one swallows the following lines (or the file): read the
+    # lines as they are, quotes dropped, when every line then has the header's number of fields.
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = [line.split(sep) for line in lines[1:] if line.strip()]
+    bad = next((i for i, r in enumerate(rows) if len(r) != len(header)), None)
+    if bad is not None:
+        raise ValueError(f"{path}, row {bad + 2}: expected {len(header)} fields, got {len(rows[bad])} "
+                         "(an unbalanced quote earlier in the file?)")
+    log.warning("%s: unbalanced quotes: read line by line with the quotes dropped", path)
+    return pd.DataFrame([[c.strip('"') for c in r] for r in rows], columns=header, dtype=str)
+
+
 def _read_file(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"expected a score table at {path}, found none")
     suffix = path.suffix.lower()
     try:
         if suffix in {".csv", ".tsv", ".txt"}:
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+            return _read_csv(path, "\t" if suffix == ".tsv" else ",")
         if suffix == ".parquet":
             return pd.read_parquet(path)
         if suffix in {".jsonl", ".json"}:
@@ -188,12 +251,14 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     from_file = not isinstance(source, pd.DataFrame)
     name = str(source) if from_file else "<frame>"
     df = _read_file(Path(source)) if from_file else source.copy()
+    _check_header([str(c) for c in df.columns], name)
     df.columns = [str(c).strip() for c in df.columns]
     for old, new in ALIASES.items():
         if new not in df.columns and old in df.columns:
             df = df.rename(columns={old: new})
     declared_lower: set[str] = set()
-    if "metric" in df.columns and ("score" in df.columns or "value" in df.columns):
+    notes: list[str] = []
+    if table_format(df, name) == "long":
         df, declared_lower = _pivot_long(df, name, from_file)
         from_file = False  # row numbers of the pivoted frame no longer match the file
     missing = [c for c in ("seg_id", "node") if c not in df.columns]
@@ -201,40 +266,67 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
         raise ValueError(f"{name}: expected columns 'seg_id' and 'node' (one row per image), missing {missing}; "
                          f"got {list(df.columns)}")
     df = df.reset_index(drop=True)
+    if not len(df):
+        raise ValueError(f"{name}: expected at least one row of scores, got only the header")
+    if pd.api.types.is_float_dtype(df["seg_id"]):
+        # A numeric column (parquet, JSON, a frame with NaN) stores 12 as 12.0: the type, not what was written.
+        whole = df["seg_id"].dropna()
+        if (whole == whole.round()).all():
+            df["seg_id"] = df["seg_id"].map(lambda v: v if pd.isna(v) else str(int(v)))
     for c in ("seg_id", "node", "file_name", "subset"):
         if c in df.columns:
             df[c] = df[c].astype("string").str.strip()
-    # SEG ids are strings everywhere; "12.0" from a float column still means SEG "12".
-    df["seg_id"] = df["seg_id"].str.replace(r"^(\d+)\.0+$", r"\1", regex=True)
     for c in ("seg_id", "node"):
         empty = df[c].isna() | (df[c] == "")
         if empty.any():
             i = int(np.flatnonzero(empty.to_numpy())[0])
             raise ValueError(f"{_row_label(name, i, from_file)}, column {c!r}: expected a value, got an empty cell")
-    for lbl in df["node"].unique():
-        try:
-            parse_label(lbl)
-        except ValueError as e:
-            i = int(np.flatnonzero((df["node"] == lbl).to_numpy())[0])
-            raise ValueError(f"{_row_label(name, i, from_file)}, column 'node': {e}") from e
+    # Ids and labels are compared as written (seg_data.ids): '007' and '7' are refused, not merged.
+    for c, check in (("seg_id", normalize_id), ("node", normalize_label)):
+        for v in df[c].unique():
+            try:
+                check(v)
+            except ValueError as e:
+                i = int(np.flatnonzero((df[c] == v).to_numpy())[0])
+                raise ValueError(f"{_row_label(name, i, from_file)}, column {c!r}: {e}") from e
     if "file_name" in df.columns:
         dup = df["file_name"].duplicated(keep=False)
         if dup.any():
             i = int(np.flatnonzero(dup.to_numpy())[0])
             raise ValueError(f"{_row_label(name, i, from_file)}: expected each file_name once, got "
                              f"{df['file_name'].iloc[i]!r} {int((df['file_name'] == df['file_name'].iloc[i]).sum())} times")
-    score_cols = [c for c in df.columns if c not in KEY_COLUMNS and c not in IGNORED_COLUMNS]
+    candidates = [c for c in df.columns if c not in KEY_COLUMNS]
+    score_cols = [c for c in candidates if c not in IGNORED_COLUMNS]
     if metrics is not None:
         metrics = [str(m) for m in metrics]
-        unknown = [m for m in metrics if m not in score_cols]
+        unknown = [m for m in metrics if m not in candidates]
         if unknown:
             raise ValueError(f"{name}: expected metrics among {score_cols}, got unknown {unknown}")
         score_cols = metrics
+    left_out = [c for c in candidates if c not in score_cols and c in IGNORED_COLUMNS]
+    numeric = [c for c in left_out if _all_numeric(df[c])]
+    if numeric:
+        msg = (f"{name}: column(s) {numeric} hold only numbers but are descriptive names ({sorted(IGNORED_COLUMNS)}) "
+               f"and are not analysed; pass metrics=[...] naming them to analyse them as metrics")
+        log.warning(msg)
+        notes.append(msg)
+    if left_out and len(left_out) > len(numeric):
+        log.info("%s: descriptive column(s) not analysed: %s", name, [c for c in left_out if c not in numeric])
     if not score_cols:
         raise ValueError(f"{name}: expected at least one metric column besides {list(KEY_COLUMNS)}, got none")
     out = df[[c for c in KEY_COLUMNS if c in df.columns]].copy()
     for c in score_cols:
-        out[c] = _to_float(df[c], c, name, from_file)
+        vals = _to_float(df[c], c, name, from_file)
+        codes = METRIC_SENTINELS.get(c, ())
+        if codes:
+            hit = np.isin(vals, codes)
+            if hit.any():
+                msg = (f"{name}: metric {c!r}: {int(hit.sum())} cell(s) hold the failure code(s) {list(codes)} "
+                       "(not scores) and are read as missing")
+                log.warning(msg)
+                notes.append(msg)
+                vals = np.where(hit, np.nan, vals)
+        out[c] = vals
         if np.isnan(out[c].to_numpy()).all():
             log.warning("%s: metric %r has no score at all (every cell is missing)", name, c)
     lower = {str(m) for m in lower_is_better} | (declared_lower & set(score_cols))
@@ -244,7 +336,45 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     unknown = sorted(lower - set(score_cols))
     if unknown:
         raise ValueError(f"{name}: lower_is_better names {unknown}, expected metrics among {score_cols}")
-    return ScoreTable(out, tuple(score_cols), frozenset(lower), name)
+    return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes))
+
+
+def _all_numeric(col: pd.Series) -> bool:
+    if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+        return bool(col.notna().any())
+    text = col.astype("string").str.strip()
+    text = text[text.notna() & ~text.isin(MISSING_TOKENS)]
+    return bool(len(text)) and bool(pd.to_numeric(text, errors="coerce").notna().all())
+
+
+def table_format(df: pd.DataFrame, source: str = "<frame>") -> str:
+    """``"long"`` or ``"wide"`` by the rule of the module docstring; refuses ambiguous tables.
+
+    Raises
+    ------
+    ValueError
+        ``metric`` holds names and there is a ``score``/``value`` column, but other columns
+        that may be scores too.
+
+    Examples
+    --------
+    >>> table_format(pd.DataFrame({"seg_id": ["0"], "node": ["0"], "metric": [0.3], "score": [0.5]}))
+    'wide'
+    >>> table_format(pd.DataFrame({"seg_id": ["0"], "node": ["0"], "file_name": ["a"], "metric": ["clip"], "score": [0.5]}))
+    'long'
+    """
+    cols = set(df.columns)
+    if "metric" not in cols or not ({"score", "value"} & cols):
+        return "wide"
+    if _all_numeric(df["metric"]):
+        log.info("%s: column 'metric' holds only numbers: read as a wide table with a metric named 'metric'", source)
+        return "wide"
+    others = sorted(cols - set(KEY_COLUMNS) - LONG_EXTRA_COLUMNS - IGNORED_COLUMNS - set(ALIASES))
+    if others:
+        raise ValueError(f"{source}: ambiguous score table: columns 'metric' (names) and 'score'/'value' make it look long "
+                         f"(one row per image and metric), but columns {others} look like scores of a wide table; "
+                         "expected one of the two forms (rename the columns)")
+    return "long"
 
 
 @dataclass(frozen=True)
@@ -258,6 +388,7 @@ class AnalysisInputs:
     subset_source: str
     source: str = "<frame>"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    max_walks: int | None = MAX_WALKS  # SEGs with more walks are left out of the walk-based meta-metrics
 
 
 def _seg_order(ids: Iterable[str]) -> list[str]:
@@ -331,13 +462,17 @@ def _dataset_from_table(table: ScoreTable) -> SEGDataset:
     return ds
 
 
-def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets: str = "auto") -> AnalysisInputs:
+def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets: str = "auto",
+                   max_walks: int | None = MAX_WALKS) -> AnalysisInputs:
     """Join a score table to its SEG structure.
 
     With ``dataset``, rows join on ``file_name`` = the dataset's image ids: the dataset decides
     nodes, levels and edges; table rows of unknown images are dropped with a warning, dataset
     images without a score are missing (NaN). Without one, SEGs come from the table's labels
     (TS2 convention edges).
+
+    ``max_walks``: SEGs with more walks (under either walk construction, counted without
+    enumerating) are named in the notes and left out of the walk-based meta-metrics.
 
     ``subsets``: ``auto`` (the dataset's, else a ``subset`` column, else TS2 id ranges when the
     file names follow the TS2 release, else none), ``dataset``, ``column``, ``ts2`` or ``none``.
@@ -387,7 +522,16 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
             notes.append(msg)
     subset_of, how = _subsets_from(subsets, table, ds)
     structure = Structure.from_dataset(ds, row_of, n_rows=len(x), subset_of=subset_of)
-    return AnalysisInputs(structure, x, table.metrics, table.lower_is_better, how, table.source, tuple(notes))
+    if max_walks is not None:
+        for s in structure.segs:
+            counts = {w: walk_count(s, w, False) for w in ("levels", "dag")}
+            if max(counts.values()) > max_walks:
+                msg = (f"SEG {s.seg_id}: {counts['levels']} walks over the present levels, {counts['dag']} over its graph; "
+                       f"over max_walks={max_walks}, so a protocol enumerating that many leaves it out (NaN)")
+                log.warning(msg)
+                notes.append(msg)
+    return AnalysisInputs(structure, x, table.metrics, table.lower_is_better, how, table.source,
+                          tuple(table.notes) + tuple(notes), max_walks)
 
 
 def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
@@ -413,4 +557,4 @@ def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
                          f"file_name), found none in common")
     return ScoreTable(joined, tuple(table.metrics) + tuple(extra),
                       frozenset(table.lower_is_better) | frozenset(m for m in reference.lower_is_better if m in extra),
-                      table.source)
+                      table.source, tuple(table.notes) + tuple(reference.notes))

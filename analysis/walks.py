@@ -18,8 +18,10 @@ import numpy as np
 
 from seg_data import SEG, SEGDataset
 from seg_data import walks as dag_walks
+from seg_data.graph import MAX_WALKS, WalkLimitError, count_walks
 
-__all__ = ["SegNodes", "Structure", "WalkBucket", "WalkTable", "level_walks", "protocol_walks", "build_walk_table"]
+__all__ = ["SegNodes", "Structure", "WalkBucket", "WalkTable", "level_walks", "protocol_walks", "walk_count",
+           "build_walk_table"]
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,7 @@ def level_walks(labels: Sequence[str], levels: Sequence[int], root_duplication: 
 
 
 def _dag_walks(seg: SegNodes, root_duplication: bool) -> list[tuple[str, ...]]:
-    paths = dag_walks(seg.seg)
+    paths = dag_walks(seg.seg, max_walks=None)  # counted against max_walks by build_walk_table first
     if not root_duplication:
         return paths
     # Mirror the paper's ordered pair of roots: prepend every walk-starting root of the same level.
@@ -124,6 +126,37 @@ def protocol_walks(seg: SegNodes, walks: str, root_duplication: bool) -> list[tu
         return level_walks([seg.labels[i] for i in keep], [seg.levels[i] for i in keep], root_duplication)
     if walks == "dag":
         return _dag_walks(seg, root_duplication)
+    raise ValueError(f"expected walks to be 'levels' or 'dag', got {walks!r}")
+
+
+def walk_count(seg: SegNodes, walks: str, root_duplication: bool) -> int:
+    """How many walks :func:`protocol_walks` would return, without enumerating them.
+
+    ``levels``: the product of the node counts of the present levels (times the lowest level's
+    count with ``root_duplication``); ``dag``: :func:`seg_data.graph.count_walks` (times the
+    largest group of same-level starting roots with ``root_duplication``, exact when every walk
+    starts at one level, as in a valid SEG).
+    """
+    if walks == "levels":
+        sizes: dict[int, int] = {}
+        for lev, r in zip(seg.levels, seg.rows):
+            if len(r):
+                sizes[int(lev)] = sizes.get(int(lev), 0) + 1
+        if not sizes:
+            return 0
+        n = int(np.prod([sizes[k] for k in sizes], dtype=object))
+        return n * sizes[min(sizes)] if root_duplication else n
+    if walks == "dag":
+        g = seg.seg.graph
+        n = count_walks(g)
+        if root_duplication and n:
+            level = dict(zip(seg.labels, seg.levels))
+            starts: dict[int, int] = {}
+            for r in g:
+                if g.in_degree(r) == 0 and g.out_degree(r) > 0:
+                    starts[level[r]] = starts.get(level[r], 0) + 1
+            n *= max(starts.values())
+        return n
     raise ValueError(f"expected walks to be 'levels' or 'dag', got {walks!r}")
 
 
@@ -181,11 +214,12 @@ def _bucket_edges(max_len: int) -> list[int]:
 
 
 def build_walk_table(structure: Structure, walks: str, root_duplication: bool,
-                     seg_ids: Sequence[str] | None = None) -> WalkTable:
+                     seg_ids: Sequence[str] | None = None, max_walks: int | None = MAX_WALKS) -> WalkTable:
     """Walks of the SEGs ``seg_ids`` (default: all), packed into padded buckets.
 
     SEGs without any walk stay in ``seg_ids`` (their meta-metrics come out NaN); the number of
-    such SEGs is logged.
+    such SEGs is logged. A SEG with more than ``max_walks`` walks (:func:`walk_count`, counted
+    before any enumeration) is treated the same way, with a warning naming it and its count.
     """
     wanted = None if seg_ids is None else set(map(str, seg_ids))
     segs = [s for s in structure.segs if wanted is None or s.seg_id in wanted]
@@ -198,7 +232,12 @@ def build_walk_table(structure: Structure, walks: str, root_duplication: bool,
     for si, s in enumerate(segs):
         node_index = {lbl: i for i, lbl in enumerate(s.labels)}
         node_levels = [np.full(len(r), lev, dtype=np.int64) for r, lev in zip(s.rows, s.levels)]
-        ws = protocol_walks(s, walks, root_duplication)
+        n_walks = walk_count(s, walks, root_duplication)
+        if max_walks is not None and n_walks > max_walks:
+            log.warning("%s: its walk-based meta-metrics are left out (NaN)", WalkLimitError(s.seg_id, n_walks, max_walks))
+            ws = []
+        else:
+            ws = protocol_walks(s, walks, root_duplication)
         if not ws:
             no_walk.append(s.seg_id)
         for w in ws:

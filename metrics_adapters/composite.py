@@ -113,6 +113,8 @@ class CompositeMetric(Metric):
     finished score table (the engine's ``scores.csv`` frame).
     """
 
+    paper = "Miyamoto et al., VQA-based evaluation metrics for T2I generation (eq. 1)"
+
     higher_is_better = True
     score_range = None
     columns = ("align", "quality")

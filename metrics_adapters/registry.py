@@ -114,6 +114,10 @@ for _name, _target in {
     "random": "metrics_adapters.controls.random:RandomScore",
     "shuffled_image": "metrics_adapters.controls.shuffle:ShuffledImage",
     "shuffled_text": "metrics_adapters.controls.shuffle:ShuffledText",
+    "pickscore": "metrics_adapters.embedding.pickscore:PickScore",
+    "hpsv2": "metrics_adapters.embedding.hpsv2:HPSv2Score",
+    "vqascore": "metrics_adapters.qa.vqascore:VQAScore",
+    "imagereward": "metrics_adapters.reward.imagereward:ImageReward",
 }.items():
     METRICS.register(_name, _target)
 

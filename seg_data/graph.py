@@ -12,7 +12,22 @@ import networkx as nx
 
 from .model import SEG, ImageRecord, label_sort_key, parse_label
 
-__all__ = ["walks", "ts2_convention_edges", "build_graph", "levels_present"]
+__all__ = ["walks", "count_walks", "check_walk_count", "WalkLimitError", "MAX_WALKS", "ts2_convention_edges",
+           "build_graph", "levels_present"]
+
+# Walks one SEG may have before anything enumerates them (8 levels x 10 nodes under the TS2
+# convention is 10^8 walks: minutes and gigabytes). Counting is cheap (count_walks); raise the
+# limit with max_walks=... where a command takes it.
+MAX_WALKS = 1_000_000
+
+
+class WalkLimitError(ValueError):
+    """A SEG with more walks than allowed; ``.seg_id`` and ``.n_walks`` say which and how many."""
+
+    def __init__(self, seg_id: str, n_walks: int, max_walks: int) -> None:
+        self.seg_id, self.n_walks, self.max_walks = seg_id, n_walks, max_walks
+        super().__init__(f"SEG {seg_id}: expected at most max_walks={max_walks} walks, got {n_walks} "
+                         f"({n_walks:.2e}); raise max_walks to enumerate them, or split the SEG")
 
 
 def levels_present(labels: Iterable[str]) -> list[int]:
@@ -78,7 +93,41 @@ def _safe_level(label: str) -> int:
         return -1
 
 
-def walks(seg: SEG | nx.DiGraph) -> list[tuple[str, ...]]:
+def count_walks(seg: SEG | nx.DiGraph) -> int:
+    """Number of root-to-sink paths (the walks of :func:`walks`), without enumerating them.
+
+    Dynamic programming over a topological order: ``paths(n) = 1`` at a sink, else the sum over
+    children; the count is the sum over roots that have a child. Exact (Python integers), linear
+    in nodes + edges.
+
+    Raises
+    ------
+    networkx.NetworkXUnfeasible
+        If the graph has a cycle.
+
+    Examples
+    --------
+    >>> from seg_data.graph import build_graph
+    >>> count_walks(build_graph({"0": [], "1a": [], "1b": [], "2": []}))
+    2
+    """
+    g = seg.graph if isinstance(seg, SEG) else seg
+    paths: dict[str, int] = {}
+    for n in reversed(list(nx.topological_sort(g))):
+        children = list(g.successors(n))
+        paths[n] = sum(paths[c] for c in children) if children else 1
+    return sum(paths[n] for n in g if g.in_degree(n) == 0 and g.out_degree(n) > 0)
+
+
+def check_walk_count(seg: SEG | nx.DiGraph, max_walks: int | None = MAX_WALKS, n_walks: int | None = None) -> int:
+    """The walk count of ``seg``; :class:`WalkLimitError` when it is over ``max_walks`` (None: no limit)."""
+    n = count_walks(seg) if n_walks is None else int(n_walks)
+    if max_walks is not None and n > int(max_walks):
+        raise WalkLimitError(seg.seg_id if isinstance(seg, SEG) else "<graph>", n, int(max_walks))
+    return n
+
+
+def walks(seg: SEG | nx.DiGraph, max_walks: int | None = MAX_WALKS) -> list[tuple[str, ...]]:
     """Every root-to-sink path of the SEG's DAG, in a stable order.
 
     Roots are nodes without parents, sinks nodes without children. A graph with a single node
@@ -89,6 +138,8 @@ def walks(seg: SEG | nx.DiGraph) -> list[tuple[str, ...]]:
     ------
     networkx.NetworkXUnfeasible
         If the graph has a cycle (validate first for a report naming the nodes).
+    WalkLimitError
+        More than ``max_walks`` walks (counted first, by :func:`count_walks`).
 
     Examples
     --------
@@ -101,6 +152,7 @@ def walks(seg: SEG | nx.DiGraph) -> list[tuple[str, ...]]:
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise nx.NetworkXUnfeasible(f"expected a DAG, got a cycle through {[u for u, _ in cycle]}")
+    check_walk_count(seg, max_walks)
     roots = [n for n in g if g.in_degree(n) == 0 and g.out_degree(n) > 0]
     sinks = {n for n in g if g.out_degree(n) == 0 and g.in_degree(n) > 0}
     out: list[tuple[str, ...]] = []

@@ -12,7 +12,6 @@ Edge attributes
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +19,14 @@ from typing import Any
 
 import networkx as nx
 
+from .ids import LABEL_RE, IdentifierError, normalize_label
+
 __all__ = ["ImageRecord", "SEG", "SEGDataset", "parse_label", "LabelError"]
 
-_LABEL_RE = re.compile(r"^(\d+)([A-Za-z]*)$")
 
 
-class LabelError(ValueError):
-    """A node label that is not digits followed by optional letters."""
+class LabelError(IdentifierError):
+    """A node label that is not digits (no leading zero) followed by optional lower-case letters."""
 
 
 def parse_label(label: str) -> tuple[int, str]:
@@ -45,7 +45,8 @@ def parse_label(label: str) -> tuple[int, str]:
     Raises
     ------
     LabelError
-        If the label is not digits followed by optional ASCII letters (e.g. ``"x1"``, ``""``).
+        If the label is not digits followed by optional lower-case ASCII letters (e.g. ``"x1"``,
+        ``""``), or is ambiguous (``"01"``, ``"1A"``): the rule of :func:`seg_data.ids.normalize_label`.
 
     Examples
     --------
@@ -54,9 +55,11 @@ def parse_label(label: str) -> tuple[int, str]:
     >>> parse_label("0")
     (0, '')
     """
-    m = _LABEL_RE.match(str(label).strip())
-    if m is None:
-        raise LabelError(f"expected a node label like '0', '1a' or '2b' (digits then optional letters), got {label!r}")
+    try:
+        text = normalize_label(label)
+    except IdentifierError as e:
+        raise LabelError(str(e)) from None
+    m = LABEL_RE.fullmatch(text)
     return int(m.group(1)), m.group(2)
 
 

@@ -20,19 +20,26 @@ Schema (``format: ts2-seg/1``)::
         edges:                   # optional: omitted -> the TS2 convention from the labels
           - {from: "0", to: 1a, errors: [wrong colour]}
 
-Image ``path`` is relative to the file's folder (absolute paths are kept as they are).
+Image ``path`` is relative to the file's folder; it must stay under the allowed image roots
+(default: the file's folder; ``image_roots=[...]`` adds others), so ``../`` and absolute paths
+out of them are refused (:mod:`seg_data.paths`). Keys not in the schema are refused with the
+nearest valid key ("did you mean"); ids and labels follow :mod:`seg_data.ids`.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .graph import build_graph
+from .ids import normalize_id, normalize_label
 from .model import SEG, ImageRecord, SEGDataset
 from .results import atomic_write_text
+from .untrusted import TypedScalar, load_untrusted, plain
 from .validate import raise_on_errors, validate_dataset
 
 __all__ = ["FORMAT", "load_seg_file", "save_seg_file", "dataset_to_dict", "dataset_from_dict"]
@@ -44,40 +51,6 @@ FORMAT = "ts2-seg/1"
 JSON_SYNTAX_MIN_IMAGES = 5000
 # Characters a YAML reader rejects or reads as line breaks inside a quoted scalar; JSON leaves them raw.
 _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
-
-
-def _json_body(text: str) -> str | None:
-    """The text after leading comment lines if it is a JSON object (JSON is YAML), else None."""
-    i = 0
-    while True:
-        while i < len(text) and text[i] in " \t\r\n":
-            i += 1
-        if text.startswith("#", i):
-            j = text.find("\n", i)
-            i = len(text) if j < 0 else j + 1
-            continue
-        return text[i:] if text.startswith("{", i) else None
-
-
-def _read(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix.lower() == ".json":
-            return json.loads(text)
-        body = _json_body(text)
-        if body is not None:
-            # A YAML file in JSON syntax (big datasets are saved so): the json parser reads it ~30x
-            # faster than PyYAML. YAML flow mappings that are not strict JSON fall through to PyYAML.
-            try:
-                return json.loads(body)
-            except json.JSONDecodeError:
-                pass
-        import yaml
-
-        # The C loader is ~10x faster on big (100k-image) files; fall back when libyaml is absent.
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except Exception as e:  # yaml and json raise different classes; both mean "not parseable"
-        raise ValueError(f"{path}: could not parse as {path.suffix.lstrip('.').upper() or 'YAML'}: {e}") from e
 
 
 def _rel(p: Path | None, base: Path) -> str | None:
@@ -121,57 +94,149 @@ def nodes_idx(seg: SEG, n: str) -> int:
     return seg.nodes.index(n)
 
 
-def dataset_from_dict(data: Any, base: Path, source: str = "<dict>") -> SEGDataset:
-    """Build a dataset from the plain-data form; structural errors name the SEG and entry."""
-    if not isinstance(data, dict) or not isinstance(data.get("segs"), list):
-        raise ValueError(f"{source}: expected a mapping with a 'segs' list (format {FORMAT}), got {type(data).__name__}")
-    fmt = data.get("format", FORMAT)
+# Keys of each ts2-seg/1 mapping: anything else is refused with the nearest valid key, so that a
+# typo (``edge:`` for ``edges:``) never silently changes the graph.
+SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
+    "dataset": ("format", "name", "metadata", "segs"),
+    "seg": ("id", "prompt", "subset", "nodes", "edges", "metadata"),
+    "node": ("label", "errors", "images"),
+    "image": ("id", "path", "source"),
+    "edge": ("from", "to", "errors"),
+}
+
+
+def _mapping(obj: Any, kind: str, where: str, required: tuple[str, ...] = ()) -> dict:
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}: expected a mapping ({kind}), got {type(obj).__name__}: {obj!r:.60}")
+    allowed = SCHEMA_KEYS[kind]
+    for k in obj:
+        key = k.text if isinstance(k, TypedScalar) else k
+        if key not in allowed:
+            near = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ValueError(f"{where}: unknown key {key!r} in a {kind} (expected {', '.join(allowed)}){hint}")
+    missing = [k for k in required if k not in obj]
+    if missing:
+        raise ValueError(f"{where}: expected key {missing[0]!r} in a {kind}, got keys {sorted(map(str, obj))}")
+    return obj
+
+
+def _text(value: Any, where: str, field: str, optional: bool = False) -> str | None:
+    """A string field as written: typed YAML scalars give their text; lists, mappings, floats refused."""
+    if value is None and optional:
+        return None
+    if isinstance(value, TypedScalar):
+        return value.text
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):  # JSON integers are exact
+        return str(value)
+    raise ValueError(f"{where}: expected text for {field!r}, got {type(value).__name__}: {value!r:.60}")
+
+
+def _raw(value: Any) -> Any:
+    return value.text if isinstance(value, TypedScalar) else value
+
+
+def _list(value: Any, where: str, field: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{where}: expected a list for {field!r}, got {type(value).__name__}: {value!r:.60}")
+    return value
+
+
+def dataset_from_dict(data: Any, base: Path, source: str = "<dict>",
+                      image_roots: Sequence[str | Path] | None = None) -> SEGDataset:
+    """Build a dataset from the plain-data form, strictly.
+
+    Unknown or missing keys, wrong types (a list where a prompt goes), ambiguous ids and labels
+    (:mod:`seg_data.ids`) and image paths outside ``image_roots`` (default: ``base``; see
+    :func:`seg_data.paths.resolve_image_path`) are refused with the SEG and entry named.
+    """
+    from .paths import ImageRoots
+
+    roots = ImageRoots(base, image_roots)
+    data = _mapping(data, "dataset", source, required=("segs",))
+    fmt = _text(data.get("format", FORMAT), source, "format")
     if fmt != FORMAT:
         raise ValueError(f"{source}: expected format {FORMAT!r}, got {fmt!r}")
     segs = []
-    for i, e in enumerate(data["segs"]):
-        if not isinstance(e, dict) or "id" not in e:
-            raise ValueError(f"{source}: segs[{i}]: expected a mapping with an 'id', got {e!r:.80}")
-        sid = str(e["id"])
-        try:
-            nodes: dict[str, list[ImageRecord]] = {}
-            node_err: dict[str, list[str]] = {}
-            for n in e.get("nodes") or []:
-                lbl = str(n["label"])
-                if lbl in nodes:
-                    raise ValueError(f"node {lbl!r} is defined twice")
-                nodes[lbl] = [ImageRecord(image_id=str(im["id"]),
-                                          path=None if im.get("path") is None else (base / im["path"]),
-                                          source=im.get("source")) for im in (n.get("images") or [])]
-                node_err[lbl] = [str(x) for x in (n.get("errors") or [])]
-            edges = e.get("edges")
-            edge_list = None if edges is None else [(str(x["from"]), str(x["to"])) for x in edges]
-            edge_err = {} if edges is None else {(str(x["from"]), str(x["to"])): [str(y) for y in (x.get("errors") or [])]
-                                                  for x in edges}
-        except (KeyError, TypeError) as ex:
-            raise ValueError(f"{source}: SEG {sid}: expected nodes with 'label' and images with 'id', "
-                             f"edges with 'from'/'to'; missing or malformed {ex}") from ex
-        except ValueError as ex:
-            raise ValueError(f"{source}: SEG {sid}: {ex}") from ex
+    seen_ids: dict[str, int] = {}
+    for i, e in enumerate(_list(data["segs"], source, "segs")):
+        here = f"{source}: segs[{i}]"
+        e = _mapping(e, "seg", here, required=("id",))
+        raw = e["id"]
+        # An unquoted id YAML types as a number (.nan, 1:30 = 90, 0x1F) must be a canonical integer.
+        numeric = isinstance(raw, TypedScalar) and isinstance(raw.value, (int, float)) and not isinstance(raw.value, bool)
+        sid = normalize_id(_raw(raw), here, integer=numeric)
+        if sid in seen_ids:
+            raise ValueError(f"{here}: expected unique SEG ids, got {sid!r} again (first at segs[{seen_ids[sid]}])")
+        seen_ids[sid] = i
+        here = f"{source}: SEG {sid}"
+        nodes: dict[str, list[ImageRecord]] = {}
+        node_err: dict[str, list[str]] = {}
+        for j, n in enumerate(_list(e.get("nodes"), here, "nodes")):
+            n = _mapping(n, "node", f"{here}, nodes[{j}]", required=("label",))
+            lbl = normalize_label(_raw(n["label"]), f"{here}, nodes[{j}]", strict=False)
+            if lbl in nodes:
+                raise ValueError(f"{here}: node {lbl!r} is defined twice")
+            imgs = []
+            for k, im in enumerate(_list(n.get("images"), f"{here}, node {lbl}", "images")):
+                at = f"{here}, node {lbl}, images[{k}]"
+                im = _mapping(im, "image", at, required=("id",))
+                path = _text(im.get("path"), at, "path", optional=True)
+                image_id = _text(im["id"], at, "id")
+                if not image_id.strip():
+                    raise ValueError(f"{at}: expected an image id, got an empty one")
+                imgs.append(ImageRecord(image_id=image_id,
+                                        path=None if path is None else roots.resolve(path, at),
+                                        source=_text(im.get("source"), at, "source", optional=True)))
+            nodes[lbl] = imgs
+            node_err[lbl] = [_text(x, f"{here}, node {lbl}", "errors") for x in _list(n.get("errors"), here, "errors")]
+        edges = e.get("edges")
+        edge_list, edge_err = None, {}
+        if edges is not None:
+            edge_list = []
+            for k, x in enumerate(_list(edges, here, "edges")):
+                at = f"{here}, edges[{k}]"
+                x = _mapping(x, "edge", at, required=("from", "to"))
+                u, v = (normalize_label(_raw(x[f]), f"{at}, {f!r}", strict=False)
+                        for f in ("from", "to"))
+                edge_list.append((u, v))
+                edge_err[(u, v)] = [_text(y, at, "errors") for y in _list(x.get("errors"), at, "errors")]
+        prompt = _text(e.get("prompt", ""), here, "prompt")
+        subset = _text(e.get("subset"), here, "subset", optional=True)
+        meta = plain(e.get("metadata") or {})
+        if not isinstance(meta, dict):
+            raise ValueError(f"{here}: expected a mapping for 'metadata', got {type(meta).__name__}")
         g = build_graph(nodes, edges=edge_list, edge_errors=edge_err, node_errors=node_err)
-        segs.append(SEG(seg_id=sid, prompt=str(e.get("prompt") or ""), graph=g, subset=e.get("subset"),
-                        metadata=dict(e.get("metadata") or {})))
-    return SEGDataset(segs, name=str(data.get("name", "dataset")), root=base,
-                      metadata=dict(data.get("metadata") or {}))
+        segs.append(SEG(seg_id=sid, prompt=prompt, graph=g, subset=subset, metadata=meta))
+    meta = plain(data.get("metadata") or {})
+    if not isinstance(meta, dict):
+        raise ValueError(f"{source}: expected a mapping for 'metadata', got {type(meta).__name__}")
+    return SEGDataset(segs, name=_text(data.get("name", "dataset"), source, "name"), root=base, metadata=meta)
 
 
-def load_seg_file(path: str | Path, check_images: bool = False, validate: bool = True) -> SEGDataset:
+def load_seg_file(path: str | Path, check_images: bool = False, validate: bool = True,
+                  image_roots: Sequence[str | Path] | None = None) -> SEGDataset:
     """Load a dataset in our explicit-edge format (``.yaml``, ``.yml`` or ``.json``).
+
+    The file is read as untrusted input (:func:`seg_data.untrusted.load_untrusted`: size,
+    nesting and alias bounds, duplicated keys refused) and checked strictly against the schema
+    (:func:`dataset_from_dict`). Image paths must lie under ``image_roots`` (default: the file's
+    folder).
 
     Raises
     ------
     FileNotFoundError, ValueError, SEGValidationError
-        Missing file; unparseable or malformed content (naming the SEG); validation errors.
+        Missing file; unparseable, over a bound or malformed content (naming the SEG and
+        entry); validation errors.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"expected a SEG file (.yaml/.json) at {path}, found none")
-    ds = dataset_from_dict(_read(path), base=path.parent, source=str(path))
+    ds = dataset_from_dict(load_untrusted(path), base=path.parent, source=str(path), image_roots=image_roots)
     ds.metadata.setdefault("source", str(path))
     if validate:
         problems = validate_dataset(ds, check_images=check_images)

@@ -8,11 +8,15 @@ has no edges, so graphs follow the TS2 convention (:func:`seg_data.graph.ts2_con
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from .graph import build_graph
+from .ids import normalize_id, normalize_label
 from .model import SEG, ImageRecord, SEGDataset, label_sort_key
+from .paths import ImageRoots
 from .validate import Problem, raise_on_errors, validate_dataset
 
 __all__ = ["load_ts2_release", "ts2_subset", "TS2_SUBSETS", "REQUIRED_COLUMNS", "HF_REPO_ID", "load_ts2"]
@@ -34,7 +38,8 @@ def ts2_subset(seg_id: int | str) -> str | None:
     return next((name for name, (lo, hi) in TS2_SUBSETS.items() if lo <= i <= hi), None)
 
 
-def load_ts2_release(path: str | Path, check_images: bool = False, validate: bool = True) -> SEGDataset:
+def load_ts2_release(path: str | Path, check_images: bool = False, validate: bool = True,
+                     image_roots: Sequence[str | Path] | None = None) -> SEGDataset:
     """Load a TS2 release folder (or its ``metadata.csv``) as a :class:`SEGDataset`.
 
     Parameters
@@ -53,7 +58,9 @@ def load_ts2_release(path: str | Path, check_images: bool = False, validate: boo
     FileNotFoundError
         No ``metadata.csv`` at ``path``.
     ValueError
-        Missing columns or a non-integer SEG id (the message names the file and row).
+        An empty file, missing or duplicated columns, an ambiguous or non-integer SEG id or
+        node label (:mod:`seg_data.ids`; the message names the file and row), an image path
+        outside ``image_roots`` (default: the folder of ``metadata.csv``; :mod:`seg_data.paths`).
     SEGValidationError
         Validation errors (every one is listed).
     """
@@ -66,18 +73,28 @@ def load_ts2_release(path: str | Path, check_images: bool = False, validate: boo
     root = csv.parent
     try:
         df = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError as e:
+        raise ValueError(f"{csv}: expected a CSV header with columns {list(REQUIRED_COLUMNS)}, got an empty file") from e
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ValueError(f"{csv}: could not parse as CSV: {e}") from e
+    dup = [c for c in df.columns if re.fullmatch(r".+\.\d+", c) and c.rsplit(".", 1)[0] in df.columns]
+    if dup:
+        raise ValueError(f"{csv}: expected each column name once, got {dup[0].rsplit('.', 1)[0]!r} twice")
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{csv}: expected columns {list(REQUIRED_COLUMNS)}, missing {missing} (got {list(df.columns)})")
-    ids = pd.to_numeric(df["id"].str.strip(), errors="coerce")
-    bad = ids.isna() | (ids != ids.round())
-    if bad.any():
-        row = int(bad.idxmax())
-        raise ValueError(f"{csv}, row {row + 2}: expected an integer SEG id in column 'id', got {df['id'][row]!r}")
-    df["id"] = ids.astype(int)
-    df["rank"] = df["rank"].str.strip()
+    if df.empty:
+        raise ValueError(f"{csv}: expected at least one image row, got only the header")
+    # Ids and labels compared as written (seg_data.ids): '01' and '1', '1A' and '1a' are refused, not merged.
+    ids = [normalize_id(v, f"{csv}, row {i + 2}, column 'id'", integer=True) for i, v in enumerate(df["id"])]
+    ranks = [normalize_label(v, f"{csv}, row {i + 2}, column 'rank'", strict=False) for i, v in enumerate(df["rank"])]
+    df["id"] = [int(v) for v in ids]
+    df["rank"] = ranks
+    roots = ImageRoots(root, image_roots)
+    for i, fn in enumerate(df["file_name"]):
+        if not fn.strip():
+            raise ValueError(f"{csv}, row {i + 2}, column 'file_name': expected an image file name, got an empty cell")
+    paths = [roots.resolve(fn, f"{csv}, row {i + 2}, column 'file_name'") for i, fn in enumerate(df["file_name"])]
     has_source = "image_source" in df.columns
 
     problems: list[Problem] = []
@@ -92,8 +109,9 @@ def load_ts2_release(path: str | Path, check_images: bool = False, validate: boo
             problems.append(Problem("warning", "prompt_mismatch", seg_id, r["rank"],
                                     f"{r['file_name']}: expected the SEG's prompt {prompt!r}, got {r['target_prompt']!r}"))
         nodes: dict[str, list[ImageRecord]] = {}
-        for fn, lbl, src in zip(rows["file_name"], rows["rank"], rows["image_source"] if has_source else [None] * len(rows)):
-            nodes.setdefault(lbl, []).append(ImageRecord(image_id=fn, path=root / fn, source=src or None))
+        for k, fn, lbl, src in zip(rows.index, rows["file_name"], rows["rank"],
+                                   rows["image_source"] if has_source else [None] * len(rows)):
+            nodes.setdefault(lbl, []).append(ImageRecord(image_id=fn, path=paths[k], source=src or None))
         nodes = dict(sorted(nodes.items(), key=lambda kv: label_sort_key(kv[0])))
         segs.append(SEG(seg_id=seg_id, prompt=prompt, graph=build_graph(nodes), subset=ts2_subset(seg_int)))
     ds = SEGDataset(segs, name="ts2", root=root, metadata={"source": str(csv), "format": "ts2-release"})
@@ -105,7 +123,7 @@ def load_ts2_release(path: str | Path, check_images: bool = False, validate: boo
 
 
 def load_ts2(path: str | Path | None = None, check_images: bool = False, revision: str | None = None,
-             cache_dir: str | Path | None = None) -> SEGDataset:
+             cache_dir: str | Path | None = None, image_roots: Sequence[str | Path] | None = None) -> SEGDataset:
     """The TS2 dataset from a local ``path``, or from the Hugging Face hub when ``path`` is None.
 
     The hub copy (``saxon/T2IScoreScore``) is downloaded once with ``huggingface_hub`` into the
@@ -113,7 +131,7 @@ def load_ts2(path: str | Path | None = None, check_images: bool = False, revisio
     """
     if path is None:
         path = download_ts2(revision=revision, cache_dir=cache_dir)
-    return load_ts2_release(path, check_images=check_images)
+    return load_ts2_release(path, check_images=check_images, image_roots=image_roots)
 
 
 def download_ts2(revision: str | None = None, cache_dir: str | Path | None = None) -> Path:

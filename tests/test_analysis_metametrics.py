@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from reference_impl import reference_seg_values, reference_walk
 from scipy import stats
 
-from analysis import bootstrap, compare, pareto, pipeline, scores_io, walks
+from analysis import compare, pareto, pipeline, scores_io, walks
+from analysis.stats import intervals, resampling, significance
 from analysis.aggregate import seg_means
 from analysis.compute import walk_values
 from analysis.metametrics import META_METRICS, WalkStats, delta, get_meta_metric, kendall, pair_acc, rank, sep
@@ -222,7 +223,8 @@ def test_vectorised_equals_plain_loops(df, opts, base):
 
 
 def test_doctests_of_the_analysis_modules():
-    for mod in (rank, sep, delta, kendall, pair_acc, walks, bootstrap, compare, pareto, pipeline, scores_io):
+    for mod in (rank, sep, delta, kendall, pair_acc, walks, intervals, resampling, significance, compare, pareto,
+                pipeline, scores_io):
         res = doctest.testmod(mod)
         assert res.failed == 0, mod.__name__
 

@@ -201,7 +201,7 @@ def test_ts2_loader_errors(tmp_path):
     with pytest.raises(ValueError, match=r"missing \['target_prompt'\]"):
         load_ts2_release(tmp_path)
     (tmp_path / "metadata.csv").write_text("id,target_prompt,file_name,rank\n0,p,a.jpg,0\nseven,p,b.jpg,1\n")
-    with pytest.raises(ValueError, match=r"row 3: expected an integer SEG id.*'seven'"):
+    with pytest.raises(ValueError, match=r"row 3, column 'id': expected an integer SEG id.*'seven'"):
         load_ts2_release(tmp_path)
     (tmp_path / "metadata.csv").write_text("id,target_prompt,file_name,rank\n0,p,a.jpg,0\n0,p,b.jpg,x1\n")
     with pytest.raises(SEGValidationError, match="SEG 0, node x1"):
@@ -214,7 +214,7 @@ def test_seg_file_malformed_entries(tmp_path):
     with pytest.raises(ValueError, match="could not parse as JSON"):
         load_seg_file(f)
     f.write_text(json.dumps({"segs": [{"id": "q", "prompt": "p", "nodes": [{"images": []}]}]}))
-    with pytest.raises(ValueError, match="SEG q: expected nodes with 'label'"):
+    with pytest.raises(ValueError, match=r"SEG q, nodes\[0\]: expected key 'label' in a node"):
         load_seg_file(f)
     f.write_text(json.dumps({"format": "other/2", "segs": []}))
     with pytest.raises(ValueError, match="expected format 'ts2-seg/1', got 'other/2'"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -22,9 +23,14 @@ def load_dataset(cfg: DictConfig, check_images: bool | None = None):
     from seg_data import load_path
 
     check = bool(cfg.get("check_images", False)) if check_images is None else check_images
+    roots = cfg.get("image_roots")
+    if roots is not None and not isinstance(roots, str) and not (
+            isinstance(roots, Sequence) and all(isinstance(r, str) for r in roots)):
+        raise ValueError(f"expected image_roots to be a folder or a list of folders, got {roots!r}")
+    extra = {} if roots is None else {"image_roots": [roots] if isinstance(roots, str) else [str(r) for r in roots]}
     if cfg.get("path"):
-        return load_path(cfg.path, check_images=check)
-    return instantiate(cfg.dataset, check_images=check)
+        return load_path(cfg.path, check_images=check, **extra)
+    return instantiate(cfg.dataset, check_images=check, **extra)
 
 
 def check_output_dir(path: str | Path, min_free_bytes: int = MIN_FREE_BYTES) -> Path:

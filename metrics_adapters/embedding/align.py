@@ -28,6 +28,8 @@ class ALIGNScore(HFEmbeddingMetric):
         See :class:`~metrics_adapters.embedding.hf.HFEmbeddingMetric`.
     """
 
+    paper = "Saxon et al. 2024, T2IScoreScore (ALIGN: Jia et al. 2021, arXiv:2102.05918)"
+
     model_class = "AlignModel"
 
     def __init__(self, name: str = "alignscore", model: str = "kakaobrain/align-base", revision: str | None = None,

@@ -49,6 +49,8 @@ class OpenCLIPScore(EmbeddingMetric):
         Where open_clip keeps downloaded weights (does not change scores).
     """
 
+    paper = "Hessel et al. 2021, CLIPScore (arXiv:2104.08718)"
+
     def __init__(self, name: str = "clipscore", arch: str = "ViT-L-14", pretrained: str | None = "openai",
                  w: float = 1.0, template: str = "{prompt}", text_cache_size: int = 4096,
                  download_dir: str | None = None) -> None:
@@ -138,6 +140,8 @@ class HFCLIPScore(HFEmbeddingMetric):
     revision, w, template, text_cache_size
         See :class:`~metrics_adapters.embedding.hf.HFEmbeddingMetric`.
     """
+
+    paper = "Hessel et al. 2021, CLIPScore (arXiv:2104.08718)"
 
     model_class = "CLIPModel"
 

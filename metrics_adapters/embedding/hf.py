@@ -63,12 +63,17 @@ class HFEmbeddingMetric(EmbeddingMetric):
         try:
             require_model(self.model, self.revision, option="metric.model")
             self._model = cls.from_pretrained(self.model, **kw).to(device).eval()
-            self._tokenizer = transformers.AutoTokenizer.from_pretrained(self.model, **kw)
-            self._image_processor = transformers.AutoImageProcessor.from_pretrained(self.model, **kw)
+            src, pkw = self._processor_source()
+            self._tokenizer = transformers.AutoTokenizer.from_pretrained(src, **pkw)
+            self._image_processor = transformers.AutoImageProcessor.from_pretrained(src, **pkw)
         except (OSError, ValueError) as e:
             raise RuntimeError(f"{self.name}: could not load {self.model_class} {self.model!r}"
                                f"{' @ ' + self.revision if self.revision else ''}: {e}") from e
         self._ctx = self._compute_context()
+
+    def _processor_source(self) -> tuple[str, dict[str, Any]]:
+        """Where the tokenizer and image processor come from (PickScore: another repository)."""
+        return self.model, ({"revision": self.revision} if self.revision else {})
 
     def _compute_context(self) -> int:
         limits = [int(self._model.config.text_config.max_position_embeddings)]

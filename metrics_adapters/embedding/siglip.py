@@ -28,6 +28,8 @@ class SigLIPScore(HFEmbeddingMetric):
         the score is a probability.
     """
 
+    paper = "Zhai et al. 2023, SigLIP (arXiv:2303.15343)"
+
     model_class = "SiglipModel"
     score_range: ClassVar[tuple[float, float] | None] = (0.0, 1.0)
     # SigLIP was trained on texts padded to the full context and without an attention mask: it

@@ -50,6 +50,8 @@ class GenEvalMetric(Metric):
     instead of scoring them 0.
     """
 
+    paper = "Ghosh et al. 2023, GenEval (arXiv:2310.11513)"
+
     higher_is_better = True
     score_range = (0.0, 1.0)
     needs_images = True

@@ -64,6 +64,8 @@ class LLMJudge(Metric):
         Captioner + evaluator tokens per image, for the FLOPs estimate.
     """
 
+    paper = "Lu et al. 2023, LLMScore (arXiv:2305.11116)"
+
     higher_is_better = True
     score_range = None
     needs_images = True

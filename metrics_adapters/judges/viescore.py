@@ -52,6 +52,8 @@ class VLMJudge(Metric):
         576 tokens on an image.
     """
 
+    paper = "Ku et al. 2024, VIEScore (arXiv:2312.14867)"
+
     higher_is_better = True
     score_range = (0.0, 10.0)
     needs_images = True

@@ -21,6 +21,8 @@ class DSGScore(QAMetric):
     FLOPs with 40 generator and 15 VQA tokens per question (TS2 A.3).
     """
 
+    paper = "Cho et al. 2024, Davidsonian Scene Graph (arXiv:2310.18235)"
+
     kind: ClassVar[str] = "dsg"
     default_accumulation: ClassVar[str] = "dsg"
     default_questions_file: ClassVar[str] = "dsg_questions.csv"

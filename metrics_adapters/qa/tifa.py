@@ -23,6 +23,8 @@ class TIFAScore(QAMetric):
     have, so it gives the same score); FLOPs with 40 generator and 20 VQA tokens per question.
     """
 
+    paper = "Hu et al. 2023, TIFA (arXiv:2303.11897)"
+
     kind: ClassVar[str] = "tifa"
     default_accumulation: ClassVar[str] = "tifa"
     default_questions_file: ClassVar[str] = "tifa_questions.csv"

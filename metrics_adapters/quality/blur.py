@@ -26,6 +26,8 @@ class BlurEffect(Metric):
         Size of the re-blurring filter (scikit-image's default 11).
     """
 
+    paper = "Crete-Roffet et al. 2007, The blur effect (SPIE 6492)"
+
     higher_is_better = False
     role = "control"  # prompt-blind: it cannot see a faithfulness error, only image quality
     score_range = (0.0, 1.0)

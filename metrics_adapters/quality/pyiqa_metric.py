@@ -33,6 +33,8 @@ class PyIQAMetric(Metric):
     fails with pyiqa's error. Install with ``pip install ts2[iqa]``.
     """
 
+    paper = "Chen and Mo 2022, IQA-PyTorch (pyiqa); the paper of the chosen model"
+
     higher_is_better = True
     role = "control"  # prompt-blind image quality: a floor for faithfulness, not a competitor
     needs_images = True

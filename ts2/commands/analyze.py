@@ -94,7 +94,12 @@ def main(cfg: DictConfig) -> int:
             from ts2.common import load_dataset
 
             dataset = load_dataset(cfg)
-        inputs = prepare_inputs(table, dataset, str(cfg.get("subsets", "auto")))
+        from seg_data.graph import MAX_WALKS
+
+        max_walks = cfg.get("max_walks", MAX_WALKS)
+        if max_walks is not None and (isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1):
+            raise ValueError(f"expected max_walks to be a positive integer or null, got {max_walks!r}")
+        inputs = prepare_inputs(table, dataset, str(cfg.get("subsets", "auto")), max_walks)
         result = analyze(inputs, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
                          bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence),
                          chance=int(cfg.get("chance") or 0))

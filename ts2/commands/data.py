@@ -61,6 +61,17 @@ def main(cfg: DictConfig) -> int:
     return ACTIONS[cfg.action](cfg)
 
 
+def _max_walks(cfg: DictConfig) -> int | None:
+    from seg_data.graph import MAX_WALKS
+
+    v = cfg.get("max_walks", MAX_WALKS)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"expected max_walks to be a positive integer or null, got {v!r}")
+    return v
+
+
 def info(cfg: DictConfig) -> int:
     from seg_data.summary import format_summary, summarize
 
@@ -69,7 +80,11 @@ def info(cfg: DictConfig) -> int:
     except (FileNotFoundError, ValueError) as e:  # unreadable file, missing columns, invalid SEGs
         log.error("%s", e)
         return 2
-    summary = summarize(ds, check_images=bool(cfg.check_images))
+    try:
+        summary = summarize(ds, check_images=bool(cfg.check_images), max_walks=_max_walks(cfg))
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
     if cfg.json:
         sys.stdout.write(json.dumps(summary) + "\n")
     else:
@@ -92,7 +107,11 @@ def validate(cfg: DictConfig) -> int:
         log.error("%s", e)
         sys.stdout.write("INVALID: could not load the dataset\n")
         return 2
-    found = summarize(ds, check_images=bool(cfg.check_images))["problems"]
+    try:
+        found = summarize(ds, check_images=bool(cfg.check_images), max_walks=_max_walks(cfg))["problems"]
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
     problems = []
     for p in found:
         node = f", node {p['node']}" if p["node"] is not None else ""

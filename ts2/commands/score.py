@@ -42,17 +42,9 @@ def build_metrics(cfg: DictConfig) -> list:
 def list_metrics() -> str:
     from importlib.resources import files
 
-    from metrics_adapters import METRICS, get_metric_class
+    from metrics_adapters.catalog import describe_metrics, format_catalog
 
-    lines = ["registered metrics (Python: metrics_adapters.get_metric(name, ...)):"]
-    for name, target in METRICS.items():
-        try:
-            cls = get_metric_class(name)
-            meta = (f"{'higher' if cls.higher_is_better else 'lower'} is better, range {cls.score_range}, "
-                    f"{'needs images' if cls.needs_images else 'no images needed'}")
-        except (ImportError, TypeError) as e:
-            meta = f"unavailable: {e}"
-        lines.append(f"  {name:<16} {target}  ({meta})")
+    lines = ["registered metrics (Python: metrics_adapters.get_metric(name, ...)):", format_catalog(describe_metrics())]
     confs = sorted(p.name.removesuffix(".yaml") for p in files("conf").joinpath("metric").iterdir()
                    if p.name.endswith(".yaml"))
     lines.append("metric configs (ts2 score metric=NAME): " + ", ".join(confs))

@@ -1,0 +1,1 @@
+"""Reward models that are not dual encoders (ImageReward); PickScore and HPSv2 live in ``embedding``."""

@@ -1,0 +1,855 @@
+"""The hostile-input corpus as data: every case is a row (area, input, command, expected exit code,
+expected message or value). ``tests/test_hostile_corpus.py`` runs them; ``python
+tests/hostile_cases.py`` rewrites the case table of ``docs/reliability.md`` from this list (and
+a test fails when the table is stale), so the documentation cannot drift from the tests.
+
+A case writes its input files into a fresh folder ``{d}`` (generated here: nothing big is
+committed), then runs either a ``ts2`` command line in-process (``argv``) or a library call
+(``call(d)``). The verdicts:
+
+- ``refused``: exit code ``rc`` (or the exception) and a message matching ``expect`` that names
+  the file and row / SEG / key;
+- ``correct``: the command succeeds and ``check(d)`` proves the value is the right one;
+- ``warned``: it succeeds, the value is right, and a warning matching ``expect`` says what was
+  changed or left out.
+
+Every case also fails on a traceback in the output or a hang (a per-case alarm).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Case", "CASES", "markdown_table"]
+
+META_HEADER = "id,target_prompt,file_name,image_source,rank"
+# Two SEGs: 0 with a branching level, 1 a chain. file names follow the TS2 release.
+BASE_META = [
+    ("0", "a red cube", "images/000-00.jpg", "SD", "0"),
+    ("0", "a red cube", "images/000-01.jpg", "SD", "1a"),
+    ("0", "a red cube", "images/000-02.jpg", "SD", "1b"),
+    ("0", "a red cube", "images/000-03.jpg", "SD", "2"),
+    ("1", "two cats", "images/001-00.jpg", "SD", "0"),
+    ("1", "two cats", "images/001-01.jpg", "SD", "1"),
+    ("1", "two cats", "images/001-02.jpg", "SD", "2"),
+]
+# Scores of BASE_META's images: clip orders both SEGs perfectly, tifa does not.
+BASE_SCORES = {"clip": [0.9, 0.6, 0.5, 0.2, 0.8, 0.5, 0.1], "tifa": [0.4, 0.6, 0.5, 0.9, 0.3, 0.2, 0.7]}
+
+
+def meta_csv(rows=BASE_META, header: str = META_HEADER) -> str:
+    return header + "\n" + "".join(",".join(r) + "\n" for r in rows)
+
+
+def meta_with(row: int, col: int, value: str) -> str:
+    rows = [list(r) for r in BASE_META]
+    rows[row][col] = value
+    return meta_csv([tuple(r) for r in rows])
+
+
+def scores_csv(metrics: dict[str, list] | None = None, seg_ids=None, nodes=None, header_extra: str = "",
+               files=None) -> str:
+    metrics = BASE_SCORES if metrics is None else metrics
+    seg_ids = [r[0] for r in BASE_META] if seg_ids is None else seg_ids
+    nodes = [r[4] for r in BASE_META] if nodes is None else nodes
+    files = [r[2] for r in BASE_META] if files is None else files
+    names = list(metrics)
+    lines = [",".join(["seg_id", "file_name", "node", *names]) + header_extra]
+    for i in range(len(seg_ids)):
+        lines.append(",".join([str(seg_ids[i]), files[i], str(nodes[i]), *(str(metrics[m][i]) for m in names)]))
+    return "\n".join(lines) + "\n"
+
+
+def seg_doc(segs=None, **top) -> dict:
+    """A ts2-seg/1 document (as data): two SEGs like BASE_META."""
+    if segs is None:
+        segs = [
+            {"id": "0", "prompt": "a red cube", "nodes": [
+                {"label": "0", "images": [{"id": "s0/0.png"}]}, {"label": "1a", "images": [{"id": "s0/1a.png"}]},
+                {"label": "1b", "images": [{"id": "s0/1b.png"}]}, {"label": "2", "images": [{"id": "s0/2.png"}]}]},
+            {"id": "1", "prompt": "two cats", "nodes": [
+                {"label": "0", "images": [{"id": "s1/0.png"}]}, {"label": "1", "images": [{"id": "s1/1.png"}]}]},
+        ]
+    return {"format": "ts2-seg/1", "name": "hostile", "segs": segs, **top}
+
+
+def seg_yaml(doc: dict | None = None) -> str:
+    import yaml
+
+    return yaml.safe_dump(seg_doc() if doc is None else doc, sort_keys=False)
+
+
+def one_seg(seg: dict) -> dict:
+    return seg_doc([seg])
+
+
+def node(label, images=("x",), **extra):
+    return {"label": label, "images": [{"id": f"{label}-{i}"} for i in images], **extra}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hostile input and what must happen (see the module docstring)."""
+
+    id: str
+    area: str
+    what: str  # the input, in words (the docs table)
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    argv: tuple[str, ...] | None = None  # a ts2 command line; {d} is the case folder
+    call: Callable[[Path], Any] | None = None  # or a library call
+    rc: int = 0
+    expect: str = ""  # regex the output (or the exception text) must match
+    verdict: str = "refused"  # refused | correct | warned
+    check: Callable[[Path, str], None] | None = None  # proves a correct value
+    setup: Callable[[Path], None] | None = None  # FIFOs, symlinks, permissions
+    env: dict[str, str | None] = field(default_factory=dict)
+    timeout: int = 60
+    value: Any = None  # what ``call`` must return (verdict correct)
+
+    @property
+    def command(self) -> str:
+        if self.argv is not None:
+            return "ts2 " + " ".join(a.replace("{d}/", "") for a in self.argv)
+        return getattr(self.call, "label", "library call")
+
+
+def labelled(label: str, fn: Callable) -> Callable:
+    fn.label = label  # type: ignore[attr-defined]
+    return fn
+
+
+# -- the command lines -------------------------------------------------------------------------
+def validate(target: str = "metadata.csv", *extra: str) -> tuple[str, ...]:
+    return ("data", "validate", f"path={{d}}/{target}", *extra)
+
+
+def info(target: str = "metadata.csv", *extra: str) -> tuple[str, ...]:
+    return ("data", "info", f"path={{d}}/{target}", *extra)
+
+
+def analyze(scores: str = "scores.csv", *extra: str) -> tuple[str, ...]:
+    return ("analyze", f"scores={{d}}/{scores}", "bootstrap=0", "ranking.enabled=false", "reference=null",
+            "output_dir={d}/out", *extra)
+
+
+def metametrics(d: Path):
+    import pandas as pd
+
+    return pd.read_csv(d / "out" / "metametrics.csv")
+
+
+def value_of(d: Path, metric: str, mm: str = "rank", subset: str = "Avg") -> float:
+    t = metametrics(d)
+    row = t[(t.metric == metric) & (t.meta_metric == mm) & (t.subset == subset)]
+    assert len(row) == 1, f"expected one {metric}/{mm}/{subset} row, got {len(row)}"
+    return float(row.value.iloc[0])
+
+
+def same_as_clean(metric: str = "clip", clean: str | None = None, mms=("rank", "sep", "delta")):
+    """check: the case's meta-metrics equal those of the clean base table, computed in-process."""
+    def check(d: Path, out: str) -> None:
+        import io
+
+        import numpy as np
+        import pandas as pd
+
+        from analysis.pipeline import analyze as run
+
+        ref = run(pd.read_csv(io.StringIO(clean or scores_csv()), dtype=str), protocols=["paper"], bootstrap=0)
+        for mm in mms:
+            got, want = value_of(d, metric, mm), ref.value(metric, mm)
+            assert np.isclose(got, want, equal_nan=True), f"{metric}/{mm}: expected {want}, got {got}"
+    return check
+
+
+def load(path: Path):
+    from seg_data import load_path
+
+    return load_path(path)
+
+
+def close(got: float, want: float) -> None:
+    assert abs(got - want) < 1e-9, f"expected {want}, got {got}"
+
+
+def note_in_analysis_json(d: Path, pattern: str) -> None:
+    import re
+
+    notes = json.loads((d / "out" / "analysis.json").read_text())["notes"]
+    assert any(re.search(pattern, n) for n in notes), f"expected a note matching {pattern!r}, got {notes}"
+
+
+def output_has(pattern: str):
+    def check(d: Path, out: str) -> None:
+        import re
+
+        assert re.search(pattern, out), f"expected {pattern!r} in the output"
+    return check
+
+
+def info_json(key: str, expected) -> Callable[[Path, str], None]:
+    def check(d: Path, out: str) -> None:
+        line = next(ln for ln in out.splitlines() if ln.startswith("{"))
+        got = json.loads(line)[key]
+        assert got == expected, f"{key}: expected {expected!r}, got {got!r}"
+    return check
+
+
+CASES: list[Case] = []
+
+
+def add(*cases: Case) -> None:
+    CASES.extend(cases)
+
+
+# ==== the cases (the list is the specification) ==============================================
+# -- metadata.csv (TS2 release layout) ------------------------------------------------------------
+add(
+    Case("meta-empty-file", "metadata", "empty metadata.csv (0 bytes)", {"metadata.csv": ""}, validate(), rc=2,
+         expect=r"metadata\.csv: expected a CSV header .*got an empty file"),
+    Case("meta-header-only", "metadata", "header line only", {"metadata.csv": META_HEADER + "\n"}, validate(), rc=2,
+         expect=r"metadata\.csv: expected at least one image row"),
+    Case("meta-missing-rank", "metadata", "no `rank` column", {"metadata.csv": "id,target_prompt,file_name\n0,p,a.jpg\n"},
+         validate(), rc=2, expect=r"metadata\.csv: expected columns .*missing \['rank'\]"),
+    Case("meta-missing-id", "metadata", "no `id` column",
+         {"metadata.csv": "target_prompt,file_name,rank\np,a.jpg,0\n"}, validate(), rc=2, expect=r"missing \['id'\]"),
+    Case("meta-dup-header", "metadata", "column `rank` twice in the header",
+         {"metadata.csv": META_HEADER + ",rank\n0,p,images/a.jpg,SD,0,1\n"}, validate(), rc=2,
+         expect=r"metadata\.csv: expected each column name once, got 'rank' twice"),
+    Case("meta-not-utf8", "metadata", "Latin-1 bytes in a prompt",
+         {"metadata.csv": (META_HEADER + "\n0,caf\xe9,images/a.jpg,SD,0\n").encode("latin-1")}, validate(), rc=2,
+         expect=r"metadata\.csv: could not parse as CSV"),
+    Case("meta-binary", "metadata", "PNG bytes named metadata.csv",
+         {"metadata.csv": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))}, validate(), rc=2,
+         expect=r"metadata\.csv: (could not parse|expected columns)"),
+    Case("meta-extra-field", "metadata", "a row with one field too many",
+         {"metadata.csv": meta_csv() + "1,two cats,images/001-03.jpg,SD,3,extra,more\n"}, validate(), rc=2,
+         expect=r"metadata\.csv: could not parse as CSV"),
+    Case("meta-missing-file", "metadata", "path to a file that does not exist", {}, validate("nope/metadata.csv"), rc=2,
+         expect=r"no dataset at .*nope/metadata\.csv"),
+    Case("meta-dir-without-csv", "metadata", "a folder with neither metadata.csv nor dataset.yaml", {"x/readme.txt": "hi"},
+         validate("x"), rc=2, expect=r"expected metadata\.csv \(TS2 release\) or dataset\.yaml/json, found neither"),
+    Case("meta-fifo", "metadata", "metadata.csv is a FIFO (a read would block forever)", {}, validate(), rc=2,
+         setup=lambda d: os.mkfifo(d / "metadata.csv"), expect=r"expected a TS2 metadata\.csv at .*found none"),
+    Case("meta-symlink-loop", "metadata", "metadata.csv is a symlink loop", {}, validate(), rc=2,
+         setup=lambda d: os.symlink(d / "metadata.csv", d / "metadata.csv"), expect=r"no dataset at|found none"),
+    Case("meta-bom", "metadata", "UTF-8 byte-order mark before the header", {"metadata.csv": "\ufeff" + meta_csv()},
+         info("metadata.csv", "json=true"), rc=0, verdict="correct", check=info_json("n_images", 7)),
+    Case("meta-crlf", "metadata", "CRLF line ends", {"metadata.csv": meta_csv().replace("\n", "\r\n")},
+         info("metadata.csv", "json=true"), rc=0, verdict="correct", check=info_json("n_nodes", 7)),
+    Case("meta-padded-cells", "metadata", "ids and ranks padded with spaces (` 1 `, ` 1a`)",
+         {"metadata.csv": meta_with(1, 4, " 1a ").replace("\n1,", "\n 1 ,")}, info("metadata.csv", "json=true"), rc=0,
+         verdict="correct", check=info_json("nodes_per_level", {"0": 2, "1": 3, "2": 2})),
+    Case("meta-prompt-mismatch", "metadata", "one row of SEG 1 carries SEG 0's prompt",
+         {"metadata.csv": meta_with(5, 1, "a red cube")}, validate(), rc=0, verdict="warned",
+         expect=r"warning: SEG 1, node 1: images/001-01\.jpg: expected the SEG's prompt 'two cats'"),
+    Case("meta-dup-file-name", "metadata", "the same file_name on two rows",
+         {"metadata.csv": meta_with(2, 2, "images/000-01.jpg")}, validate(), rc=1,
+         expect=r"image id 'images/000-01\.jpg' appears 2 times \[duplicate_image\]"),
+    Case("meta-empty-file-name", "metadata", "an empty file_name cell", {"metadata.csv": meta_with(2, 2, "")}, validate(),
+         rc=2, expect=r"row 4, column 'file_name': expected an image file name, got an empty cell"),
+    Case("meta-path-dotdot", "metadata", "file_name `../../secret.jpg` (outside the dataset folder)",
+         {"metadata.csv": meta_with(2, 2, "../../secret.jpg")}, validate(), rc=2,
+         expect=r"row 4, column 'file_name': expected an image path under the image roots .*'\.\./\.\./secret\.jpg'"),
+    Case("meta-path-absolute", "metadata", "file_name `/etc/hostname` (absolute)",
+         {"metadata.csv": meta_with(2, 2, "/etc/hostname")}, validate(), rc=2,
+         expect=r"row 4, column 'file_name': expected an image path under the image roots"),
+    Case("meta-path-sneaky", "metadata", "file_name `images/../../x.jpg` (leaves the folder after folding)",
+         {"metadata.csv": meta_with(2, 2, "images/../../x.jpg")}, validate(), rc=2, expect=r"under the image roots"),
+    Case("meta-path-allowed-root", "metadata", "absolute file_name under an allowed `image_roots` folder",
+         {"metadata.csv": meta_with(2, 2, "/tmp/ts2-hostile-allowed/x.jpg")},
+         validate("metadata.csv", "image_roots=[/tmp/ts2-hostile-allowed]"), rc=0, verdict="correct",
+         expect=r"OK: 2 SEGs"),
+    Case("meta-path-inside-ok", "metadata", "file_name `images/sub/../a.jpg` (stays inside)",
+         {"metadata.csv": meta_with(2, 2, "images/sub/../a.jpg")}, validate(), rc=0, verdict="correct",
+         expect=r"OK: 2 SEGs"),
+    Case("meta-walk-bomb", "metadata", "81 rows: one SEG of 8 levels x 10 nodes (10^8 walks)",
+         {"metadata.csv": meta_csv([("0", "p", "images/0-0.jpg", "SD", "0")] + [
+             ("0", "p", f"images/0-{lv}{ch}.jpg", "SD", f"{lv}{ch}") for lv in range(1, 9) for ch in "abcdefghij"])},
+         info(), rc=0, verdict="warned", timeout=30,
+         expect=r"(?s)710 edges, 100000000 walks\n.*SEG 0: 100000000 walks \(1\.00e\+08\), over max_walks"),
+    Case("meta-single-node-seg", "metadata", "a SEG with only its error-0 image",
+         {"metadata.csv": meta_csv(BASE_META + [("2", "a dog", "images/002-00.jpg", "SD", "0")])},
+         info("metadata.csv", "json=true"), rc=0, verdict="correct", check=info_json("n_walks", 3)),
+    Case("meta-no-root", "metadata", "a SEG without an error-0 node", {"metadata.csv": meta_with(4, 4, "3")},
+         validate(), rc=1, expect=r"SEG 1: expected at least one error-0 node"),
+)
+META_IDS = [  # (cell, why) every one refused with the file and row
+    ("01", "leading zero: 01 vs 1"), ("007", "leading zeros"), ("1.0", "decimal point"), ("1e0", "exponent"),
+    ("inf", "infinity"), ("nan", "NaN"), ("99999999999999999999", "over 2^63-1"), ("-1", "sign"), ("+1", "sign"),
+    ("1_0", "digit separator"), ("\u0661", "Arabic-Indic digit one"), ("seven", "not a number"), ("", "empty"),
+    ("0x1", "hexadecimal"), ("9223372036854775808", "2^63"),
+]
+for k, (cell, why) in enumerate(META_IDS):
+    add(Case(f"meta-id-{k:02d}", "metadata", f"SEG id `{cell}` ({why})", {"metadata.csv": meta_with(5, 0, cell)},
+             validate(), rc=2, expect=r"metadata\.csv, row 7, column 'id': expected (a|an integer) SEG id"))
+add(Case("meta-id-max", "metadata", "SEG id 9223372036854775807 (2^63-1, the largest allowed)",
+         {"metadata.csv": meta_with(4, 0, "9223372036854775807").replace("\n1,", "\n9223372036854775807,")},
+         info("metadata.csv", "json=true"), rc=0, verdict="correct", check=info_json("n_segs", 2)))
+META_RANKS = [("01", "leading zero"), ("1A", "upper case"), ("1 a", "inner space"), ("02b", "leading zero"),
+              ("10A", "upper case")]
+for k, (cell, why) in enumerate(META_RANKS):
+    add(Case(f"meta-rank-{k:02d}", "metadata", f"rank `{cell}` ({why}) beside the canonical form",
+             {"metadata.csv": meta_with(5, 4, cell)}, validate(), rc=2,
+             expect=r"metadata\.csv, row 7, column 'rank': expected a node label written as digits without leading zeros"))
+for k, (cell, why) in enumerate([("x1", "letters first"), ("", "empty"), ("1.5", "decimal"), ("-1", "negative"),
+                                 ("1a!", "punctuation")]):
+    add(Case(f"meta-badrank-{k:02d}", "metadata", f"rank `{cell}` ({why})", {"metadata.csv": meta_with(5, 4, cell)},
+             validate(), rc=1, expect=r"SEG 1, node .*expected a node label like '0', '1a' or '2b'.*\[bad_label\]"))
+
+
+# -- ts2-seg/1 YAML and JSON ------------------------------------------------------------------------
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)) + "format: ts2-seg/1\nsegs: []\n"
+
+
+def nested_flow(n: int) -> str:
+    return "format: ts2-seg/1\nsegs: []\nmetadata: {x: " + "[" * n + "]" * n + "}\n"
+
+
+def yaml_case(cid, what, text, rc, expect, verdict="refused", name="d.yaml", argv=None, check=None, **kw):
+    add(Case(f"seg-{cid}", "seg-file", what, {name: text}, argv or validate(name), rc=rc, expect=expect,
+             verdict=verdict, check=check, **kw))
+
+
+yaml_case("alias-bomb", "1.3 KB YAML alias bomb (10^9 nodes once expanded)", ALIAS_BOMB, 2,
+          r"d\.yaml: expected at most \d+ YAML nodes once aliases are expanded", timeout=20)
+yaml_case("alias-many", "2,000 aliases of one small anchor",
+          "format: ts2-seg/1\nsegs: []\nmetadata:\n  a: &a 1\n  l: [" + ", ".join(["*a"] * 2000) + "]\n", 2,
+          r"d\.yaml: expected at most 1000 YAML aliases")
+yaml_case("alias-ok", "a few aliases (a legitimate use) in metadata",
+          "format: ts2-seg/1\nname: ok\nmetadata: {a: &a [1, 2], b: *a}\n" + seg_yaml().split("\n", 2)[2], 0,
+          r"OK: 2 SEGs", verdict="correct")
+for n in (100, 1000, 20000, 30000):
+    yaml_case(f"nest-flow-{n}", f"{n} nested flow sequences (`[[[...]]]`)", nested_flow(n), 2,
+              r"d\.yaml, line \d+: expected nesting of at most 64 levels", timeout=20)
+yaml_case("nest-block-30000", "30,000 nested block sequences (`- - - ...`)", "- " * 30000 + "x\n", 2,
+          r"d\.yaml, line 1: expected nesting of at most 64 levels", timeout=20)
+yaml_case("nest-mapping-5000", "5,000 nested flow mappings (`{a: {a: ...}}`)", "{a: " * 5000 + "1" + "}" * 5000, 2,
+          r"expected nesting of at most 64 levels", timeout=20)
+yaml_case("nest-json-30000", "JSON with 30,000 nested arrays", '{"format": "ts2-seg/1", "segs": [], "metadata": '
+          + "[" * 30000 + "]" * 30000 + "}", 2, r"d\.json: expected nesting of at most 64 levels, got 30001",
+          name="d.json", timeout=20)
+yaml_case("nest-json-in-yaml", "YAML file in JSON syntax with 30,000 nested arrays",
+          '# ts2-seg/1\n{"format": "ts2-seg/1", "segs": [], "x": ' + "[" * 30000 + "]" * 30000 + "}", 2,
+          r"d\.yaml: expected nesting of at most 64 levels", timeout=20)
+yaml_case("nest-json-strings", "JSON whose strings hold 10,000 brackets (not nesting)",
+          json.dumps(seg_doc(metadata={"note": "[" * 10000})), 0, r"OK: 2 SEGs", verdict="correct", name="d.json")
+yaml_case("label-octal", "`label: 010` (YAML 1.1 reads 8)", seg_yaml().replace("label: '2'", "label: 010"), 2,
+          r"SEG 0, nodes\[3\]: expected a node label .*got '010'")
+add(Case("seg-label-int", "seg-file", "`label: 10` unquoted (an int in YAML): read as the text `10`",
+         {"d.yaml": seg_yaml().replace("label: '2'", "label: 10")}, verdict="correct",
+         call=labelled("load_path(d.yaml)", lambda d: load(d / "d.yaml")["0"].nodes), value=["0", "1a", "1b", "10"]))
+yaml_case("label-float", "`label: 1.0`", seg_yaml().replace("label: '2'", "label: 1.0"), 1,
+          r"node 1\.0: expected a node label like")
+yaml_case("label-bool", "`label: yes` (YAML 1.1 reads True)", seg_yaml().replace("label: '2'", "label: yes"), 1,
+          r"node yes: expected a node label like")
+yaml_case("label-upper", "`label: 1A` beside `1a`", seg_yaml().replace("label: 1b", "label: 1A"), 2,
+          r"SEG 0, nodes\[2\]: expected a node label written as digits .*'1A'")
+yaml_case("label-padded-dup", "labels `1a` and ` 1a ` in one SEG", seg_yaml().replace("label: 1b", "label: ' 1a '"), 2,
+          r"SEG 0: node '1a' is defined twice")
+yaml_case("label-list", "`label: [1]` (a list)", seg_yaml().replace("label: 1b", "label: [1]"), 2,
+          r"SEG 0, nodes\[2\]: expected a node label like '0', '1a' or '2b', got \['1'\]|got \[")
+yaml_case("label-null", "`label: null`", seg_yaml().replace("label: 1b", "label: null"), 2,
+          r"SEG 0, nodes\[2\]: expected a node label")
+yaml_case("label-missing", "a node without `label`", seg_yaml(one_seg({"id": "a", "prompt": "p", "nodes": [
+    node("0"), {"images": [{"id": "y"}]}]})), 2, r"SEG a, nodes\[1\]: expected key 'label' in a node")
+SEG_IDS = [("'007'", "leading zeros"), ("'01'", "leading zero"), ("1.0", "float"), (".nan", "YAML NaN"),
+           ("nan", "text nan"), (".inf", "YAML infinity"), ("'1e0'", "exponent"), ("'99999999999999999999'", "over 2^63-1"),
+           ("'-0'", "negative zero"), ("''", "empty"), ("null", "null"), ("[7]", "a list"), ("{a: 1}", "a mapping"),
+           ("0o17", "YAML 1.2 octal"), ("0x1F", "hexadecimal"), ("1:30", "YAML 1.1 sexagesimal 90"), ("1_000", "digit separator")]
+for k, (val, why) in enumerate(SEG_IDS):
+    yaml_case(f"id-{k:02d}", f"SEG `id: {val}` ({why})", seg_yaml().replace("id: '1'", f"id: {val}", 1), 2,
+              r"d\.yaml: segs\[1\]: expected (a|an integer) SEG id")
+yaml_case("id-007-vs-7", "SEG ids `7` and `007` in one file",
+          seg_yaml().replace("id: '0'", "id: '7'", 1).replace("id: '1'", "id: '007'", 1), 2, r"segs\[1\]: expected a SEG id .*'007'")
+yaml_case("id-dup", "two SEGs with id `1`", seg_yaml().replace("id: '0'", "id: '1'", 1), 2,
+          r"segs\[1\]: expected unique SEG ids, got '1' again \(first at segs\[0\]\)")
+yaml_case("id-int", "`id: 7` unquoted (an int)", seg_yaml().replace("id: '1'", "id: 7", 1), 0, r"OK: 2 SEGs",
+          verdict="correct")
+add(Case("seg-id-text", "seg-file", "`id: yes` (YAML 1.1 bool): the text `yes`",
+         {"d.yaml": seg_yaml().replace("id: '1'", "id: yes", 1)}, verdict="correct",
+         call=labelled("load_path(d.yaml)", lambda d: load(d / "d.yaml").seg_ids), value=["0", "yes"]))
+yaml_case("json-id-nan", "JSON `\"id\": NaN`", json.dumps(seg_doc()).replace('"id": "1"', '"id": NaN', 1), 2,
+          r"d\.json: segs\[1\]: expected a SEG id, got nan", name="d.json")
+yaml_case("json-id-float", "JSON `\"id\": 1.0`", json.dumps(seg_doc()).replace('"id": "1"', '"id": 1.0', 1), 2,
+          r"segs\[1\]: expected a SEG id written as text or an integer, got the float 1\.0", name="d.json")
+yaml_case("json-id-bool", "JSON `\"id\": true`", json.dumps(seg_doc()).replace('"id": "1"', '"id": true', 1), 2,
+          r"segs\[1\]: expected a SEG id, got True", name="d.json")
+yaml_case("json-id-int", "JSON `\"id\": 1` (an integer)", json.dumps(seg_doc()).replace('"id": "1"', '"id": 1', 1), 0,
+          r"OK: 2 SEGs", verdict="correct", name="d.json")
+TYPOS = [("edges", "edge", "seg", "'edges'"), ("nodes", "node", "seg", "'nodes'"), ("prompt", "promt", "seg", "'prompt'"),
+         ("segs", "seg", "dataset", "'segs'"), ("images", "image", "node", "'images'"), ("label", "lable", "node", "'label'")]
+for k, (right, wrong, kind, hint) in enumerate(TYPOS):
+    doc = seg_doc()
+    target = doc if kind == "dataset" else doc["segs"][0] if kind == "seg" else doc["segs"][0]["nodes"][1]
+    if right == "edges":
+        target["edges"] = []
+    value = target.pop(right)
+    target[wrong] = value
+    if right == "segs":
+        target["segs"] = []
+    expect = (rf"unknown key '{wrong}' in a {kind} .*did you mean {hint}\?" if right != "segs" else
+              r"unknown key 'seg' in a dataset .*did you mean 'segs'\?")
+    yaml_case(f"typo-{wrong}", f"typo `{wrong}:` for `{right}:`", seg_yaml(doc), 2, expect)
+yaml_case("typo-path", "image key `pth:` for `path:`", seg_yaml().replace("- id: s0/0.png", "- id: s0/0.png\n      pth: a.png"),
+          2, r"unknown key 'pth' in a image .*did you mean 'path'\?")
+yaml_case("unknown-key", "an unknown key `colour:` in a SEG (no near match)", seg_yaml(one_seg(
+    {"id": "a", "prompt": "p", "colour": "red", "nodes": [node("0"), node("1")]})), 2,
+    r"unknown key 'colour' in a seg \(expected id, prompt, subset, nodes, edges, metadata\)\n")
+yaml_case("edge-typo-graph", "`edge:` typo on a SEG whose explicit edges differ from the convention",
+          seg_yaml(one_seg({"id": "a", "prompt": "p", "nodes": [node("0"), node("1a"), node("1b"), node("2")],
+                            "edge": [{"from": "0", "to": "1a"}, {"from": "1a", "to": "2"}, {"from": "0", "to": "1b"}]})),
+          2, r"unknown key 'edge' in a seg .*did you mean 'edges'\?")
+yaml_case("edge-from-typo", "edge key `form:` for `from:`", seg_yaml(one_seg(
+    {"id": "a", "prompt": "p", "nodes": [node("0"), node("1")], "edges": [{"form": "0", "to": "1"}]})), 2,
+    r"SEG a, edges\[0\]: unknown key 'form' in a edge .*did you mean 'from'\?")
+yaml_case("dup-key-prompt", "`prompt:` twice in one SEG",
+          "format: ts2-seg/1\nsegs:\n- id: a\n  prompt: one\n  prompt: two\n  nodes: [{label: '0', images: [{id: x}]}]\n", 2,
+          r"d\.yaml, line 5: key 'prompt' appears twice in one mapping")
+yaml_case("dup-key-segs", "`segs:` twice at the top", "format: ts2-seg/1\nsegs: []\nsegs: []\n", 2,
+          r"key 'segs' appears twice")
+yaml_case("dup-key-label", "`label:` twice in a node",
+          "format: ts2-seg/1\nsegs:\n- id: a\n  prompt: p\n  nodes:\n  - {label: '0', label: '1', images: [{id: x}]}\n", 2,
+          r"key 'label' appears twice")
+yaml_case("dup-key-json", "JSON object with `prompt` twice",
+          '{"format": "ts2-seg/1", "segs": [{"id": "a", "prompt": "x", "prompt": "y", "nodes": []}]}', 2,
+          r"d\.json: key 'prompt' appears twice in one mapping", name="d.json")
+yaml_case("dup-key-typed", "keys `1` and `'1'` in free metadata (same text)",
+          "format: ts2-seg/1\nsegs: []\nmetadata: {1: a, '1': b}\n", 2, r"key '1' appears twice")
+yaml_case("prompt-list", "a list-valued prompt", seg_yaml().replace("prompt: two cats", "prompt: [two, cats]"), 2,
+          r"SEG 1: expected text for 'prompt', got list")
+yaml_case("prompt-map", "a mapping-valued prompt", seg_yaml().replace("prompt: two cats", "prompt: {a: 1}"), 2,
+          r"SEG 1: expected text for 'prompt', got dict")
+yaml_case("prompt-null", "`prompt: null`", seg_yaml().replace("prompt: two cats", "prompt: null"), 2,
+          r"SEG 1: expected text for 'prompt', got NoneType")
+yaml_case("prompt-empty", "`prompt: ''`", seg_yaml().replace("prompt: two cats", "prompt: ''"), 1,
+          r"SEG 1: expected a non-empty prompt")
+add(Case("seg-prompt-bool", "seg-file", "`prompt: yes` (YAML 1.1 bool): kept as the text `yes`",
+         {"d.yaml": seg_yaml().replace("prompt: two cats", "prompt: yes")}, verdict="correct",
+         call=labelled("load_path(d.yaml)", lambda d: load(d / "d.yaml")["1"].prompt), value="yes"))
+yaml_case("prompt-date", "`prompt: 2024-01-01` (a YAML date): kept as written",
+          seg_yaml().replace("prompt: two cats", "prompt: 2024-01-01"), 0, r"OK: 2 SEGs", verdict="correct")
+yaml_case("prompt-binary", "`prompt: !!binary ...` (bytes)", seg_yaml().replace("prompt: two cats", "prompt: !!binary aGk="),
+          2, r"SEG 1: expected text for 'prompt', got bytes")
+yaml_case("python-tag", "`!!python/object/apply:os.system` tag", "format: ts2-seg/1\nsegs: !!python/object/apply:os.system ['true']\n",
+          2, r"d\.yaml: could not parse as YAML: could not determine a constructor")
+yaml_case("segs-missing", "no `segs:` key", "format: ts2-seg/1\nname: x\n", 2, r"expected key 'segs' in a dataset")
+yaml_case("segs-map", "`segs:` a mapping", "format: ts2-seg/1\nsegs: {a: 1}\n", 2, r"expected a list for 'segs', got dict")
+yaml_case("top-list", "the document is a list", "- 1\n- 2\n", 2, r"d\.yaml: expected a mapping \(dataset\), got list")
+yaml_case("empty-yaml", "an empty .yaml file", "", 2, r"d\.yaml: expected a mapping \(dataset\), got NoneType")
+yaml_case("comments-only", "only comments", "# nothing\n# here\n", 2, r"expected a mapping \(dataset\), got NoneType")
+yaml_case("format-other", "`format: ts2-seg/2`", seg_yaml().replace("ts2-seg/1", "ts2-seg/2"), 2,
+          r"expected format 'ts2-seg/1', got 'ts2-seg/2'")
+yaml_case("tab-indent", "tab indentation (invalid YAML)", "format: ts2-seg/1\nsegs:\n\t- id: a\n", 2, r"could not parse as YAML")
+yaml_case("not-utf8", "Latin-1 bytes", ("format: ts2-seg/1\nname: caf\xe9\nsegs: []\n").encode("latin-1"), 2,
+          r"d\.yaml: expected UTF-8 text, got an undecodable byte at offset 27")
+yaml_case("json-trailing-comma", "JSON with a trailing comma", '{"format": "ts2-seg/1", "segs": [],}', 2,
+          r"d\.json: could not parse as JSON", name="d.json")
+yaml_case("json-top-string", "JSON document that is a string", '"hello"', 2, r"expected a mapping \(dataset\), got str",
+          name="d.json")
+yaml_case("nodes-map", "`nodes:` a mapping", seg_yaml(one_seg({"id": "a", "prompt": "p", "nodes": {"0": 1}})), 2,
+          r"SEG a: expected a list for 'nodes', got dict")
+yaml_case("images-string", "`images:` a string", seg_yaml(one_seg({"id": "a", "prompt": "p", "nodes": [
+    {"label": "0", "images": "x.png"}]})), 2, r"SEG a, node 0: expected a list for 'images', got str")
+yaml_case("image-no-id", "an image without `id`", seg_yaml(one_seg({"id": "a", "prompt": "p", "nodes": [
+    {"label": "0", "images": [{"path": "x.png"}]}]})), 2, r"SEG a, node 0, images\[0\]: expected key 'id' in a image")
+yaml_case("image-id-float", "image `id: 1.5` (YAML float): kept as text",
+          seg_yaml(one_seg({"id": "a", "prompt": "p", "nodes": [node("0"), node("1")]})).replace("id: 0-x", "id: 1.5"), 0,
+          r"OK: 1 SEGs", verdict="correct")
+yaml_case("errors-string", "node `errors:` a string", seg_yaml(one_seg({"id": "a", "prompt": "p", "nodes": [
+    {"label": "0", "errors": "none", "images": [{"id": "x"}]}]})), 2, r"expected a list for 'errors', got str")
+yaml_case("edges-map", "`edges:` a mapping", seg_yaml(one_seg({"id": "a", "prompt": "p", "nodes": [node("0"), node("1")],
+                                                                "edges": {"0": "1"}})), 2, r"SEG a: expected a list for 'edges'")
+yaml_case("edges-empty", "`edges: []` (no edge: node 1 unreachable)", seg_yaml(one_seg(
+    {"id": "a", "prompt": "p", "nodes": [node("0"), node("1")], "edges": []})), 1, r"SEG a, node 1: node is not reachable")
+yaml_case("edges-null", "`edges: null` (the TS2 convention)", seg_yaml(one_seg(
+    {"id": "a", "prompt": "p", "nodes": [node("0"), node("1")], "edges": None})), 0, r"OK: 1 SEGs", verdict="correct")
+yaml_case("edge-unknown-node", "an edge to an undefined node", seg_yaml(one_seg(
+    {"id": "a", "prompt": "p", "nodes": [node("0"), node("1")], "edges": [{"from": "0", "to": "1"}, {"from": "1", "to": "2"}]})),
+    1, r"SEG a, node 2: an edge names this node, but the SEG defines no such node")
+yaml_case("edge-cycle", "a cycle 1 -> 2 -> 1", seg_yaml(one_seg(
+    {"id": "a", "prompt": "p", "nodes": [node("0"), node("1"), node("2")],
+     "edges": [{"from": "0", "to": "1"}, {"from": "1", "to": "2"}, {"from": "2", "to": "1"}]})), 1,
+    r"cycle through nodes 1 -> 2 -> 1")
+yaml_case("edge-label-octal", "edge `to: 010`", seg_yaml(one_seg(
+    {"id": "a", "prompt": "p", "nodes": [node("0"), node("1")], "edges": [{"from": "0", "to": "1"}]})).replace("to: '1'", "to: 010"),
+    2, r"SEG a, edges\[0\], 'to': expected a node label written as digits without leading zeros.*'010'")
+yaml_case("dup-image-id", "one image id in two SEGs", seg_yaml().replace("s1/0.png", "s0/0.png"), 1,
+          r"image id 's0/0\.png' is also used by SEG 0")
+yaml_case("image-path-dotdot", "image `path: ../../etc/passwd`", seg_yaml().replace(
+    "- id: s0/0.png", "- id: s0/0.png\n      path: ../../etc/passwd"), 2,
+    r"SEG 0, node 0, images\[0\]: expected an image path under the image roots")
+yaml_case("image-path-abs", "image `path: /etc/passwd`", seg_yaml().replace(
+    "- id: s0/0.png", "- id: s0/0.png\n      path: /etc/passwd"), 2, r"expected an image path under the image roots")
+yaml_case("image-path-nul", "image path with a NUL byte (JSON)", json.dumps(seg_doc()).replace(
+    '{"id": "s0/0.png"}', '{"id": "s0/0.png", "path": "a\\u0000b.png"}'), 2, r"got one with a NUL byte", name="d.json")
+yaml_case("image-path-root-ok", "absolute image path under an allowed image root", seg_yaml().replace(
+    "- id: s0/0.png", "- id: s0/0.png\n      path: /tmp/ts2-hostile-allowed/a.png"), 0, r"OK: 2 SEGs", verdict="correct",
+    argv=validate("d.yaml", "image_roots=[/tmp/ts2-hostile-allowed]"))
+yaml_case("json-in-yaml-ok", "a .yaml file in JSON syntax after a comment", "# big set\n" + json.dumps(seg_doc()), 0,
+          r"OK: 2 SEGs", verdict="correct")
+yaml_case("yml-suffix", "a .yml file", seg_yaml(), 0, r"OK: 2 SEGs", verdict="correct", name="d.yml")
+yaml_case("bad-suffix", "a .txt dataset file", seg_yaml(), 2, r"expected a \.csv .* or \.yaml/\.yml/\.json .* got '\.txt'",
+          name="d.txt")
+yaml_case("unicode-ids", "non-ASCII SEG ids and labels-free text (`café`, emoji prompt)",
+          seg_yaml().replace("id: '1'", "id: café", 1).replace("prompt: two cats", "prompt: 'two cats \U0001f408'"), 0,
+          r"OK: 2 SEGs", verdict="correct")
+yaml_case("big-prompt", "a 1 MB prompt", seg_yaml().replace("prompt: two cats", "prompt: " + "a" * 1_000_000), 0,
+          r"OK: 2 SEGs", verdict="correct")
+yaml_case("walk-bomb-yaml", "one SEG of 8 levels x 10 nodes (10^8 walks)", seg_yaml(one_seg(
+    {"id": "big", "prompt": "p", "nodes": [node("0")] + [node(f"{lv}{ch}") for lv in range(1, 9) for ch in "abcdefghij"]})),
+    0, r"SEG big: 100000000 walks \(1\.00e\+08\), over max_walks", verdict="warned", argv=info("d.yaml"), timeout=30)
+
+
+# -- score tables (ts2 analyze) ----------------------------------------------------------------------
+def score_case(cid, what, text, rc, expect="", verdict="refused", check=None, name="scores.csv", extra=(), files=None,
+               **kw):
+    add(Case(f"scores-{cid}", "scores", what, {name: text, **(files or {})}, analyze(name, *extra), rc=rc, expect=expect,
+             verdict=verdict, check=check, **kw))
+
+
+BASE = scores_csv()
+score_case("clean", "the clean two-metric table (reference for the value checks)", BASE, 0, verdict="correct",
+           check=same_as_clean("clip"))
+score_case("metric-score-wide", "wide table whose metric columns are named `metric` and `score`",
+           scores_csv({"metric": BASE_SCORES["clip"], "score": BASE_SCORES["tifa"]}), 0, verdict="correct",
+           check=same_as_clean("metric", scores_csv({"metric": BASE_SCORES["clip"], "score": BASE_SCORES["tifa"]})))
+score_case("metric-score-ambiguous", "`metric` (names) and `score` plus another numeric column `clip`",
+           "seg_id,file_name,node,metric,score,clip\n0,a,0,m,0.5,0.1\n0,b,1,m,0.4,0.2\n", 2,
+           r"scores\.csv: ambiguous score table: .*columns \['clip'\] look like scores of a wide table")
+LONG = "seg_id,file_name,node,metric,score\n" + "".join(
+    f"{r[0]},{r[2]},{r[4]},clip,{BASE_SCORES['clip'][i]}\n" for i, r in enumerate(BASE_META))
+score_case("long-ok", "a proper long table (`metric`, `score`)", LONG, 0, verdict="correct", check=same_as_clean("clip"))
+score_case("long-no-file-name", "long table without `file_name`", "seg_id,node,metric,score\n0,0,m,0.5\n0,1,m,0.4\n", 2,
+           r"a long score table needs a 'file_name' column")
+score_case("long-dup", "long table with one (file_name, metric) twice", LONG + "0,images/000-00.jpg,0,clip,0.1\n", 2,
+           r"expected one score per \(file_name, metric\)")
+score_case("long-hib-both", "long table: `higher_is_better` true and false for one metric",
+           "seg_id,file_name,node,metric,score,higher_is_better\n0,a,0,m,0.5,true\n0,b,1,m,0.4,false\n", 2,
+           r"metric 'm': expected one higher_is_better value, got both")
+score_case("long-hib-junk", "long table: `higher_is_better` = maybe",
+           "seg_id,file_name,node,metric,score,higher_is_better\n0,a,0,m,0.5,maybe\n0,b,1,m,0.4,maybe\n", 2,
+           r"expected true/false in column 'higher_is_better', got 'maybe'")
+for col in ("status", "level", "error", "source", "index"):
+    score_case(f"descriptive-{col}", f"a numeric column named `{col}` beside the metrics",
+               scores_csv({**BASE_SCORES, col: BASE_SCORES["tifa"]}), 0, r"column\(s\) \['" + col +
+               r"'\] hold only numbers but are descriptive names .* pass metrics=\[\.\.\.\]", verdict="warned",
+               check=same_as_clean("clip"))
+score_case("descriptive-selected", "`metrics=[level]` analyses a numeric `level` column as a metric",
+           scores_csv({"clip": BASE_SCORES["clip"], "level": BASE_SCORES["clip"]}), 0, verdict="correct",
+           extra=("metrics=[level]",), check=lambda d, out: close(value_of(d, "level"), 1.0))
+score_case("dup-header", "the header names `random` twice (pandas would read `random.1`)",
+           scores_csv({"random": BASE_SCORES["clip"], "clip": BASE_SCORES["tifa"]}).replace(",clip\n", ",random\n", 1), 2,
+           r"scores\.csv: expected each column name once, got 'random' twice")
+score_case("space-header", "the header names `random` and ` random`",
+           scores_csv({"random": BASE_SCORES["clip"], "clip": BASE_SCORES["tifa"]}).replace(",clip\n", ", random\n", 1), 2,
+           r"got 'random' twice \('random' and ' random' differ only by spaces\)")
+score_case("dup-seg-id-col", "the header names `seg_id` twice", BASE.replace("seg_id,file_name", "seg_id,seg_id", 1), 2,
+           r"got 'seg_id' twice")
+score_case("quoted-numbers", "every score quoted (`\"0.5\"`)", scores_csv({m: [f'"{v}"' for v in vs] for m, vs in BASE_SCORES.items()}),
+           0, verdict="correct", check=same_as_clean("clip"))
+score_case("stray-quote-end", "a stray closing quote (`0.5\"`)",
+           scores_csv({"clip": [f'{v}"' if i == 2 else v for i, v in enumerate(BASE_SCORES["clip"])], "tifa": BASE_SCORES["tifa"]}),
+           0, verdict="correct", check=same_as_clean("clip"))
+score_case("stray-quote-start", "a stray opening quote (`\"0.5`, swallowing the next lines in a CSV parser)",
+           scores_csv({"clip": [f'"{v}' if i == 2 else v for i, v in enumerate(BASE_SCORES["clip"])], "tifa": BASE_SCORES["tifa"]}),
+           0, r"unbalanced quotes: read line by line", verdict="warned", check=same_as_clean("clip"))
+score_case("stray-quote-fields", "a stray quote and a row with a field too many", scores_csv().replace(
+    "0.6,", '"0.6,', 1) + "1,x,2,0.1,0.2,0.3\n", 2, r"scores\.csv, row \d+: expected 5 fields, got 6")
+VIE = [0.9, 0.6, -1, 0.2, 0.8, 0.5, 0.1]
+score_case("viescore-sentinel", "VIEScore's parse-failure code -1 in column `viescore`",
+           scores_csv({"viescore": VIE, "clip": BASE_SCORES["clip"]}), 0,
+           r"metric 'viescore': 1 cell\(s\) hold the failure code\(s\) \[-1\.0\] .* read as missing", verdict="warned",
+           check=lambda d, out: note_in_analysis_json(d, r"metric 'viescore': 1 cell\(s\) hold the failure code"))
+score_case("viescore-all-sentinel", "every `viescore` cell is -1", scores_csv({"viescore": [-1] * 7, "clip": BASE_SCORES["clip"]}),
+           0, r"(?s)(?=.*7 cell\(s\) hold the failure code)(?=.*metric 'viescore' has no score at all)", verdict="warned")
+score_case("other-minus-one", "-1 in a metric that declares no sentinel stays a score",
+           scores_csv({"clip": [-1 if i == 2 else v for i, v in enumerate(BASE_SCORES["clip"])]}), 0, verdict="correct",
+           check=same_as_clean("clip", scores_csv({"clip": [-1 if i == 2 else v for i, v in enumerate(BASE_SCORES["clip"])]})))
+SCORE_IDS = [("007", "leading zeros"), ("01", "leading zero"), ("1.0", "decimal point"), ("1e0", "exponent"),
+             ("inf", "infinity"), ("nan", "NaN"), ("-1", "sign"), ("99999999999999999999", "over 2^63-1"), ("", "empty")]
+for k, (cell, why) in enumerate(SCORE_IDS):
+    ids = [r[0] for r in BASE_META]
+    ids[5] = cell
+    score_case(f"seg-id-{k:02d}", f"seg_id `{cell}` ({why}), no dataset", scores_csv(seg_ids=ids), 2,
+               r"scores\.csv, row 7, column 'seg_id': expected a (SEG id|value)")
+ids = [r[0] for r in BASE_META]
+ids[4:] = ["7", "007", "7"]
+score_case("seg-id-007-vs-7", "seg_ids `7` and `007` in one table, no dataset", scores_csv(seg_ids=ids), 2,
+           r"row 7, column 'seg_id': expected a SEG id written as a plain integer .*'007'")
+for k, (cell, why) in enumerate([("01", "leading zero"), ("1A", "upper case"), ("x1", "letters first"), ("", "empty"),
+                                 ("1.5", "decimal")]):
+    nodes = [r[4] for r in BASE_META]
+    nodes[5] = cell
+    score_case(f"node-{k:02d}", f"node `{cell}` ({why}), no dataset", scores_csv(nodes=nodes), 2,
+               r"scores\.csv, row 7, column 'node': expected (a node label|a value)")
+for k, (cell, msg) in enumerate([("abc", "expected a number, got 'abc'"), ("inf", "expected a finite number, got inf"),
+                                 ("-inf", "expected a finite number, got -inf"), ("True", "expected a number, got 'True'"),
+                                 ("0.5.1", "expected a number"), ("1,5", "expected 5 fields|could not read")]):
+    vals = list(BASE_SCORES["clip"])
+    vals[3] = cell
+    score_case(f"cell-{k:02d}", f"score cell `{cell}`", scores_csv({"clip": vals, "tifa": BASE_SCORES["tifa"]}), 2,
+               r"scores\.csv(, row 5, column 'clip')?: " + msg if k < 5 else msg)
+for k, tok in enumerate(["", "nan", "NA", "null", "None"]):
+    vals = list(BASE_SCORES["clip"])
+    vals[3] = tok
+    score_case(f"missing-{k}", f"missing score written `{tok or '(empty)'}`", scores_csv({"clip": vals}), 0, verdict="correct",
+               check=same_as_clean("clip", scores_csv({"clip": vals})))
+score_case("all-missing", "a metric with no score at all", scores_csv({"clip": BASE_SCORES["clip"], "empty": [""] * 7}), 0,
+           r"metric 'empty' has no score at all", verdict="warned")
+score_case("empty-file", "an empty score file", "", 2, r"scores\.csv: expected a header row .*got an empty file")
+score_case("header-only", "header only, no rows", "seg_id,file_name,node,clip\n", 2,
+           r"scores\.csv: expected at least one row of scores, got only the header")
+score_case("no-node", "no `node` column", "seg_id,file_name,clip\n0,a,0.5\n", 2,
+           r"expected columns 'seg_id' and 'node' \(one row per image\), missing \['node'\]")
+score_case("no-metric", "no metric column", "seg_id,file_name,node\n0,a,0\n", 2, r"expected at least one metric column")
+score_case("dup-file-name", "one file_name twice", BASE.replace("images/000-01.jpg", "images/000-00.jpg"), 2,
+           r"expected each file_name once, got 'images/000-00\.jpg' 2 times")
+score_case("not-utf8", "Latin-1 bytes in a cell", (BASE + "1,caf\xe9.jpg,2,0.1,0.2\n").encode("latin-1"), 2,
+           r"scores\.csv: could not read as a csv table")
+score_case("binary", "PNG bytes named scores.csv", b"\x89PNG\r\n\x1a\n" + bytes(range(256)), 2, r"scores\.csv")
+score_case("missing-file", "scores= a file that does not exist", None, 2, r"expected a score table at .*found none",
+           name="other.csv")
+score_case("bad-suffix", "a .xlsx score file", "x", 2, r"expected a \.csv, \.tsv, \.parquet, \.json or \.jsonl score table",
+           name="s.xlsx")
+score_case("tsv", "a TSV table", BASE.replace(",", "\t"), 0, verdict="correct", check=same_as_clean("clip"), name="s.tsv")
+score_case("jsonl", "a JSONL table", "".join(json.dumps({"seg_id": r[0], "file_name": r[2], "node": r[4],
+                                                         "clip": BASE_SCORES["clip"][i]}) + "\n" for i, r in enumerate(BASE_META)),
+           0, verdict="correct", check=same_as_clean("clip", scores_csv({"clip": BASE_SCORES["clip"]})), name="s.jsonl")
+score_case("json-int-ids", "JSON with integer seg_ids", json.dumps([{"seg_id": int(r[0]), "file_name": r[2], "node": r[4],
+                                                                     "clip": BASE_SCORES["clip"][i]} for i, r in enumerate(BASE_META)]),
+           0, verdict="correct", check=same_as_clean("clip", scores_csv({"clip": BASE_SCORES["clip"]})), name="s.json")
+score_case("unknown-metric", "`metrics=[vqa]` not in the table", BASE, 2, r"expected metrics among \['clip', 'tifa'\], got unknown \['vqa'\]",
+           extra=("metrics=[vqa]",))
+score_case("unknown-lower", "`lower_is_better=[vqa]` not in the table", BASE, 2, r"lower_is_better names \['vqa'\]",
+           extra=("lower_is_better=[vqa]",))
+score_case("aliases", "TS2 names `id`/`rank` for seg_id/node", BASE.replace("seg_id,file_name,node", "id,file_name,rank", 1), 0,
+           verdict="correct", check=same_as_clean("clip"))
+score_case("unnamed-index", "a pandas index column (blank header, read as `Unnamed: 0`)",
+           "".join(("" if i == 0 else str(i - 1)) + "," + line + "\n" for i, line in enumerate(BASE.splitlines())),
+           0, verdict="correct", check=same_as_clean("clip"))
+score_case("walk-bomb", "one SEG of 8 levels x 10 nodes (10^8 walks)", "seg_id,file_name,node,m\n0,f0,0,0.5\n" + "".join(
+    f"0,f{lv}{ch},{lv}{ch},{(lv * 10 + i) / 100}\n" for lv in range(1, 9) for i, ch in enumerate("abcdefghij")) +
+    "1,g0,0,0.9\n1,g1,1,0.5\n1,g2,2,0.1\n", 0, r"SEG 0: 100000000 walks over the present levels.*over max_walks=1000000",
+    verdict="warned", timeout=60, check=lambda d, out: close(value_of(d, "m"), 1.0))
+score_case("join-no-match", "joined to a dataset, no file_name matches", scores_csv(files=[f"x{i}.jpg" for i in range(7)]), 2,
+           r"no file_name matches an image id of dataset", files={"metadata.csv": meta_csv()}, extra=("path={d}/metadata.csv",))
+score_case("join-partial", "joined to a dataset, one row unknown", BASE + "1,images/999-00.jpg,2,0.5,0.5\n", 0,
+           r"1 row\(s\) of .*scores\.csv name images that are not in dataset", verdict="warned",
+           files={"metadata.csv": meta_csv()}, extra=("path={d}/metadata.csv",), check=same_as_clean("clip"))
+score_case("join-disagree", "joined to a dataset, a row's node differs from the dataset's",
+           scores_csv(nodes=["0", "1a", "1b", "2", "0", "2", "2"]), 0, r"1 row\(s\) of .* give a seg_id/node that differs",
+           verdict="warned", files={"metadata.csv": meta_csv()}, extra=("path={d}/metadata.csv",), check=same_as_clean("clip"))
+score_case("scores-dir", "scores= a folder", None, 2, r"expected a score table at .*found none", name="adir",
+           setup=lambda d: (d / "adir").mkdir())
+score_case("scores-fifo", "scores= a FIFO", None, 2, r"expected a score table at .*found none", name="fifo.csv",
+           setup=lambda d: os.mkfifo(d / "fifo.csv"))
+
+
+# -- Hydra overrides (only the ones handled in main today; see docs/reliability.md for the rest) -----
+def override_case(cid, what, extra, rc, expect, verdict="refused", check=None, files=None):
+    add(Case(f"override-{cid}", "overrides", what, {"scores.csv": scores_csv(), **(files or {})}, analyze("scores.csv", *extra),
+             rc=rc, expect=expect, verdict=verdict, check=check))
+
+
+override_case("unknown-key", "`foo=1` (no such option)", ("foo=1",), 2, r"unknown key 'foo' for ts2 analyze; see `ts2 analyze --help`")
+override_case("bad-grammar", "`a==b` (override grammar)", ("a==b",), 2, r"ts2 analyze: Error parsing override 'a==b'")
+override_case("unclosed-list", "`metrics=[clip` (unclosed list)", ("metrics=[clip",), 2, r"ts2 analyze: no viable alternative at input '\[clip'")
+override_case("unknown-protocol", "`protocol=nope` (no such config)", ("protocol=nope",), 2,
+              r"unknown option 'nope' for the config group 'protocol'; expected one of \['graph', 'paper'\]")
+override_case("unknown-dataset", "`dataset=nope` (no such config)", ("dataset=nope",), 2,
+              r"unknown option 'nope' for the config group 'dataset'; expected one of")
+override_case("subsets", "`subsets=bogus`", ("subsets=bogus",), 2, r"subsets=bogus: expected one of auto, dataset, column, ts2, none, got 'bogus'")
+override_case("subsets-column", "`subsets=column` without a subset column", ("subsets=column",), 2,
+              r"subsets=column expects a 'subset' column")
+override_case("meta-metric", "`meta_metrics=[bogus]`", ("meta_metrics=[bogus]",), 2, r"expected a meta-metric among \['rank'")
+override_case("compare-one", "`compare=[clip]` (one name)", ("compare=[clip]",), 2, r"expected compare=\[metric_a,metric_b\]")
+override_case("compare-unknown", "`compare=[clip,nope]`", ("compare=[clip,nope]",), 2, r"expected metrics among \['clip', 'tifa'\], got 'nope'")
+override_case("protocols-dup", "`protocols=[paper,paper]`", ("protocols=[paper,paper]",), 2, r"expected distinct protocol names")
+override_case("confidence-range", "`confidence=2` (with a bootstrap)", ("confidence=2", "bootstrap=10"), 2, r"confidence=2: expected a number > 0 and < 1, got 2")
+override_case("bootstrap-negative", "`bootstrap=-1`", ("bootstrap=-1",), 2, r"bootstrap=-1: expected an integer >= 0, got -1")
+override_case("max-walks-text", "`max_walks=abc`", ("max_walks=abc",), 2, r"expected max_walks to be a positive integer or null, got 'abc'")
+override_case("max-walks-zero", "`max_walks=0`", ("max_walks=0",), 2, r"expected max_walks to be a positive integer or null, got 0")
+override_case("max-walks-null", "`max_walks=null` (no limit)", ("max_walks=null",), 0, "", verdict="correct",
+              check=same_as_clean("clip"))
+override_case("max-walks-small", "`max_walks=1`: SEG 0 (2 walks) is named and left out", ("max_walks=1",), 0,
+              r"SEG 0: 2 walks over the present levels, 2 over its graph; over max_walks=1", verdict="warned",
+              check=lambda d, out: close(value_of(d, "clip", "rank"), 1.0))
+override_case("image-roots-int", "`image_roots=5` with a dataset", ("image_roots=5", "path={d}/metadata.csv"), 2,
+              r"expected image_roots to be a folder or a list of folders, got 5", files={"metadata.csv": meta_csv()})
+override_case("metrics-empty", "`metrics=[]` (all metrics)", ("metrics=[]",), 0, "", verdict="correct",
+              check=same_as_clean("tifa"))
+override_case("human-missing", "`human=` a file that does not exist", ("human={d}/nope.csv",), 2,
+              r"expected a human-judgment file .* at .*nope\.csv, found none")
+for opt, val, msg in [("permutations", "-5", r"expected an integer >= 1, got -5"), ("permutations", "0", r"expected an integer >= 1, got 0"),
+                      ("seed", "abc", r"expected an integer >= 0, got 'abc'"), ("bootstrap", "abc", r"expected an integer >= 0, got 'abc'"),
+                      ("confidence", "abc", r"expected a number > 0 and < 1, got 'abc'")]:
+    override_case(f"{opt}-{val}", f"`{opt}={val}`", (f"{opt}={val}",), 2, rf"ts2 analyze: {opt}={val}: {msg}")
+add(Case("override-n-segs-text", "overrides", "`ts2 data make-synthetic n_segs=abc`", {},
+         ("data", "make-synthetic", "n_segs=abc", "out={d}/syn"), rc=2, expect=r"ts2 data: n_segs=abc: expected an integer >= 1, got 'abc'"),
+    Case("override-json-maybe", "overrides", "`ts2 data info json=maybe`", {"metadata.csv": meta_csv()},
+         info("metadata.csv", "json=maybe"), rc=2, expect=r"ts2 data: json=maybe: expected true or false, got 'maybe'"))
+add(Case("override-data-max-walks", "overrides", "`ts2 data info max_walks=abc`", {"metadata.csv": meta_csv()},
+         info("metadata.csv", "max_walks=abc"), rc=2, expect=r"expected max_walks to be a positive integer or null"),
+    Case("override-data-image-roots", "overrides", "`ts2 data validate image_roots={a: 1}` (a mapping)",
+         {"metadata.csv": meta_csv()}, validate("metadata.csv", "image_roots={a:1}"), rc=2,
+         expect=r"expected image_roots to be a folder or a list of folders"),
+    Case("override-no-action", "overrides", "`ts2 data` without an action", {}, ("data",), rc=2,
+         expect=r"ts2 data: expected an action, one of \['info', 'validate', 'make-synthetic'\]"),
+    Case("override-bad-action", "overrides", "`ts2 data explode`", {}, ("data", "explode"), rc=2,
+         expect=r"unknown action 'explode'"),
+    Case("override-bad-command", "overrides", "`ts2 frobnicate`", {}, ("frobnicate",), rc=2,
+         expect=r"ts2: unknown command 'frobnicate'"))
+
+# -- environment faults ---------------------------------------------------------------------------
+add(Case("env-output-dir-devnull", "environment", "`output_dir=/dev/null` (a device)", {"scores.csv": scores_csv()},
+         ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir=/dev/null"), rc=2,
+         expect=r"ts2 analyze: cannot create output_dir /dev/null \(/dev/null: Not a directory\)"),
+    Case("env-output-dir-file", "environment", "`output_dir` is an existing regular file", {"scores.csv": scores_csv(), "f": "x"},
+         ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir={d}/f"), rc=2,
+         expect=r"cannot create output_dir .*/f \(.*/f: Not a directory\)"),
+    Case("env-output-dir-under-file", "environment", "`output_dir` below a regular file", {"scores.csv": scores_csv(), "f": "x"},
+         ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir={d}/f/sub"), rc=2,
+         expect=r"cannot create output_dir .*/f/sub \(.*/f: Not a directory\)"),
+    Case("env-output-dir-proc", "environment", "`output_dir` under /proc", {"scores.csv": scores_csv()},
+         ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0", "output_dir=/proc/ts2-x"), rc=2,
+         expect=r"cannot create output_dir /proc/ts2-x \(/proc: No such file or directory\)"),
+    Case("env-no-home", "environment", "HOME unset", {"metadata.csv": meta_csv()}, validate(), rc=0, verdict="correct",
+         expect=r"OK: 2 SEGs", env={"HOME": None}),
+    Case("env-c-locale", "environment", "LC_ALL=C with a non-ASCII prompt", {"m/metadata.csv": meta_with(0, 1, "un cube rouge é")},
+         validate("m/metadata.csv"), rc=0, verdict="warned", expect=r"expected the SEG's prompt 'a red cube', got 'un cube rouge é'",
+         env={"LC_ALL": "C", "LANG": "C"}),
+    Case("env-cache-dir-unset", "environment", "TS2_CACHE_DIR unset: `data validate` needs no cache",
+         {"metadata.csv": meta_csv()}, validate(), rc=0, verdict="correct", expect=r"OK: 2 SEGs",
+         env={"TS2_CACHE_DIR": "{d}/nonexistent/cache"}),
+    Case("env-scores-symlink-loop", "environment", "scores= a symlink loop", {}, analyze("loop.csv"), rc=2,
+         expect=r"expected a score table at .*loop\.csv, found none",
+         setup=lambda d: os.symlink(d / "loop.csv", d / "loop.csv")),
+    Case("env-scores-devzero", "environment", "scores= a symlink to /dev/zero", {}, analyze("zero.csv"), rc=2,
+         expect=r"expected a score table at .*zero\.csv, found none", setup=lambda d: os.symlink("/dev/zero", d / "zero.csv"),
+         timeout=20),
+    Case("env-dataset-devzero", "environment", "path= a dataset.yaml symlinked to /dev/zero", {}, validate("z.yaml"), rc=2,
+         expect=r"expected a SEG file \(\.yaml/\.json\) at .*z\.yaml, found none",
+         setup=lambda d: os.symlink("/dev/zero", d / "z.yaml"), timeout=20),
+    Case("env-dataset-fifo", "environment", "path= a dataset.yaml that is a FIFO", {}, validate("f.yaml"), rc=2,
+         expect=r"expected a SEG file .* found none", setup=lambda d: os.mkfifo(d / "f.yaml"), timeout=20))
+
+
+# -- image files (ts2 score with an exact pixel-mean metric, tests/tiny_models.py) -----------------
+def _png(path: Path, mode: str = "RGB", size=(8, 8), fmt: str | None = None, **kw) -> None:
+    from PIL import Image
+
+    colour = {"RGB": (100, 50, 20), "RGBA": (100, 50, 20, 128), "CMYK": (10, 20, 30, 40), "I;16": 30000}.get(mode, 100)
+    Image.new(mode, size, colour).save(path, format=fmt, **kw)
+
+
+def image_dataset(hostile: str, make: Callable[[Path], None] | None):
+    """setup: 10 good 8x8 images in a chain of nodes 0..9, plus the hostile image in node 3."""
+    def setup(d: Path) -> None:
+        import yaml
+
+        for i in range(10):
+            _png(d / f"g{i}.png")
+        if make is not None:
+            make(d / hostile)
+        nodes = [{"label": str(i), "images": [{"id": f"g{i}.png", "path": f"g{i}.png"}]} for i in range(10)]
+        nodes[3]["images"].append({"id": hostile, "path": hostile})
+        (d / "d.yaml").write_text(yaml.safe_dump({"format": "ts2-seg/1", "segs": [{"id": "a", "prompt": "p", "nodes": nodes}]}))
+    return setup
+
+
+SCORE = ("score", "path={d}/d.yaml", "~metric", "+metrics.fake={_target_:tiny_models.PixelMeanMetric,name:fake}",
+         "device=cpu", "progress=false", "num_workers=0", "max_failure_share=0.5", "cache_dir={d}/cache", "output_dir={d}/out")
+
+
+def scored(hostile: str, finite: bool):
+    """check: the 10 good images are scored exactly (mean 100/50/20 -> 56.67/255 + 1/1000) and the
+    hostile one has a score (finite) or an empty cell (failed)."""
+    def check(d: Path, out: str) -> None:
+        import numpy as np
+        import pandas as pd
+
+        t = pd.read_csv(d / "out" / "scores.csv", dtype={"file_name": str})
+        good = t[t.file_name.str.startswith("g")]["fake"].to_numpy()
+        assert len(good) == 10 and np.allclose(good, (100 + 50 + 20) / 3 / 255 + 1 / 1000), good
+        cell = t.loc[t.file_name == hostile, "fake"]
+        assert len(cell) == 1 and (np.isfinite(cell.iloc[0]) if finite else np.isnan(cell.iloc[0])), cell
+    return check
+
+
+def image_case(cid, what, hostile, make, verdict, expect=""):
+    add(Case(f"image-{cid}", "images", what, {}, SCORE, rc=0, verdict=verdict, expect=expect,
+             setup=image_dataset(hostile, make), check=scored(hostile, verdict == "correct"), timeout=120))
+
+
+FAILED = r"fake: 1 of 11 item\(s\) failed \(first: {}: "
+image_case("corrupt", "PNG signature then random bytes", "corrupt.png",
+           lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(200))), "warned",
+           FAILED.format("corrupt.png") + r".*expected a readable image file")
+image_case("zero-byte", "a 0-byte .png", "zero.png", lambda p: p.write_bytes(b""), "warned",
+           FAILED.format("zero.png") + r".*expected a readable image file")
+image_case("text", "a text file named .png", "text.png", lambda p: p.write_text("hello"), "warned",
+           FAILED.format("text.png") + r".*expected a readable image file")
+image_case("truncated", "a PNG cut in half", "trunc.png",
+           lambda p: (_png(p), p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])), "warned",
+           FAILED.format("trunc.png"))
+image_case("directory", "a folder named x.png", "adir.png", lambda p: p.mkdir(), "warned", FAILED.format("adir.png"))
+image_case("missing", "an image file that does not exist", "missing.png", None, "warned",
+           FAILED.format("missing.png") + r"missing image file: expected a file at .*missing\.png, found none")
+image_case("outside-link", "a symlink inside the folder to a text file outside it", "outlink.png",
+           lambda p: os.symlink("/etc/hostname", p), "warned", FAILED.format("outlink.png"))
+for cid, mode, name, kw in [("gray16", "I;16", "i16.png", {}), ("rgba", "RGBA", "rgba.png", {}), ("palette", "P", "p.png", {}),
+                            ("cmyk-jpeg", "CMYK", "cmyk.jpg", {}), ("png-named-jpg", "RGB", "pngjpg.jpg", {"fmt": "PNG"}),
+                            ("one-pixel", "RGB", "one.png", {"size": (1, 1)}), ("webp", "RGB", "w.webp", {}),
+                            ("tiff", "RGB", "t.tif", {}), ("bmp", "RGB", "b.bmp", {}), ("gray", "L", "l.png", {})]:
+    image_case(cid, f"a valid but unusual image: {cid}", name, lambda p, mode=mode, kw=kw: _png(p, mode, **kw), "correct")
+image_case("animated-gif", "an animated GIF (first frame scored)", "anim.gif",
+           lambda p: __import__("PIL.Image").Image.new("P", (8, 8)).save(
+               p, save_all=True, append_images=[__import__("PIL.Image").Image.new("P", (8, 8), 3)]), "correct")
+
+
+def markdown_table() -> str:
+    """The docs table: one row per case."""
+    rows = ["| # | area | input | command | exit | verdict |", "|---:|---|---|---|---:|---|"]
+    for i, c in enumerate(CASES, 1):
+        what = c.what.replace("|", "\\|")
+        cmd = c.command.replace("|", "\\|")
+        rows.append(f"| {i} | {c.area} | {what} | `{cmd}` | {c.rc} | {c.verdict} |")
+    return "\n".join(rows)
+
+
+START, END = "<!-- hostile-corpus:start -->", "<!-- hostile-corpus:end -->"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
+
+
+def docs_section() -> str:
+    from collections import Counter
+
+    by_area = Counter(c.area for c in CASES)
+    by_verdict = Counter(c.verdict for c in CASES)
+    head = (f"{len(CASES)} cases ({', '.join(f'{a}: {n}' for a, n in by_area.items())}); verdicts: "
+            f"{', '.join(f'{v}: {n}' for v, n in by_verdict.items())}. Generated by `python tests/hostile_cases.py` "
+            "from the case list that `tests/test_hostile_corpus.py` runs; `test_docs_table_is_current` fails when "
+            "this table is stale.")
+    return f"{START}\n{head}\n\n{markdown_table()}\n{END}"
+
+
+def write_docs() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    if START in text:
+        a, b = text.index(START), text.index(END) + len(END)
+        text = text[:a] + docs_section() + text[b:]
+    else:
+        text = text.rstrip("\n") + "\n\n### The hostile-input corpus\n\n" + docs_section() + "\n"
+    DOC.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_docs()
+    print(f"wrote {len(CASES)} cases to {DOC}")
