@@ -18,9 +18,18 @@ import tiny_models as tm  # noqa: E402
 
 from metrics_adapters import get_metric  # noqa: E402
 from metrics_adapters.cache import ScoreCache  # noqa: E402
-from metrics_adapters.engine import (BASE_COLUMNS, EngineSettings, cache_key, effective_precision,  # noqa: E402
-                                     items_from_table, resolve_device, score_items,
-                                     score_metric, scores_frame, write_outputs)
+from metrics_adapters.engine import (  # noqa: E402
+    BASE_COLUMNS,
+    EngineSettings,
+    cache_key,
+    effective_precision,
+    items_from_table,
+    resolve_device,
+    score_items,
+    score_metric,
+    scores_frame,
+    write_outputs,
+)
 from metrics_adapters.pipeline import available_cpus  # noqa: E402
 from seg_data import load_path  # noqa: E402
 

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from metrics_adapters.images import (ImageDecodeError, ImageMissingError, decode_image, decode_settings,
-                                     file_sha256)
+from metrics_adapters.images import ImageDecodeError, ImageMissingError, decode_image, decode_settings, file_sha256
 
 
 def test_rgb_roundtrip_is_exact(tmp_path):
