@@ -45,6 +45,9 @@ def open_store(path: str | Path | None, schema: str, version: str, what: str, ti
     if not in_memory:
         try:
             Path(spath).parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError as e:  # mkdir(exist_ok=True) says only "File exists" when it is a file
+            raise StoreUnavailableError(f"{spath}: expected a folder for the {what} at {Path(spath).parent}, "
+                                        "got a file") from e
         except OSError as e:
             raise StoreUnavailableError(f"{spath}: cannot create the folder of the {what}: {e.strerror or e}") from e
     try:

@@ -691,6 +691,12 @@ for opt, val, msg in [("permutations", "-5", r"expected an integer >= 1, got -5"
                       ("seed", "abc", r"expected an integer >= 0, got 'abc'"), ("bootstrap", "abc", r"expected an integer >= 0, got 'abc'"),
                       ("confidence", "abc", r"expected a number > 0 and < 1, got 'abc'")]:
     override_case(f"{opt}-{val}", f"`{opt}={val}`", (f"{opt}={val}",), 2, rf"ts2 analyze: {opt}={val}: {msg}")
+override_case("ranking-alpha-text", "`ranking.alpha=abc` (a nested option)", ("ranking.alpha=abc",), 2,
+              r"ts2 analyze: ranking\.alpha=abc: expected a number > 0 and < 1, got 'abc'")
+override_case("ranking-alpha-one", "`ranking.alpha=1`", ("ranking.alpha=1",), 2,
+              r"ts2 analyze: ranking\.alpha=1: expected a number > 0 and < 1, got 1")
+override_case("ranking-enabled-word", "`ranking.enabled=maybe`", ("ranking.enabled=maybe",), 2,
+              r"ts2 analyze: ranking\.enabled=maybe: expected true or false, got 'maybe'")
 add(Case("override-n-segs-text", "overrides", "`ts2 data make-synthetic n_segs=abc`", {},
          ("data", "make-synthetic", "n_segs=abc", "out={d}/syn"), rc=2, expect=r"ts2 data: n_segs=abc: expected an integer >= 1, got 'abc'"),
     Case("override-json-maybe", "overrides", "`ts2 data info json=maybe`", {"metadata.csv": meta_csv()},
@@ -737,6 +743,15 @@ add(Case("env-output-dir-devnull", "environment", "`output_dir=/dev/null` (a dev
     Case("env-dataset-devzero", "environment", "path= a dataset.yaml symlinked to /dev/zero", {}, validate("z.yaml"), rc=2,
          expect=r"expected a SEG file \(\.yaml/\.json\) at .*z\.yaml, found none",
          setup=lambda d: os.symlink("/dev/zero", d / "z.yaml"), timeout=20),
+    Case("env-cache-dir-file", "environment", "`ts2 cache info cache_dir=` a regular file", {"f": "x"},
+         ("cache", "info", "cache_dir={d}/f"), rc=2,
+         expect=r"ts2 cache: .*scores\.sqlite: expected a folder for the ts2 score cache at .*/f, got a file"),
+    Case("env-cache-clear-dir-file", "environment", "`ts2 cache clear cache_dir=` a regular file", {"f": "x"},
+         ("cache", "clear", "cache_dir={d}/f"), rc=2,
+         expect=r"ts2 cache: .*expected a folder for the ts2 score cache at .*/f, got a file"),
+    Case("env-cache-dir-devnull", "environment", "`ts2 cache info cache_dir=/dev/null`", {},
+         ("cache", "info", "cache_dir=/dev/null"), rc=2,
+         expect=r"ts2 cache: .*expected a folder for the ts2 score cache at /dev/null, got a file"),
     Case("env-dataset-fifo", "environment", "path= a dataset.yaml that is a FIFO", {}, validate("f.yaml"), rc=2,
          expect=r"expected a SEG file .* found none", setup=lambda d: os.mkfifo(d / "f.yaml"), timeout=20))
 
@@ -812,6 +827,32 @@ for cid, mode, name, kw in [("gray16", "I;16", "i16.png", {}), ("rgba", "RGBA", 
 image_case("animated-gif", "an animated GIF (first frame scored)", "anim.gif",
            lambda p: __import__("PIL.Image").Image.new("P", (8, 8)).save(
                p, save_all=True, append_images=[__import__("PIL.Image").Image.new("P", (8, 8), 3)]), "correct")
+
+image_case("fifo", "an image path that is a FIFO (named pipe)", "fifo.png", os.mkfifo, "warned",
+           FAILED.format("fifo.png") + r".*expected a regular image file, got a FIFO")
+image_case("devzero", "an image path that is a symlink to /dev/zero", "zero.png", lambda p: os.symlink("/dev/zero", p),
+           "warned", FAILED.format("zero.png") + r".*expected a regular image file, got a character device")
+image_case("symlink-loop", "an image path that is a symlink loop", "loop.png", lambda p: os.symlink(p, p), "warned",
+           FAILED.format("loop.png") + r".*expected a readable image file, got Too many levels of symbolic links")
+
+
+def bomb_png(path: Path, side: int = 30000) -> None:
+    """A real decompression bomb: a 1-bit side x side PNG of zeros, ~110 KB on disk, 0.9 G pixels
+    (written row by row, so making it never holds the image)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    row, z = b"\x00" * (1 + (side + 7) // 8), zlib.compressobj(9)  # filter byte + packed 1-bit pixels
+    idat = b"".join(z.compress(row) for _ in range(side)) + z.flush()
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0))
+                     + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+
+
+image_case("decompression-bomb", "a 30,000 x 30,000 PNG of 110 KB (decompression bomb)", "bomb.png", bomb_png, "warned",
+           FAILED.format("bomb.png") + r".*expected a readable image file, got DecompressionBombError: Image size "
+           r"\(900000000 pixels\) exceeds limit")
 
 
 def markdown_table() -> str:

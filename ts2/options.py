@@ -1,8 +1,8 @@
 """The types of the command-line options, checked once, before any command does any work.
 
-Every top-level key of every primary config that takes a number, a flag or one of a few words
-is declared here once; :func:`check_options` checks a composed config against the declarations of
-the keys it has, so ``limit=abc``, ``batch_size=0`` or ``device=gpu`` fail at once with the option
+Every key of every primary config that takes a number, a flag or one of a few words is declared
+here once (a nested key by its dotted name, ``ranking.alpha``); :func:`check_options` checks a
+composed config against the declarations of the keys it has, so ``limit=abc``, ``batch_size=0`` or ``device=gpu`` fail at once with the option
 and the expected type named, not after an hour of scoring or with ``invalid literal for int()``.
 """
 
@@ -99,6 +99,9 @@ OPTIONS: dict[str, Option] = {
     "confidence": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
     "subsets": Option("choice", choices=("auto", "dataset", "column", "ts2", "none")),
     "heatmaps": COUNT,
+    # nested keys are declared by their dotted path
+    "ranking.enabled": FLAG,
+    "ranking.alpha": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
     # data / questions
     "n_segs": POSITIVE,
     "images_per_node": Option("int", min=1, nullable=True),
@@ -113,7 +116,7 @@ OPTIONS: dict[str, Option] = {
 
 
 def check_options(cfg, command: str) -> None:
-    """Check every declared option present at the top level of ``cfg``.
+    """Check every declared option present in ``cfg`` (a dotted name is a nested key).
 
     Raises
     ------
@@ -123,13 +126,14 @@ def check_options(cfg, command: str) -> None:
     """
     from omegaconf import OmegaConf
 
+    absent = object()
     problems = []
     for key, opt in OPTIONS.items():
-        if key not in cfg:
-            continue
         try:
-            value = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+            value = OmegaConf.select(cfg, key, default=absent, throw_on_resolution_failure=True)
         except Exception:  # noqa: BLE001 - an interpolation only Hydra's runtime resolves: not ours to check
+            continue
+        if value is absent:  # not an option of this command (or a mandatory ``???`` left to Hydra)
             continue
         if not opt.accepts(value):
             problems.append(f"{key}={value}: expected {opt.describe()}, got {value!r}")

@@ -16,13 +16,16 @@ log = logging.getLogger(__name__)
 
 
 def main(cfg: DictConfig) -> int:
-    return ACTIONS[cfg.action](cfg)
-
-
-def _open(cfg: DictConfig):
     from metrics_adapters.cache import ScoreCache
+    from metrics_adapters.sqlite_store import StoreUnavailableError
 
-    return ScoreCache.at(cfg.get("cache_dir"))
+    try:
+        cache = ScoreCache.at(cfg.get("cache_dir"))
+    except (StoreUnavailableError, RuntimeError) as e:  # not a folder, read-only, not a ts2 cache
+        log.error("ts2 cache: %s", e)
+        return 2
+    with cache:
+        return ACTIONS[cfg.action](cfg, cache)
 
 
 def _size(n: int) -> str:
@@ -33,11 +36,10 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def info(cfg: DictConfig) -> int:
+def info(cfg: DictConfig, cache) -> int:
     from dataclasses import asdict
 
-    with _open(cfg) as cache:
-        inf = cache.info()
+    inf = cache.info()
     if cfg.json:
         sys.stdout.write(json.dumps(asdict(inf)) + "\n")
         return 0
@@ -53,10 +55,9 @@ def info(cfg: DictConfig) -> int:
     return 0
 
 
-def clear(cfg: DictConfig) -> int:
-    with _open(cfg) as cache:
-        n = cache.clear(name=cfg.get("name"), key=cfg.get("key"))
-        path = cache.path
+def clear(cfg: DictConfig, cache) -> int:
+    n = cache.clear(name=cfg.get("name"), key=cfg.get("key"))
+    path = cache.path
     what = " and ".join(x for x in (f"name={cfg.name}" if cfg.get("name") else "",
                                     f"key={cfg.key}" if cfg.get("key") else "") if x) or "all metrics"
     sys.stdout.write(f"deleted {n} cached score(s) ({what}) from {path}\n")
