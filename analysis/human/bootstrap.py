@@ -13,6 +13,7 @@ from ._common import _as_pair, _groups_codes, _progress
 from .agreement import krippendorff_alpha
 from .correlation import GROUPINGS, get_statistic, grouped_correlation, human_statistic
 from .pairwise import _calibrate_sorted, _candidates, _pair_arrays, _within_group_pairs
+from .vectorized import bootstrap_statistics
 
 
 # -- cluster bootstrap ---------------------------------------------------------------------------
@@ -154,7 +155,7 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
     -------
     BootstrapCI
     """
-    fn = get_statistic(statistic)
+    get_statistic(statistic)
     if grouping not in GROUPINGS:
         raise ValueError(f"expected grouping in {list(GROUPINGS)}, got {grouping!r}")
     x, y, keep = _as_pair(metric, human, nan_policy)
@@ -177,11 +178,8 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
         with np.errstate(invalid="ignore", divide="ignore"):
             reps = np.where(den > 0, (counts @ np.where(ok, per, 0.0)) / den, np.nan)
     else:
-        members = [np.flatnonzero(codes == k) for k in range(G)]
-        reps = np.empty(n_boot)
-        for b in _progress(range(n_boot), progress, desc):
-            idx = np.concatenate([members[k] for k in draws[b]])
-            reps[b] = fn(x[idx], y[idx])
+        # Pooled: every replicate from per-prompt sums, equal to ``fn`` on the resampled items.
+        reps = bootstrap_statistics(x, y, codes, G, draw_counts(draws, G), statistic)
     ci = percentile_ci(reps, confidence)
     return BootstrapCI(value, ci.low, ci.high, n_boot, ci.n_invalid, confidence)
 
