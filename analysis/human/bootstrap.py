@@ -12,7 +12,7 @@ from ..stats import cluster_draws, draw_counts, percentile_ci
 from ._common import _as_pair, _groups_codes, _progress
 from .agreement import krippendorff_alpha
 from .correlation import GROUPINGS, get_statistic, grouped_correlation, human_statistic
-from .pairwise import _calibrate_sorted, _candidates, _pair_arrays, _within_group_pairs
+from .pairwise import _candidates, _pair_arrays, _within_group_pairs
 from .vectorized import bootstrap_statistics
 
 
@@ -98,10 +98,11 @@ def _bootstrap_pairwise(x, y, codes, n_groups, draws, grouping, progress, desc) 
     A replicate where cluster ``c`` is drawn ``w_c`` times has, for items i != j, ``w_ci * w_cj``
     copies of the pair (i, j) (also inside one cluster: copy s of i with copy t of j), plus
     ``C(w_c, 2)`` pairs of an item with its own copy, tied in both metric and human. So one sort
-    of the pairs serves every replicate: only the weights change.
+    of the pairs serves every replicate: only the weights change. The calibrated accuracy is
+    ``max_k correct(k) / total`` over the candidate thresholds ``k`` (:func:`_calibrate_sorted`);
+    the per-replicate prefix sums ``correct(k)`` are computed for many replicates at once.
     """
     counts = draw_counts(draws, n_groups)
-    reps = np.empty(len(draws))
     if grouping == "global":
         i, j = np.triu_indices(len(x), 1)
         gi, gj = codes[i], codes[j]
@@ -114,22 +115,50 @@ def _bootstrap_pairwise(x, y, codes, n_groups, draws, grouping, progress, desc) 
     a = agree[order].astype(float)
     gain = htie[order].astype(float) - a
     cand = _candidates(d)
+    # correct(cand[m]) = extra + sum_p w_p agree_p + sum_{p < cand[m]} w_p gain_p: pair p enters
+    # the prefix sums of every candidate after it, i.e. from column col[p] on.
+    col = np.searchsorted(cand, np.arange(len(d)), side="right")
     if grouping == "global":
-        sizes = np.bincount(codes, minlength=n_groups).astype(float)
-        for b in _progress(range(len(draws)), progress, desc):
-            w = counts[b]
-            extra = float((sizes * w * (w - 1) / 2).sum())
-            reps[b] = _calibrate_sorted(d, a, gain, w[gi] * w[gj], cand, extra).accuracy
-        return reps
+        return _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, len(cand), progress, desc)
     ppg = np.bincount(gi, minlength=n_groups).astype(float)
-    for b in _progress(range(len(draws)), progress, desc):
-        w = counts[b]
-        used = float(((ppg > 0) * w).sum())
-        if used == 0:
-            reps[b] = math.nan
-            continue
-        per_group = w / (np.maximum(ppg, 1) * used)
-        reps[b] = _calibrate_sorted(d, a, gain, per_group[gi], cand).accuracy
+    used = counts @ (ppg > 0).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_group = counts / (np.maximum(ppg, 1) * used[:, None])  # weight of each pair of group g
+    reps = np.full(len(draws), math.nan)
+    for lo in _progress(range(0, len(draws), 256), progress, desc):
+        w = per_group[lo:lo + 256][:, gi]
+        cum = np.concatenate((np.zeros((len(w), 1)), np.cumsum(w * gain, axis=1)), axis=1)
+        correct = (w * a).sum(axis=1)[:, None] + cum[:, cand]
+        reps[lo:lo + 256] = correct.max(axis=1) / w.sum(axis=1)
+    reps[used == 0] = math.nan
+    return reps
+
+
+def _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, n_cand, progress, desc) -> np.ndarray:
+    """Pooled tie-calibrated accuracy per replicate, from per prompt-pair sums (exact integers).
+
+    A pair's weight is ``w_gi w_gj``, so every sum over pairs is a product of the replicate's
+    prompt-pair weights ``V[b, (g, g')] = w_g w_g'`` with a sparse (prompt pair x column) matrix.
+    """
+    from scipy import sparse
+
+    G = n_groups
+    u = np.minimum(gi, gj) * G + np.maximum(gi, gj)  # unordered prompt pair: w_g w_g' is symmetric
+    Z = sparse.csr_matrix((gain, (u, col)), shape=(G * G, n_cand + 1))
+    agree_u = np.bincount(u, weights=a, minlength=G * G)
+    pairs_u = np.bincount(u, minlength=G * G).astype(float)
+    sizes = np.bincount(codes, minlength=G).astype(float)
+    reps = np.empty(len(counts))
+    step = 32
+    for lo in _progress(range(0, len(counts), step), progress, desc):
+        w = counts[lo:lo + step]
+        V = (w[:, :, None] * w[:, None, :]).reshape(len(w), G * G)
+        extra = (sizes * w * (w - 1) / 2).sum(axis=1)
+        total = V @ pairs_u + extra
+        cum = np.cumsum(np.asarray((Z.T @ V.T).T), axis=1)[:, :n_cand]
+        correct = (extra + V @ agree_u)[:, None] + cum
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps[lo:lo + step] = np.where(total > 0, correct.max(axis=1) / total, math.nan)
     return reps
 
 

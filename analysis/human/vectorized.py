@@ -129,11 +129,18 @@ def group_pair_counts(u, v, h, codes, n_groups: int) -> tuple[np.ndarray, np.nda
     Returns ``S[g, g'] = sum sign(u_i - v_j) sign(h_i - h_j)`` and ``T[g, g'] = #{u_i == v_j}``
     (``u = v`` gives a metric against itself, the diagonal ``i = j`` included in ``T``).
     """
-    idx = (codes[:, None] * n_groups + codes[None, :]).ravel()
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes, minlength=n_groups)
+    u, v, h, c = u[order], v[order], h[order], codes[order]
     s = np.sign(u[:, None] - v[None, :]) * np.sign(h[:, None] - h[None, :])
-    size = n_groups * n_groups
-    S = np.bincount(idx, weights=s.ravel(), minlength=size).reshape(n_groups, n_groups)
-    T = np.bincount(idx, weights=(u[:, None] == v[None, :]).ravel(), minlength=size).reshape(n_groups, n_groups)
+    t = (u[:, None] == v[None, :]).astype(float)
+    S = np.zeros((n_groups, n_groups))
+    T = np.zeros((n_groups, n_groups))
+    present = np.flatnonzero(sizes)
+    starts = np.concatenate(([0], np.cumsum(sizes[present])[:-1]))
+    ix = np.ix_(c[starts], c[starts])
+    S[ix] = np.add.reduceat(np.add.reduceat(s, starts, axis=0), starts, axis=1)
+    T[ix] = np.add.reduceat(np.add.reduceat(t, starts, axis=0), starts, axis=1)
     return S, T
 
 
@@ -225,12 +232,23 @@ def swapped_kendall_b_diffs(a, b, h, codes, n_groups: int, flips: np.ndarray) ->
     S_ab, T_ab = group_pair_counts(a, b, h, codes, n_groups)
     _, T_h = group_pair_counts(h, h, h, codes, n_groups)
     y_tied = float(T_h.sum())
-    keep = (~flips).astype(float)
-    swap = flips.astype(float)
+    # A block (g, g') takes S_aa, S_bb, S_ab or S_ba = S_ab^T by the flips s_g, s_g' of its two
+    # prompts; for 0/1 flips that is S_aa + (S_ba - S_aa) s_g + (S_ab - S_aa) s_g' + Q s_g s_g'
+    # with Q = S_aa + S_bb - S_ab - S_ba. b' uses the flips 1 - s. Integer sums: exact.
+    s = flips.astype(float)
+    ones = np.ones(n_groups)
 
-    def tau(ia, ib):  # ia/ib: prompts whose scores come from a / from b
-        two_cmd = _quad(ia, S_aa, ia) + _quad(ib, S_bb, ib) + _quad(ia, S_ab, ib) + _quad(ib, S_ab.T, ia)
-        x_tied = _quad(ia, T_aa, ia) + _quad(ib, T_bb, ib) + _quad(ia, T_ab, ib) + _quad(ib, T_ab.T, ia)
-        return _tau_from_counts(two_cmd, x_tied, np.full(len(ia), y_tied), np.full(len(ia), n))
+    def both_sides(A, B, C):
+        Q = A + B - C - C.T
+        lin = (C.T - A).sum(axis=1) + (C - A).sum(axis=0)
+        sq = np.einsum("kg,kg->k", s @ Q, s)
+        q_lin = s @ (Q.sum(axis=0) + Q.sum(axis=1))
+        first = A.sum() + s @ lin + sq
+        second = A.sum() + (ones - s) @ lin + Q.sum() - q_lin + sq
+        return first, second
 
-    return tau(keep, swap) - tau(swap, keep)
+    cmd1, cmd2 = both_sides(S_aa, S_bb, S_ab)
+    tie1, tie2 = both_sides(T_aa, T_bb, T_ab)
+    y_tied = np.full(len(s), float(T_h.sum()))
+    size = np.full(len(s), n)
+    return _tau_from_counts(cmd1, tie1, y_tied, size) - _tau_from_counts(cmd2, tie2, y_tied, size)
