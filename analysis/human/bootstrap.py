@@ -144,8 +144,21 @@ def _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, n_cand,
 
     G = n_groups
     u = np.minimum(gi, gj) * G + np.maximum(gi, gj)  # unordered prompt pair: w_g w_g' is symmetric
-    Z = sparse.csr_matrix((gain, (u, col)), shape=(G * G, n_cand + 1))
     agree_u = np.bincount(u, weights=a, minlength=G * G)
+    # Only candidates that can hold the maximum for some weights: column m >= 1 holds the pairs
+    # between candidates m-1 and m, so m-1 is never above m when that block has no negative
+    # gain, and m never above m-1 when it has no positive gain (all-zero blocks: keep m).
+    # Dominance only points to neighbours and never both ways, so the maximum survives.
+    has_pos = np.bincount(col, weights=gain > 0, minlength=n_cand + 1)[:n_cand] > 0
+    has_neg = np.bincount(col, weights=gain < 0, minlength=n_cand + 1)[:n_cand] > 0
+    keep = np.ones(n_cand, dtype=bool)
+    keep[:-1] &= has_neg[1:]
+    keep[1:] &= has_pos[1:] | ~has_neg[1:]
+    kept = np.flatnonzero(keep)
+    new_col = np.searchsorted(kept, col, side="left")  # pair p counts from the first kept m >= col[p]
+    n_cand = len(kept)
+    nz = (gain != 0) & (new_col < n_cand)
+    Z = sparse.csr_matrix((gain[nz], (u[nz], new_col[nz])), shape=(G * G, n_cand))
     pairs_u = np.bincount(u, minlength=G * G).astype(float)
     sizes = np.bincount(codes, minlength=G).astype(float)
     reps = np.empty(len(counts))
@@ -155,7 +168,7 @@ def _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, n_cand,
         V = (w[:, :, None] * w[:, None, :]).reshape(len(w), G * G)
         extra = (sizes * w * (w - 1) / 2).sum(axis=1)
         total = V @ pairs_u + extra
-        cum = np.cumsum(np.asarray((Z.T @ V.T).T), axis=1)[:, :n_cand]
+        cum = np.cumsum(np.asarray((Z.T @ V.T).T), axis=1)
         correct = (extra + V @ agree_u)[:, None] + cum
         with np.errstate(invalid="ignore", divide="ignore"):
             reps[lo:lo + step] = np.where(total > 0, correct.max(axis=1) / total, math.nan)
