@@ -158,7 +158,9 @@ def _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, n_cand,
     new_col = np.searchsorted(kept, col, side="left")  # pair p counts from the first kept m >= col[p]
     n_cand = len(kept)
     nz = (gain != 0) & (new_col < n_cand)
-    Z = sparse.csr_matrix((gain[nz], (u[nz], new_col[nz])), shape=(G * G, n_cand))
+    rows, u_row = np.unique(u[nz], return_inverse=True)  # prompt pairs that hold a pair
+    Zt = sparse.csr_matrix((gain[nz], (new_col[nz], u_row)), shape=(n_cand, len(rows)))
+    g1, g2 = rows // G, rows % G
     pairs_u = np.bincount(u, minlength=G * G).astype(float)
     sizes = np.bincount(codes, minlength=G).astype(float)
     reps = np.empty(len(counts))
@@ -168,10 +170,10 @@ def _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, n_cand,
         V = (w[:, :, None] * w[:, None, :]).reshape(len(w), G * G)
         extra = (sizes * w * (w - 1) / 2).sum(axis=1)
         total = V @ pairs_u + extra
-        cum = np.cumsum(np.asarray((Z.T @ V.T).T), axis=1)
-        correct = (extra + V @ agree_u)[:, None] + cum
+        best = np.cumsum(np.asarray(Zt @ (w[:, g1] * w[:, g2]).T), axis=0).max(axis=0)  # (cand, reps)
+        correct = extra + V @ agree_u + best
         with np.errstate(invalid="ignore", divide="ignore"):
-            reps[lo:lo + step] = np.where(total > 0, correct.max(axis=1) / total, math.nan)
+            reps[lo:lo + step] = np.where(total > 0, correct / total, math.nan)
     return reps
 
 

@@ -16,6 +16,8 @@ functions in :mod:`analysis.human.correlation` do.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -127,8 +129,26 @@ def group_pair_counts(u, v, h, codes, n_groups: int) -> tuple[np.ndarray, np.nda
     """Per prompt pair sums over ordered item pairs ``(i in g, j in g')``.
 
     Returns ``S[g, g'] = sum sign(u_i - v_j) sign(h_i - h_j)`` and ``T[g, g'] = #{u_i == v_j}``
-    (``u = v`` gives a metric against itself, the diagonal ``i = j`` included in ``T``).
+    (``u = v`` gives a metric against itself, the diagonal ``i = j`` included in ``T``). The
+    human view asks for the same metric's counts in several bootstraps and paired tests, so
+    the last results are kept (keyed by the arrays' bytes; read-only copies are returned).
     """
+    arrays = [np.ascontiguousarray(z, dtype=float) for z in (u, v, h)]
+    key = (*(z.tobytes() for z in arrays), np.ascontiguousarray(codes, dtype=np.intp).tobytes(), n_groups)
+    return _group_pair_counts_cached(key)
+
+
+@functools.lru_cache(maxsize=64)
+def _group_pair_counts_cached(key) -> tuple[np.ndarray, np.ndarray]:
+    u, v, h = (np.frombuffer(b, dtype=float) for b in key[:3])
+    codes, n_groups = np.frombuffer(key[3], dtype=np.intp), key[4]
+    S, T = _group_pair_counts(u, v, h, codes, n_groups)
+    S.flags.writeable = False
+    T.flags.writeable = False
+    return S, T
+
+
+def _group_pair_counts(u, v, h, codes, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(codes, kind="stable")
     sizes = np.bincount(codes, minlength=n_groups)
     u, v, h, c = u[order], v[order], h[order], codes[order]
