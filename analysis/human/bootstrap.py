@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from .agreement import krippendorff_alpha
 from .correlation import GROUPINGS, get_statistic, grouped_correlation, human_statistic
 from .pairwise import _candidates, _pair_arrays, _within_group_pairs
 from .vectorized import bootstrap_statistics
+
+log = logging.getLogger(__name__)
 
 
 # -- cluster bootstrap ---------------------------------------------------------------------------
@@ -163,15 +166,17 @@ def _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, n_cand,
     g1, g2 = rows // G, rows % G
     pairs_u = np.bincount(u, minlength=G * G).astype(float)
     sizes = np.bincount(codes, minlength=G).astype(float)
+    log.debug("pooled pairwise bootstrap: %d candidate thresholds, %d non-zero terms", n_cand, Zt.nnz)
     reps = np.empty(len(counts))
     step = 32
+    pairs_gg = pairs_u.reshape(G, G)
+    agree_gg = agree_u.reshape(G, G)
     for lo in _progress(range(0, len(counts), step), progress, desc):
         w = counts[lo:lo + step]
-        V = (w[:, :, None] * w[:, None, :]).reshape(len(w), G * G)
         extra = (sizes * w * (w - 1) / 2).sum(axis=1)
-        total = V @ pairs_u + extra
+        total = np.einsum("kg,kg->k", w @ pairs_gg, w) + extra
         best = np.cumsum(np.asarray(Zt @ (w[:, g1] * w[:, g2]).T), axis=0).max(axis=0)  # (cand, reps)
-        correct = extra + V @ agree_u + best
+        correct = extra + np.einsum("kg,kg->k", w @ agree_gg, w) + best
         with np.errstate(invalid="ignore", divide="ignore"):
             reps[lo:lo + step] = np.where(total > 0, correct / total, math.nan)
     return reps
