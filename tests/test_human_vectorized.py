@@ -7,8 +7,8 @@ import pytest
 from scipy import stats as ss
 
 from analysis.human.bootstrap import bootstrap_human_statistic, draw_clusters
-from analysis.human.pairwise import grouped_pairwise_accuracy, tie_calibrated_pairwise_accuracy
 from analysis.human.paired import permutation_test
+from analysis.human.pairwise import grouped_pairwise_accuracy, tie_calibrated_pairwise_accuracy
 from analysis.human.vectorized import bootstrap_statistics, grouped_statistics, swapped_kendall_b_diffs
 from analysis.stats import draw_counts
 
