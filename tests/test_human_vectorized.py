@@ -108,3 +108,16 @@ def test_pairwise_bootstrap_matches_materialized_resamples(grouping, ties):
             reps.append(grouped_pairwise_accuracy(x[idx], y[idx], lab).accuracy)
     lo, hi = np.quantile(reps, [0.05, 0.95])
     assert r.low == pytest.approx(lo, abs=1e-12) and r.high == pytest.approx(hi, abs=1e-12)
+
+
+def test_csv_table_carries_the_intervals(tmp_path):
+    import pandas as pd
+
+    from analysis.human.tables import write_human_table
+
+    res = pd.DataFrame({"metric": ["m", "m"], "statistic": ["kendall_b", "kendall_b"],
+                        "grouping": ["global", "prompt"], "value": [0.25, 0.5],
+                        "ci_low": [0.125, 0.375], "ci_high": [0.375, 0.625]})
+    t = pd.read_csv(write_human_table(res, tmp_path / "t.csv", statistics=["kendall_b"]))
+    assert t["Kendall's τ_b low"].tolist() == [12.5, 37.5]
+    assert t["Kendall's τ_b high"].tolist() == [37.5, 62.5]
