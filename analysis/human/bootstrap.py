@@ -152,14 +152,19 @@ def _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, n_cand,
     # between candidates m-1 and m, so m-1 is never above m when that block has no negative
     # gain, and m never above m-1 when it has no positive gain (all-zero blocks: keep m).
     # Dominance only points to neighbours and never both ways, so the maximum survives.
-    has_pos = np.bincount(col, weights=gain > 0, minlength=n_cand + 1)[:n_cand] > 0
-    has_neg = np.bincount(col, weights=gain < 0, minlength=n_cand + 1)[:n_cand] > 0
-    keep = np.ones(n_cand, dtype=bool)
-    keep[:-1] &= has_neg[1:]
-    keep[1:] &= has_pos[1:] | ~has_neg[1:]
-    kept = np.flatnonzero(keep)
-    new_col = np.searchsorted(kept, col, side="left")  # pair p counts from the first kept m >= col[p]
-    n_cand = len(kept)
+    # Merging the blocks of dropped candidates can make new dominated ones: repeat to a fixed point.
+    new_col = col
+    while True:
+        has_pos = np.bincount(new_col, weights=gain > 0, minlength=n_cand + 1)[:n_cand] > 0
+        has_neg = np.bincount(new_col, weights=gain < 0, minlength=n_cand + 1)[:n_cand] > 0
+        keep = np.ones(n_cand, dtype=bool)
+        keep[:-1] &= has_neg[1:]
+        keep[1:] &= has_pos[1:] | ~has_neg[1:]
+        kept = np.flatnonzero(keep)
+        new_col = np.searchsorted(kept, new_col, side="left")  # pair p counts from the first kept m >= col[p]
+        if len(kept) == n_cand:
+            break
+        n_cand = len(kept)
     nz = (gain != 0) & (new_col < n_cand)
     rows, u_row = np.unique(u[nz], return_inverse=True)  # prompt pairs that hold a pair
     Zt = sparse.csr_matrix((gain[nz], (new_col[nz], u_row)), shape=(n_cand, len(rows)))
