@@ -173,7 +173,7 @@ def _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, n_cand,
     sizes = np.bincount(codes, minlength=G).astype(float)
     log.debug("pooled pairwise bootstrap: %d candidate thresholds, %d non-zero terms", n_cand, Zt.nnz)
     reps = np.empty(len(counts))
-    step = 32
+    step = 100
     pairs_gg = pairs_u.reshape(G, G)
     agree_gg = agree_u.reshape(G, G)
     for lo in _progress(range(0, len(counts), step), progress, desc):
