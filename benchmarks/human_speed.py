@@ -8,15 +8,18 @@ reports its wall time against the target (< 15 s on the 2-core dev machine with 
 With ``--reference DIR`` (the output folder of an earlier run with the same options and seed)
 it also reports the largest absolute difference over every numeric column of every CSV.
 
-Measured 2026-11-23 on the shared 2-core machine (load average ~3 from other jobs), defaults:
-before vectorising (scipy per call, ~130k calls) 12 min 03 s wall / 215 s CPU; after: 18.0 s
-wall / 16.7 s CPU (run_human_view alone ~14 s under cProfile); max |difference| 7.1e-15.
+Measured 2026-11-23 on the shared 2-core machine (load average 2-3 from other jobs), defaults:
+before vectorising (scipy per call, ~130k calls) 12 min 03 s wall / 215 s user CPU; after:
+15.0-21.5 s wall (wall follows the other jobs' load), 13-14 s user + 1.5 s sys CPU, of which
+~5 s are imports, Hydra and the point estimates (bootstrap=0 human_permutations=0);
+max |difference| 7.1e-15 over every output CSV.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -63,7 +66,9 @@ def main() -> None:
     t = time.perf_counter()
     subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True)
     wall = time.perf_counter() - t
-    print(f"human view, bootstrap={args.bootstrap} permutations={args.permutations}: {wall:.1f} s wall "
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU time: steadier than wall on a shared machine
+    print(f"human view, bootstrap={args.bootstrap} permutations={args.permutations}: {wall:.1f} s wall, "
+          f"{ru.ru_utime:.1f} s user + {ru.ru_stime:.1f} s sys CPU "
           f"(target < {TARGET_S:.0f} s: {'ok' if wall < TARGET_S else 'MISSED'}); outputs in {out}")
     if args.reference is not None:
         print(f"max |difference| vs {args.reference}: {max_abs_difference(args.reference, out):.3g}")
