@@ -127,6 +127,17 @@ class Metric(ABC):
         """
         return image
 
+    def pixel_spec(self) -> Any:
+        """The model's preprocessing split for the engine's fast path, or ``None``. Optional.
+
+        A :class:`~metrics_adapters.pipeline.PixelSpec`: the engine's workers then resize the
+        decoded image to the model's input size (uint8), and the main process converts a whole
+        batch to float and normalises it on the device; :meth:`score_batch` receives that float
+        tensor ``[B, 3, H, W]``. Return one only if the result matches :meth:`preprocess`
+        (within float rounding). Called after :meth:`load`.
+        """
+        return None
+
     def truncated_prompts(self, prompts: Sequence[str]) -> list[bool]:
         """For each prompt, whether the text encoder's context cuts it. Optional.
 

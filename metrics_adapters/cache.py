@@ -14,20 +14,30 @@ The file uses WAL journaling and a busy timeout so that two processes (two ``ts2
 or a run and ``ts2 cache info``) can share it; every batch is committed as it finishes, so a
 killed run loses at most the batch in flight. WAL needs a local file system (not NFS).
 
-File hashes are cached too, by ``(absolute path, size, mtime)``, so a resumed run does not
-re-read every image to find what is done.
+File hashes are cached too, by ``(absolute path, size, mtime_ns)``, so a resumed run does not
+re-read every image to find what is done (a fully cached re-run of 4,096 images costs a ``stat``
+and an indexed look-up per image).
+
+One connection serves the engine's main thread and its background writer thread, behind a lock.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
+import sqlite3
+import stat
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .images import file_sha256
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ScoreCache", "CacheInfo", "FingerprintInfo", "default_cache_dir", "CACHE_FILE"]
 
@@ -75,6 +85,14 @@ CREATE TABLE IF NOT EXISTS file_hashes (
 """
 
 
+def _locked(fn):
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kw):
+        with self._lock:
+            return fn(self, *args, **kw)
+    return wrapper
+
+
 class ScoreCache:
     """SQLite score store.
 
@@ -91,7 +109,11 @@ class ScoreCache:
         from .sqlite_store import open_store
 
         self.in_memory = path is None or str(path) == ":memory:"
-        self._db, self.path = open_store(path, _SCHEMA, SCHEMA_VERSION, "ts2 score cache", timeout=timeout)
+        self._db, self.path = open_store(path, _SCHEMA, SCHEMA_VERSION, "ts2 score cache", timeout=timeout,
+                                         check_same_thread=False)
+        self._lock = threading.RLock()
+        self._read_only = False
+        self._registered: dict[str, tuple[str, str]] = {}  # key -> (name, fingerprint JSON) of this process
 
     @classmethod
     def at(cls, cache_dir: str | Path | None = None, **kw) -> ScoreCache:
@@ -100,25 +122,49 @@ class ScoreCache:
         return cls(d / CACHE_FILE, **kw)
 
     # -- fingerprints ------------------------------------------------------------------------------
+    def _writable(self, e: sqlite3.Error | None = None) -> bool:
+        """False once a write failed (read-only or full cache): the run goes on uncached, warned once."""
+        if e is not None and not self._read_only:
+            self._read_only = True
+            log.warning("cannot write to the score cache %s (%s: %s); going on without caching: scores still reach "
+                        "scores.csv, but a re-run computes them again", self.path, type(e).__name__, e)
+        return not self._read_only
+
+    @_locked
     def register(self, key: str, name: str, fingerprint: dict) -> None:
+        if not self._writable():
+            return
         now = time.time()
+        try:
+            self._register(key, name, fingerprint, now)
+        except sqlite3.Error as e:
+            self._writable(e)
+
+    def _register(self, key: str, name: str, fingerprint: dict, now: float) -> None:
+        self._registered[key] = (name, json.dumps(fingerprint, sort_keys=True, default=str))
         with self._db:
             self._db.execute(
                 "INSERT INTO fingerprints (key, name, fingerprint, created, last_used) VALUES (?,?,?,?,?) "
                 "ON CONFLICT(key) DO UPDATE SET name=excluded.name, last_used=excluded.last_used",
                 (key, name, json.dumps(fingerprint, sort_keys=True, default=str), now, now))
 
+    @_locked
     def set_flops(self, key: str, flops_per_image: float | None) -> None:
-        if flops_per_image is None:
+        if flops_per_image is None or not self._writable():
             return
-        with self._db:
-            self._db.execute("UPDATE fingerprints SET flops_per_image=? WHERE key=?", (float(flops_per_image), key))
+        try:
+            with self._db:
+                self._db.execute("UPDATE fingerprints SET flops_per_image=? WHERE key=?", (float(flops_per_image), key))
+        except sqlite3.Error as e:
+            self._writable(e)
 
+    @_locked
     def get_flops(self, key: str) -> float | None:
         row = self._db.execute("SELECT flops_per_image FROM fingerprints WHERE key=?", (key,)).fetchone()
         return None if row is None else row[0]
 
     # -- scores ------------------------------------------------------------------------------------
+    @_locked
     def get_many(self, key: str, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple[tuple[float, ...], bool]]:
         """Cached ``(scores, truncated)`` for each ``(image_key, prompt)`` found."""
         out = {}
@@ -130,16 +176,28 @@ class ScoreCache:
                 out[(image_key, prompt)] = (tuple(float(x) for x in json.loads(row[0])), bool(row[1]))
         return out
 
+    @_locked
     def put_many(self, key: str, rows: Sequence[tuple[str, str, Sequence[float], bool]]) -> None:
         """Store ``(image_key, prompt, scores, truncated)`` rows in one transaction."""
-        if not rows:
+        if not rows or not self._writable():
             return
         now = time.time()
-        with self._db:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO scores (key, image_key, prompt, scores, truncated, created) VALUES (?,?,?,?,?,?)",
-                [(key, ik, p, json.dumps([float(v) for v in vals]), int(bool(tr)), now) for ik, p, vals, tr in rows])
+        try:
+            with self._db:
+                if key in self._registered:
+                    # A `ts2 cache clear` from another process may have removed the fingerprint
+                    # since register(): put it back, so these scores stay reachable by name.
+                    name, fp = self._registered[key]
+                    self._db.execute("INSERT OR IGNORE INTO fingerprints (key, name, fingerprint, created, last_used) "
+                                     "VALUES (?,?,?,?,?)", (key, name, fp, now, now))
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO scores (key, image_key, prompt, scores, truncated, created) "
+                    "VALUES (?,?,?,?,?,?)",
+                    [(key, ik, p, json.dumps([float(v) for v in vals]), int(bool(tr)), now) for ik, p, vals, tr in rows])
+        except sqlite3.Error as e:
+            self._writable(e)
 
+    @_locked
     def count(self, key: str | None = None) -> int:
         if key is None:
             return self._db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
@@ -147,25 +205,42 @@ class ScoreCache:
 
     # -- file hashes -------------------------------------------------------------------------------
     def file_hash(self, path: str | Path) -> str:
-        """SHA-256 of a file, remembered by (absolute path, size, mtime).
+        """SHA-256 of a regular file, remembered by (absolute path, size, mtime_ns).
+
+        Only a regular file's ``stat`` can match a remembered row; anything else (a FIFO, a
+        device, a symlink loop) goes to :func:`~metrics_adapters.images.file_sha256`, which
+        refuses it without reading.
 
         Raises
         ------
-        FileNotFoundError
-            No file at ``path``.
+        ImageMissingError
+            No file at ``path`` (a ``FileNotFoundError``).
+        ImageDecodeError
+            Not a regular file, too big or unreadable (a ``ValueError``; the message names it).
         """
-        p = Path(path).resolve()
-        st = p.stat()
-        row = self._db.execute("SELECT size, mtime_ns, sha256 FROM file_hashes WHERE path=?", (str(p),)).fetchone()
-        if row is not None and row[0] == st.st_size and row[1] == st.st_mtime_ns:
-            return row[2]
-        digest = file_sha256(p)
-        with self._db:
-            self._db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?,?,?,?)",
-                             (str(p), st.st_size, st.st_mtime_ns, digest))
+        p = os.path.abspath(os.fspath(path))
+        try:
+            st = os.stat(p)
+        except OSError:
+            st = None  # file_sha256 raises the right error below
+        if st is not None and stat.S_ISREG(st.st_mode):
+            with self._lock:
+                row = self._db.execute("SELECT size, mtime_ns, sha256 FROM file_hashes WHERE path=?", (p,)).fetchone()
+            if row is not None and row[0] == st.st_size and row[1] == st.st_mtime_ns:
+                return row[2]
+        digest, st = file_sha256(p)
+        with self._lock:
+            if self._writable():
+                try:
+                    with self._db:
+                        self._db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?,?,?,?)",
+                                         (p, st.st_size, st.st_mtime_ns, digest))
+                except sqlite3.Error as e:  # read-only or full: the hash is still right, just not kept
+                    self._writable(e)
         return digest
 
     # -- management --------------------------------------------------------------------------------
+    @_locked
     def info(self) -> CacheInfo:
         rows = self._db.execute(
             "SELECT f.key, f.name, f.fingerprint, f.flops_per_image, f.last_used, "
@@ -179,6 +254,7 @@ class ScoreCache:
                          n_file_hashes=self._db.execute("SELECT COUNT(*) FROM file_hashes").fetchone()[0],
                          metrics=metrics)
 
+    @_locked
     def clear(self, name: str | None = None, key: str | None = None) -> int:
         """Delete scores: all of them, or those of metric column ``name``, or of a key (prefix).
 
@@ -203,10 +279,14 @@ class ScoreCache:
                 for k in keys:
                     n += self._db.execute("DELETE FROM scores WHERE key=?", (k,)).rowcount
                     self._db.execute("DELETE FROM fingerprints WHERE key=?", (k,))
+                # Scores without a fingerprint (written by caches older than the re-registration in
+                # put_many, during a clear) cannot be named: any targeted clear removes them too.
+                n += self._db.execute("DELETE FROM scores WHERE key NOT IN (SELECT key FROM fingerprints)").rowcount
         if not self.in_memory:
             self._db.execute("VACUUM")
         return n
 
+    @_locked
     def close(self) -> None:
         self._db.close()
 

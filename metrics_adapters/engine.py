@@ -2,32 +2,33 @@
 
 For one metric, :func:`score_metric`
 
-1. keys every item by image content (``sha256`` of the file) or, for metrics that never read
-   pixels (``needs_images = False``), by its ``file_name``; items whose image file is missing are
-   recorded as skipped;
+1. keys every item by image content (``sha256`` of the file, remembered in the cache by path,
+   size and mtime) or, for metrics that never read pixels (``needs_images = False``), by its
+   ``file_name``; items whose image file is missing or not a regular file are recorded as skipped;
 2. scores each distinct ``(image, prompt)`` pair once and looks all of them up in the
-   :class:`~metrics_adapters.cache.ScoreCache` under the key of :func:`cache_key`;
-3. decodes the images of the missing pairs in a background :class:`torch.utils.data.DataLoader`
-   (``num_workers`` processes run :func:`~metrics_adapters.images.decode_image` and the metric's
-   :meth:`~metrics_adapters.base.Metric.preprocess`), runs the metric batch by batch under
-   ``torch.inference_mode()`` (and ``torch.autocast`` for fp16/bf16 on CUDA), shows a tqdm bar
-   and commits every batch's scores to the cache as soon as it finishes;
+   :class:`~metrics_adapters.cache.ScoreCache` under the key of :func:`cache_key`. When every
+   pair is cached, nothing else happens: no torch import, no model load;
+3. otherwise decodes the missing images in background DataLoader workers through the input
+   pipeline of :mod:`metrics_adapters.pipeline` (uint8 batches at the model's input size,
+   normalised on the device), runs the metric batch by batch under ``torch.inference_mode()``
+   (and ``torch.autocast`` for fp16/bf16 on CUDA), shows a tqdm bar and hands every batch's
+   scores to a background thread that commits them to the cache;
 4. isolates failures: a batch that raises is retried item by item; an unreadable image, an
    exception or a non-finite score fails only its own item, with the reason recorded.
 
-A killed run loses at most its batch in flight: started again, it finds every finished pair in
-the cache. :func:`write_outputs` then writes ``scores.csv`` and ``run.json`` (atomically).
+A killed run loses at most the batches in flight: started again, it finds every committed pair
+in the cache. :func:`~metrics_adapters.outputs.write_outputs` then writes ``scores.csv`` and
+``run.json`` (atomically).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import math
 import os
-import platform
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -35,39 +36,65 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, result_set, run_record
-
-from .base import Metric, MetricError, ScoreItem
+from .base import Metric, ScoreItem
 from .cache import ScoreCache
-from .images import DEFAULT_MAX_SIDE, ImageDecodeError, decode_image, decode_settings
+from .images import DEFAULT_MAX_SIDE, decode_settings
+from .outputs import (
+    BASE_COLUMNS,
+    atomic_write_text,
+    package_versions,
+    scores_frame,
+    write_outputs,
+)
 
 __all__ = ["EngineSettings", "Failure", "MetricRun", "score_metric", "score_items", "cache_key",
            "resolve_device", "effective_precision", "items_from_table", "scores_frame", "write_outputs",
-           "preflight_output_dir", "package_versions", "BASE_COLUMNS", "atomic_write_text"]
+           "package_versions", "BASE_COLUMNS", "atomic_write_text", "check_device", "PRECISIONS", "DECODERS"]
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+DECODERS = ("pil", "gpu")
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+VALID_DEVICES = "cpu, cuda, cuda:N (N = 0, 1, ...) or auto"
+
+
+def check_device(device: Any) -> str:
+    """``device`` lower-cased if it names a device ts2 can use; else a ``ValueError`` listing them.
+
+    Examples
+    --------
+    >>> check_device("CUDA:1")
+    'cuda:1'
+    """
+    d = str(device if device is not None else "auto").strip().lower()
+    if not _DEVICE_RE.match(d):
+        raise ValueError(f"expected device one of {VALID_DEVICES}, got {device!r}")
+    return d
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """How to run metrics (none of it but ``precision`` and ``max_image_side`` changes a score).
+    """How to run metrics (only ``precision``, ``max_image_side`` and ``decode`` change a score).
 
     Parameters
     ----------
     device : str
         ``"cpu"``, ``"cuda"`` (``"cuda:1"``, ...) or ``"auto"`` (CUDA when available).
     precision : str
-        ``"fp32"``, or ``"fp16"``/``"bf16"`` autocast on CUDA (ignored, with a warning, on CPU).
-    batch_size : int
-        Distinct (image, prompt) pairs per metric call.
+        ``"auto"`` (the precision policy: fp32 on the CPU, fp16 autocast on CUDA; see
+        docs/metrics.md for its deviation), ``"fp32"``, or ``"fp16"``/``"bf16"`` autocast on
+        CUDA (fp32, with a warning, on the CPU). The precision that runs is in the cache key.
+    batch_size : int or "auto"
+        Distinct (image, prompt) pairs per metric call; ``"auto"``: 32 on the CPU, 256 on CUDA.
     num_workers : int or "auto"
-        DataLoader processes decoding images in the background (0: in the main process).
-        ``"auto"``: none on the CPU (there they only take cycles from the model: measured in
-        ``benchmarks/scoring_speed.py``), ``min(4, cores // 2)`` with CUDA.
+        DataLoader processes decoding images in the background (0: in the main process);
+        ``"auto"``: see :func:`metrics_adapters.pipeline.default_workers`.
     max_image_side : int or None
         Larger images are downscaled first (see :mod:`metrics_adapters.images`).
+    decode : str
+        ``"pil"`` (Pillow, the decode policy of :mod:`metrics_adapters.images`). ``"gpu"``
+        (nvJPEG on CUDA, its own cache key) is reserved and refused: not implemented yet.
     progress : bool
         Show a tqdm bar (images/s, ETA) on stderr.
     measure_flops : bool
@@ -76,26 +103,37 @@ class EngineSettings:
     """
 
     device: str = "auto"
-    precision: str = "fp32"
-    batch_size: int = 32
+    precision: str = "auto"
+    batch_size: int | str = "auto"
     num_workers: int | str = "auto"
     max_image_side: int | None = DEFAULT_MAX_SIDE
+    decode: str = "pil"
     progress: bool = True
     measure_flops: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "device", check_device(self.device))
         if self.precision not in PRECISIONS:
             raise ValueError(f"expected precision one of {PRECISIONS}, got {self.precision!r}")
-        if int(self.batch_size) < 1:
-            raise ValueError(f"expected batch_size >= 1, got {self.batch_size}")
+        if self.decode not in DECODERS:
+            raise ValueError(f"expected decode one of {DECODERS}, got {self.decode!r}")
+        if self.decode == "gpu":  # the key exists (decode_settings) but the nvJPEG path is not written yet
+            raise ValueError("decode=gpu (nvJPEG on CUDA) is not implemented yet; use decode=pil")
+        if self.batch_size != "auto" and not (isinstance(self.batch_size, int) and self.batch_size >= 1):
+            raise ValueError(f"expected batch_size >= 1 or 'auto', got {self.batch_size!r}")
         if self.num_workers != "auto" and not (isinstance(self.num_workers, int) and self.num_workers >= 0):
             raise ValueError(f"expected num_workers >= 0 or 'auto', got {self.num_workers!r}")
 
     def workers_for(self, device: str) -> int:
         """The number of DataLoader workers to use on ``device``."""
-        if self.num_workers != "auto":
-            return int(self.num_workers)
-        return 0 if not str(device).startswith("cuda") else min(4, max(1, (os.cpu_count() or 2) // 2))
+        from .pipeline import default_workers
+
+        return int(self.num_workers) if self.num_workers != "auto" else default_workers(device)
+
+    def batch_for(self, device: str) -> int:
+        from .pipeline import default_batch_size
+
+        return int(self.batch_size) if self.batch_size != "auto" else default_batch_size(device)
 
 
 @dataclass(frozen=True)
@@ -138,6 +176,10 @@ class MetricRun:
     load_error: str | None = None
     info: dict[str, Any] = field(default_factory=dict)  # the metric's run_info(): tokens, cost, QA counters
     scores: tuple[tuple[float, ...] | None, ...] = field(default=(), repr=False)
+    load_time_s: float | None = None   # model load (None: no model was loaded, e.g. all cached)
+    hash_time_s: float = 0.0           # keying the images (file hashes, mostly reused from the cache)
+    batch_size: int | None = None
+    num_workers: int | None = None
 
     @property
     def n_failed(self) -> int:
@@ -158,39 +200,66 @@ class MetricRun:
 
 
 # -- small pure helpers ----------------------------------------------------------------------------
+def _cuda_possible() -> bool:
+    """Whether CUDA could be available, without importing torch (a second of start-up).
+
+    On Linux a CUDA device shows as ``/dev/nvidia<N>``; no such node, or ``CUDA_VISIBLE_DEVICES``
+    hiding them all, means no CUDA. Elsewhere (or when torch is imported already) torch decides.
+    """
+    if "torch" in sys.modules or not sys.platform.startswith("linux"):
+        return True
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None and os.environ["CUDA_VISIBLE_DEVICES"].strip() in ("", "-1"):
+        return False
+    return any(Path("/dev").glob("nvidia[0-9]*"))
+
+
 def resolve_device(device: str) -> str:
     """``"auto"`` -> ``"cuda"`` when available else ``"cpu"``; a CUDA request without CUDA fails.
 
+    Imports torch only where a CUDA device might exist (see :func:`_cuda_possible`).
+
     Raises
     ------
+    ValueError
+        ``device`` is not one of :data:`VALID_DEVICES`.
     RuntimeError
-        ``device`` names CUDA but ``torch.cuda.is_available()`` is false.
+        ``device`` names CUDA but no CUDA device is available.
     """
-    import torch
+    d = check_device(device)
+    if d == "cpu":
+        return d
+    available = False
+    if _cuda_possible():
+        import torch
 
-    d = str(device or "auto").lower()
+        available = torch.cuda.is_available()
     if d == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if d.startswith("cuda") and not torch.cuda.is_available():
+        return "cuda" if available else "cpu"
+    if not available:
         raise RuntimeError(f"expected a CUDA device for device={device}, found none (use device=cpu or auto)")
     return d
 
 
 def effective_precision(device: str, precision: str) -> str:
-    """The precision that really runs: autocast fp16/bf16 only on CUDA, else fp32."""
+    """The precision that really runs: ``auto`` is fp16 on CUDA and fp32 elsewhere; fp16/bf16
+    autocast only on CUDA (fp32, with a warning, elsewhere)."""
     if precision not in PRECISIONS:
         raise ValueError(f"expected precision one of {PRECISIONS}, got {precision!r}")
-    if precision != "fp32" and not str(device).startswith("cuda"):
+    cuda = str(device).startswith("cuda")
+    if precision == "auto":
+        return "fp16" if cuda else "fp32"
+    if precision != "fp32" and not cuda:
         log.warning("precision=%s runs only on CUDA; using fp32 on %s", precision, device)
         return "fp32"
     return precision
 
 
-def cache_key(metric: Metric, precision: str = "fp32", max_image_side: int | None = DEFAULT_MAX_SIDE) -> str:
+def cache_key(metric: Metric, precision: str = "fp32", max_image_side: int | None = DEFAULT_MAX_SIDE,
+              decode: str = "pil") -> str:
     """Key of a metric's scores: its fingerprint + precision (+ the decode policy if it reads pixels)."""
     blob = {"metric": metric.fingerprint(), "precision": precision}
     if metric.needs_images:
-        blob["decode"] = decode_settings(max_image_side)
+        blob["decode"] = decode_settings(max_image_side, decode)
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -206,63 +275,120 @@ def items_from_table(table) -> list[ScoreItem]:
     return out
 
 
-def _autocast(device: str, precision: str):
-    import torch
-
-    if device.startswith("cuda") and precision in ("fp16", "bf16"):
-        return torch.autocast(device_type="cuda", dtype=torch.float16 if precision == "fp16" else torch.bfloat16)
-    return contextlib.nullcontext()
+# -- one metric: the plan (no torch), the work, the result ---------------------------------------------
+Pair = tuple[str, str]  # (image key, prompt)
 
 
-def _as_rows(values: Any, n: int, n_cols: int, name: str) -> list[tuple[float, ...]]:
-    """Normalise a score_batch result to ``n`` rows of ``n_cols`` floats (non-finite kept)."""
+@dataclass
+class _Plan:
+    """What a metric's run has to do, worked out from the cache alone (no torch, no model)."""
+
+    device: str
+    precision: str
+    key: str
+    fingerprint: dict[str, Any]
+    image_keys: list[str | None]
+    item_fail: dict[int, str]
+    rep: dict[Pair, int]                      # distinct pair -> its first item
+    cached: dict[Pair, tuple[tuple[float, ...], bool]]
+    todo: list[Pair]
+    hash_time: float
+
+
+@dataclass
+class _Work:
+    """What loading and computing produced."""
+
+    results: dict[Pair, tuple[tuple[float, ...], bool]]
+    pair_fail: dict[Pair, str] = field(default_factory=dict)
+    load_error: str | None = None
+    load_time: float | None = None
+    compute_time: float = 0.0
+    n_scored: int = 0
+    flops_est: float | None = None
+    flops_measured: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _image_keys(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache,
+                settings: EngineSettings) -> tuple[list[str | None], dict[int, str]]:
+    """Content keys of the items' images (or file-name keys), and the items that have none."""
+    if not metric.needs_images:
+        return [f"name:{it.file_name}" for it in items], {}
+    from .images import ImageMissingError
+
+    keys: list[str | None] = [None] * len(items)
+    fail: dict[int, str] = {}
+    bar = None
+    if settings.progress and len(items) >= 500:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(items), desc=f"{metric.name}: hashing", unit="img", leave=False)
     try:
-        rows = list(values)
-    except TypeError as e:
-        raise MetricError(f"{name}: expected a sequence of {n} scores from score_batch, got {type(values).__name__}") from e
-    if len(rows) != n:
-        raise MetricError(f"{name}: expected {n} scores from score_batch, got {len(rows)}")
-    out = []
-    for r in rows:
-        if isinstance(r, str | bytes):
-            raise MetricError(f"{name}: expected numeric scores from score_batch, got {r!r}")
-        try:
-            r = tuple(float(v) for v in r)
-        except TypeError:  # a scalar (float, numpy or 0-d tensor): one column
-            r = (float(r),)
-        if len(r) != n_cols:
-            raise MetricError(f"{name}: expected {n_cols} values per item, got {len(r)}")
-        out.append(r)
-    return out
+        for i, it in enumerate(items):
+            if bar is not None:
+                bar.update()
+            if it.image_path is None:
+                fail[i] = "missing image: the dataset has no path for it (loaded without images?)"
+                continue
+            try:
+                keys[i] = "sha256:" + cache.file_hash(it.image_path)
+            except ImageMissingError as e:
+                fail[i] = f"missing image file: {e}"
+            except (OSError, ValueError, RuntimeError) as e:  # a FIFO, a device, a symlink loop, too big
+                fail[i] = f"unreadable image file {it.image_path}: {e}"
+    finally:
+        if bar is not None:
+            bar.close()
+    return keys, fail
 
 
-class _DecodeDataset:
-    """Map-style dataset of the pairs to compute: decode + preprocess, errors as values."""
-
-    def __init__(self, items: list[ScoreItem], metric: Metric, max_side: int | None) -> None:
-        self.items, self.metric, self.max_side = items, metric, max_side
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, j: int):
-        if not self.metric.needs_images:
-            return j, None, None
-        try:
-            img = decode_image(self.items[j].image_path, self.max_side)
-        except ImageDecodeError as e:
-            return j, None, str(e)
-        try:
-            return j, self.metric.preprocess(img), None
-        except Exception as e:  # a metric's transform failing on one odd image fails that image only
-            return j, None, f"preprocess failed: {type(e).__name__}: {e}"
-
-
-def _collate(batch):
-    return batch
+def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, settings: EngineSettings) -> _Plan:
+    device = resolve_device(settings.device)
+    precision = effective_precision(device, settings.precision)
+    metric.prepare(items)  # data-dependent settings first: they are part of the cache key
+    key = cache_key(metric, precision, settings.max_image_side, settings.decode)
+    fingerprint = metric.fingerprint()
+    decode = decode_settings(settings.max_image_side, settings.decode) if metric.needs_images else None
+    cache.register(key, metric.name, {"fingerprint": fingerprint, "precision": precision, "decode": decode})
+    t0 = time.perf_counter()
+    image_keys, item_fail = _image_keys(metric, items, cache, settings)
+    hash_time = time.perf_counter() - t0
+    # Distinct pairs; the first item of each stands for it (dataset order keeps a SEG's prompt together).
+    rep: dict[Pair, int] = {}
+    for i, it in enumerate(items):
+        if image_keys[i] is not None:
+            rep.setdefault((image_keys[i], it.prompt), i)
+    cached = cache.get_many(key, rep)
+    todo = [p for p in rep if p not in cached]
+    log.info("%s: %d items, %d distinct (image, prompt) pairs, %d cached, %d to compute on %s/%s",
+             metric.name, len(items), len(rep), len(cached), len(todo), device, precision)
+    return _Plan(device, precision, key, fingerprint, image_keys, item_fail, rep, cached, todo, hash_time)
 
 
-# -- one metric --------------------------------------------------------------------------------------
+def _load(metric: Metric, plan: _Plan, work: _Work) -> bool:
+    """Load the metric; a failure fails every pending pair with the reason instead of raising."""
+    t0 = time.perf_counter()
+    try:
+        metric.load(plan.device, plan.precision if plan.precision != "fp32" else None)
+    except Exception as e:  # bad model id, offline hub, OOM
+        work.load_error = f"{type(e).__name__}: {e}"
+        log.error("%s: could not load the metric: %s", metric.name, work.load_error)
+        for p in plan.todo:
+            work.pair_fail[p] = f"metric failed to load: {work.load_error}"
+        return False
+    work.load_time = time.perf_counter() - t0
+    log.info("%s: model loaded in %.1f s", metric.name, work.load_time)
+    return True
+
+
+def _update_flops(metric: Metric, cache: ScoreCache, plan: _Plan, work: _Work) -> None:
+    est = metric.flops_per_image()
+    if est is not None:
+        work.flops_est = float(est)
+        cache.set_flops(plan.key, work.flops_est)
+
+
 def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache | None = None,
                  settings: EngineSettings | None = None, unload: bool = True) -> MetricRun:
     """Score ``items`` with ``metric`` (see the module docstring).
@@ -290,137 +416,88 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
     RuntimeError
         ``device=cuda`` without CUDA. Metric errors never raise: they become failures.
     """
-    import torch
-    from torch.utils.data import DataLoader
-    from tqdm.auto import tqdm
-
     settings = settings or EngineSettings()
+    t_start = time.perf_counter()
     own_cache = cache is None
     cache = cache if cache is not None else ScoreCache(None)
-    t_start = time.perf_counter()
-    device = resolve_device(settings.device)
-    precision = effective_precision(device, settings.precision)
-    metric.prepare(items)  # data-dependent settings first: they are part of the cache key
-    key = cache_key(metric, precision, settings.max_image_side)
-    fingerprint = metric.fingerprint()
-    cache.register(key, metric.name, {"fingerprint": fingerprint, "precision": precision,
-                                      "decode": decode_settings(settings.max_image_side) if metric.needs_images else None})
-    columns = metric.output_columns()
-    n = len(items)
-
-    # 1. image keys; missing files are skipped items, not errors of the run
-    item_fail: dict[int, str] = {}
-    image_keys: list[str | None] = [None] * n
-    if metric.needs_images:
-        for i, it in enumerate(tqdm(items, desc=f"{metric.name}: hashing", unit="img", leave=False,
-                                    disable=not settings.progress or n < 500)):
-            if it.image_path is None:
-                item_fail[i] = "missing image: the dataset has no path for it (loaded without images?)"
-                continue
-            try:
-                image_keys[i] = "sha256:" + cache.file_hash(it.image_path)
-            except FileNotFoundError:
-                item_fail[i] = f"missing image file: expected a file at {it.image_path}, found none"
-            except OSError as e:
-                item_fail[i] = f"unreadable image file {it.image_path}: {e}"
-    else:
-        image_keys = [f"name:{it.file_name}" for it in items]
-
-    # 2. distinct pairs, first item of each stands for it (dataset order keeps a SEG's prompt together)
-    rep: dict[tuple[str, str], int] = {}
-    for i, it in enumerate(items):
-        if image_keys[i] is not None:
-            rep.setdefault((image_keys[i], it.prompt), i)
-    cached = cache.get_many(key, rep)
-    results: dict[tuple[str, str], tuple[tuple[float, ...], bool]] = dict(cached)
-    todo = [p for p in rep if p not in cached]
-    pair_fail: dict[tuple[str, str], str] = {}
-    log.info("%s: %d items, %d distinct (image, prompt) pairs, %d cached, %d to compute on %s/%s",
-             metric.name, n, len(rep), len(cached), len(todo), device, precision)
-
-    flops_est = cache.get_flops(key)
-    info: dict[str, Any] = {}
-    flops_measured = None
-    load_error = None
-    compute_time = 0.0
-    n_scored = 0
-    loaded = False
     try:
-        if todo or settings.measure_flops:
-            try:
-                metric.load(device, precision if precision != "fp32" else None)
-                loaded = True
-            except Exception as e:  # bad model id, offline hub, OOM: every pending pair fails with the reason
-                load_error = f"{type(e).__name__}: {e}"
-                log.error("%s: could not load the metric: %s", metric.name, load_error)
-                for p in todo:
-                    pair_fail[p] = f"metric failed to load: {load_error}"
-        if loaded:
-            est = metric.flops_per_image()
-            if est is not None:
-                flops_est = float(est)
-                cache.set_flops(key, flops_est)
-            if settings.measure_flops and rep:
-                flops_measured = _measure(metric, items[rep[todo[0] if todo else next(iter(rep))]], settings,
-                                          device, precision)
-        if loaded and todo:
-            t0 = time.perf_counter()
-            n_scored = _compute(metric, [items[rep[p]] for p in todo], todo, key, cache, settings, device,
-                                precision, results, pair_fail, n_cached=len(cached), DataLoader=DataLoader,
-                                tqdm=tqdm, torch=torch)
-            compute_time = time.perf_counter() - t0
-        if flops_est is None:
-            # Some costs are known only after scoring (e.g. the mean number of generated
-            # questions); analytic ones need no model, so ask again even when nothing was loaded.
-            est = metric.flops_per_image()
-            if est is not None:
-                flops_est = float(est)
-                cache.set_flops(key, flops_est)
-        info = dict(metric.run_info() or {})
+        plan = _plan(metric, items, cache, settings)
+        work = _Work(results=dict(plan.cached), flops_est=cache.get_flops(plan.key))
+        loaded = False
+        try:
+            if plan.todo or settings.measure_flops:
+                loaded = _load(metric, plan, work)
+            if loaded:
+                _update_flops(metric, cache, plan, work)
+                if settings.measure_flops and plan.rep:
+                    first = plan.todo[0] if plan.todo else next(iter(plan.rep))
+                    work.flops_measured = _measure(metric, items[plan.rep[first]], settings, plan)
+            if loaded and plan.todo:
+                t0 = time.perf_counter()
+                from .batch_loop import compute
+
+                work.n_scored = compute(metric, [items[plan.rep[p]] for p in plan.todo], plan, cache, settings, work)
+                work.compute_time = time.perf_counter() - t0
+            if work.flops_est is None:
+                # Some costs are known only after scoring (e.g. the mean number of generated
+                # questions); analytic ones need no model, so ask again even when nothing was loaded.
+                _update_flops(metric, cache, plan, work)
+            work.info = dict(metric.run_info() or {})
+        finally:
+            if loaded and unload:
+                metric.unload()
     finally:
-        if loaded and unload:
-            metric.unload()
         if own_cache:
             cache.close()
+    return _assemble(metric, items, settings, plan, work, time.perf_counter() - t_start)
 
-    # 3. per-item results in item order
+
+def _assemble(metric: Metric, items: Sequence[ScoreItem], settings: EngineSettings, plan: _Plan, work: _Work,
+              wall: float) -> MetricRun:
+    """Per-item scores and failures in item order, and the run's record."""
     scores: list[tuple[float, ...] | None] = []
     failures: list[Failure] = []
     truncated_prompts: set[str] = set()
     truncated_items = 0
     for i, it in enumerate(items):
-        reason = item_fail.get(i)
-        pair = None if image_keys[i] is None else (image_keys[i], it.prompt)
-        if reason is None and pair in results:
-            vals, trunc = results[pair]
+        reason = plan.item_fail.get(i)
+        pair = None if plan.image_keys[i] is None else (plan.image_keys[i], it.prompt)
+        if reason is None and pair in work.results:
+            vals, trunc = work.results[pair]
             scores.append(vals)
             if trunc:
                 truncated_prompts.add(it.prompt)
                 truncated_items += 1
             continue
-        reason = reason or pair_fail.get(pair, "not scored")
+        reason = reason or work.pair_fail.get(pair, "not scored")
         scores.append(None)
         failures.append(Failure(it.seg_id, it.node, it.file_name, it.image_path, reason))
     if truncated_prompts:
         log.warning("%s: %d distinct prompt(s) (%d item(s)) were longer than the text encoder's context and "
                     "were truncated", metric.name, len(truncated_prompts), truncated_items)
     if failures:
-        log.warning("%s: %d of %d item(s) failed (first: %s: %s)", metric.name, len(failures), n,
+        log.warning("%s: %d of %d item(s) failed (first: %s: %s)", metric.name, len(failures), len(items),
                     failures[0].file_name, failures[0].reason)
+    computed = bool(plan.todo) and work.load_time is not None
     return MetricRun(
-        name=metric.name, columns=columns, directions=metric.directions(),
+        name=metric.name, columns=metric.output_columns(), directions=metric.directions(),
         score_range=None if metric.score_range is None else tuple(metric.score_range),
-        fingerprint=fingerprint, cache_key=key, model_ids=dict(metric.model_ids()), device=device,
-        precision=precision, n_items=n, n_pairs=len(rep), cache_hits=len(cached), cache_misses=len(todo), info=info,
-        n_scored=n_scored, failures=tuple(failures), truncated_prompts=len(truncated_prompts),
-        truncated_items=truncated_items, wall_time_s=time.perf_counter() - t_start, compute_time_s=compute_time,
-        images_per_s=(n_scored / compute_time) if compute_time > 0 and n_scored else None,
-        flops_per_image_estimate=flops_est, flops_per_image_measured=flops_measured, load_error=load_error,
-        scores=tuple(scores))
+        fingerprint=plan.fingerprint, cache_key=plan.key, model_ids=dict(metric.model_ids()), device=plan.device,
+        precision=plan.precision, n_items=len(items), n_pairs=len(plan.rep), cache_hits=len(plan.cached),
+        cache_misses=len(plan.todo), info=work.info, n_scored=work.n_scored, failures=tuple(failures),
+        truncated_prompts=len(truncated_prompts), truncated_items=truncated_items, wall_time_s=wall,
+        compute_time_s=work.compute_time,
+        images_per_s=(work.n_scored / work.compute_time) if work.compute_time > 0 and work.n_scored else None,
+        flops_per_image_estimate=work.flops_est, flops_per_image_measured=work.flops_measured,
+        load_error=work.load_error, scores=tuple(scores), load_time_s=work.load_time, hash_time_s=plan.hash_time,
+        batch_size=settings.batch_for(plan.device) if computed else None,
+        num_workers=(settings.workers_for(plan.device) if metric.needs_images else 0) if computed else None)
 
 
-def _measure(metric: Metric, item: ScoreItem, settings: EngineSettings, device: str, precision: str) -> float | None:
+def _measure(metric: Metric, item: ScoreItem, settings: EngineSettings, plan: _Plan) -> float | None:
+    from .batch_loop import autocast
     from .flops import measure_flops
+    from .images import decode_image
 
     try:
         payload = None
@@ -428,82 +505,11 @@ def _measure(metric: Metric, item: ScoreItem, settings: EngineSettings, device: 
             payload = [metric.preprocess(decode_image(item.image_path, settings.max_image_side))]
         import torch
 
-        with torch.inference_mode(), _autocast(device, precision):
+        with torch.inference_mode(), autocast(plan.device, plan.precision):
             return measure_flops(lambda: metric.score_batch([item], payload))
     except Exception as e:  # measuring is a report extra: never fail the run for it
         log.warning("%s: could not measure FLOPs on %s: %s: %s", metric.name, item.file_name, type(e).__name__, e)
         return None
-
-
-def _compute(metric, todo_items, todo_pairs, key, cache, settings, device, precision, results, pair_fail,
-             n_cached, DataLoader, tqdm, torch) -> int:
-    """Run the metric over the missing pairs; fills ``results``/``pair_fail``; returns pairs stored."""
-    ncols = len(metric.output_columns())
-    workers = settings.workers_for(device) if metric.needs_images else 0
-    if workers > 0:
-        # The fast tokenizers' thread pool does not survive fork(); without this each worker warns.
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    loader = DataLoader(_DecodeDataset(todo_items, metric, settings.max_image_side), batch_size=int(settings.batch_size),
-                        shuffle=False, num_workers=workers, collate_fn=_collate,
-                        **({"prefetch_factor": 2} if workers > 0 else {}))
-    trunc_memo: dict[str, bool] = {}
-    stored = 0
-    bar = tqdm(total=len(todo_items), desc=metric.name, unit="img", disable=not settings.progress, dynamic_ncols=True)
-    bar.set_postfix(cached=n_cached, failed=0)
-
-    def call(batch_items, payloads):
-        with torch.inference_mode(), _autocast(device, precision):
-            vals = metric.score_batch(batch_items, payloads)
-        return _as_rows(vals, len(batch_items), ncols, metric.name)
-
-    try:
-        for batch in loader:
-            ok = []
-            for j, payload, err in batch:
-                if err is not None:
-                    pair_fail[todo_pairs[j]] = err
-                else:
-                    ok.append((j, payload))
-            if ok:
-                b_items = [todo_items[j] for j, _ in ok]
-                b_pay = None if not metric.needs_images else [p for _, p in ok]
-                try:
-                    rows: list[tuple[float, ...] | BaseException] = list(call(b_items, b_pay))
-                except Exception as e:
-                    # Isolate the bad item(s): the rest of the batch still gets scored.
-                    log.warning("%s: batch of %d failed (%s: %s); retrying item by item", metric.name, len(ok),
-                                type(e).__name__, e)
-                    rows = []
-                    for k, it in enumerate(b_items):
-                        try:
-                            rows.append(call([it], None if b_pay is None else [b_pay[k]])[0])
-                        except Exception as e1:
-                            rows.append(e1)
-                new_prompts = list(dict.fromkeys(it.prompt for it in b_items if it.prompt not in trunc_memo))
-                if new_prompts:
-                    try:
-                        trunc_memo.update(zip(new_prompts, metric.truncated_prompts(new_prompts), strict=True))
-                    except Exception as e:  # counting is a report extra
-                        log.warning("%s: could not check prompt truncation: %s", metric.name, e)
-                        trunc_memo.update((p, False) for p in new_prompts)
-                to_store = []
-                for (j, _), it, row in zip(ok, b_items, rows, strict=True):
-                    pair = todo_pairs[j]
-                    if isinstance(row, BaseException):
-                        pair_fail[pair] = f"metric error: {type(row).__name__}: {row}"
-                    elif not all(math.isfinite(v) for v in row):
-                        pair_fail[pair] = f"metric returned a non-finite score {row}"
-                    else:
-                        tr = bool(trunc_memo.get(it.prompt, False))
-                        results[pair] = (row, tr)
-                        to_store.append((pair[0], pair[1], row, tr))
-                cache.put_many(key, to_store)  # committed now: a kill after this loses nothing of this batch
-                stored += len(to_store)
-            bar.update(len(batch))
-            bar.set_postfix(cached=n_cached, failed=len(pair_fail))
-    finally:
-        bar.close()
-    return stored
 
 
 def score_items(metrics: Sequence[Metric], items: Sequence[ScoreItem], cache: ScoreCache | None = None,
@@ -529,85 +535,3 @@ def check_unique_columns(metrics: Sequence[Metric]) -> None:
             seen[c] = repr(m)
 
 
-# -- outputs ---------------------------------------------------------------------------------------
-def scores_frame(items: Sequence[ScoreItem], runs: Sequence[MetricRun]):
-    """``seg_id, node, file_name, image_path, prompt`` + each run's columns, in item order."""
-    import numpy as np
-    import pandas as pd
-
-    df = pd.DataFrame([{"seg_id": it.seg_id, "node": it.node, "file_name": it.file_name,
-                        "image_path": it.image_path, "prompt": it.prompt} for it in items], columns=list(BASE_COLUMNS))
-    for run in runs:
-        if len(run.scores) != len(items):
-            raise ValueError(f"{run.name}: expected {len(items)} scores, got {len(run.scores)}")
-        arr = np.full((len(items), len(run.columns)), np.nan)
-        for i, s in enumerate(run.scores):
-            if s is not None:
-                arr[i] = s
-        for k, col in enumerate(run.columns):
-            df[col] = arr[:, k]
-    return df
-
-
-def preflight_output_dir(path: str | Path) -> Path:
-    """Create ``path`` and prove it writable, before any model is loaded.
-
-    Raises
-    ------
-    OSError
-        The folder cannot be created or written.
-    """
-    p = Path(path).expanduser()
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        probe = p / f".ts2-write-test-{os.getpid()}"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as e:
-        raise OSError(f"expected a writable output_dir, got {p}: {e}") from e
-    return p
-
-
-_PACKAGES = ("ts2", "torch", "torchvision", "open_clip_torch", "transformers", "tokenizers", "timm", "numpy",
-             "pillow", "pandas", "hydra-core", "omegaconf", "tqdm")
-
-
-def package_versions(extra: Sequence[str] = ()) -> dict[str, str | None]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for name in (*_PACKAGES, *extra):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def write_outputs(output_dir: str | Path, items: Sequence[ScoreItem], runs: Sequence[MetricRun],
-                  config: dict | None = None, extra: dict | None = None,
-                  metrics: Sequence[Metric] = ()) -> tuple[Path, Path]:
-    """Write ``scores.csv`` and ``run.json`` into ``output_dir`` (each atomically); return both paths.
-
-    ``metrics`` (the run's metric objects) get their :meth:`Metric.finalize` hook on the finished
-    table, so run-level columns (e.g. a composite normalised over the run) reach ``scores.csv``.
-    """
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    df = scores_frame(items, runs)
-    added: dict[str, bool] = {}
-    for m in metrics:
-        df = m.finalize(df)
-        added.update(m.finalize_directions())
-    csv_path, json_path = out / "scores.csv", out / RUN_FILE
-    directions = {c: h for r in runs for c, h in r.directions.items()} | added
-    roles = {c: r for m in metrics for c, r in m.roles().items()}
-    roles |= {c: roles.get(c, "metric") for c in directions}
-    with result_set(out, "ts2 score"):
-        atomic_write_text(csv_path, df.to_csv(index=False))
-        record = run_record(n_items=len(items), columns=df.columns, metrics=[r.summary() for r in runs],
-                            directions=directions, roles=roles,
-                            derived_columns=added,  # column -> higher_is_better, added after scoring by finalize()
-                            config=config, packages=package_versions(), **(extra or {}))
-        atomic_write_text(json_path, json.dumps(record, indent=1, default=str))
-    return csv_path, json_path

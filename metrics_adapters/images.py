@@ -18,16 +18,20 @@ Policy (part of every image metric's cache key through :data:`DECODE_POLICY`):
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 __all__ = ["ImageDecodeError", "ImageMissingError", "decode_image", "file_sha256", "DECODE_POLICY",
-           "decode_settings"]
+           "decode_settings", "MAX_IMAGE_BYTES", "GPU_DECODE_POLICY"]
 
 DECODE_POLICY = "rgb-v1"  # bump when the policy above changes: it invalidates cached scores
+GPU_DECODE_POLICY = "nvjpeg-v1"  # decode=gpu: JPEGs through torchvision.io.decode_jpeg on CUDA
 DEFAULT_MAX_SIDE = 4096
+MAX_IMAGE_BYTES = 1 << 30  # a bigger "image" file is refused before it is read (hashing reads it whole)
 
 
 class ImageDecodeError(ValueError):
@@ -38,18 +42,57 @@ class ImageMissingError(ImageDecodeError, FileNotFoundError):
     """An image file that does not exist (or an item that has no image path)."""
 
 
-def decode_settings(max_side: int | None) -> dict:
-    """What a decode depends on, for cache keys."""
-    return {"policy": DECODE_POLICY, "max_side": None if max_side is None else int(max_side)}
+def decode_settings(max_side: int | None, decoder: str = "pil") -> dict:
+    """What a decode depends on, for cache keys (``decoder="pil"`` keeps the keys of older runs)."""
+    out = {"policy": DECODE_POLICY, "max_side": None if max_side is None else int(max_side)}
+    if decoder != "pil":
+        out["gpu_jpeg"] = GPU_DECODE_POLICY
+    return out
 
 
-def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    """SHA-256 of a file's bytes (hex)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
+_KINDS = ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO (named pipe)"), (stat.S_ISCHR, "character device"),
+          (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"))
+
+
+def _file_kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "special file")
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 20, max_bytes: int = MAX_IMAGE_BYTES) -> tuple[str, os.stat_result]:
+    """SHA-256 (hex) of a regular file's bytes, and the ``stat`` of the file that was read.
+
+    The file is opened without blocking and checked on its descriptor (no race with a swap):
+    a FIFO, a device such as ``/dev/zero``, a directory or a file over ``max_bytes`` is refused
+    instead of hanging or reading forever; the read stops at ``max_bytes`` even if the file grows.
+
+    Raises
+    ------
+    ImageMissingError
+        Nothing exists at ``path`` (or a dangling symlink).
+    ImageDecodeError
+        Not a regular file, too big, a symlink loop, or unreadable (the message names the path).
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError as e:
+        raise ImageMissingError(f"expected an image file at {p}, found none") from e
+    except OSError as e:  # a symlink loop (ELOOP), permissions, ...
+        raise ImageDecodeError(f"{p}: expected a readable image file, got {e.strerror or e}") from e
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ImageDecodeError(f"{p}: expected a regular image file, got a {_file_kind(st.st_mode)}")
+        if st.st_size > max_bytes:
+            raise ImageDecodeError(f"{p}: expected an image file of at most {max_bytes} bytes, got {st.st_size}")
+        h = hashlib.sha256()
+        left = max_bytes + 1
+        while left > 0 and (block := f.read(min(chunk, left))):
             h.update(block)
-    return h.hexdigest()
+            left -= len(block)
+        if left <= 0:
+            raise ImageDecodeError(f"{p}: expected an image file of at most {max_bytes} bytes, it grew past that")
+    return h.hexdigest(), st
 
 
 def _to_rgb(img: Image.Image) -> Image.Image:
@@ -107,8 +150,14 @@ def decode_image(path: str | Path | None, max_side: int | None = DEFAULT_MAX_SID
     if path is None:
         raise ImageMissingError("expected an image path, got none (was the dataset loaded without images?)")
     p = Path(path)
-    if not p.is_file():
-        raise ImageMissingError(f"expected an image file at {p}, found none")
+    try:
+        st = p.stat()
+    except FileNotFoundError as e:
+        raise ImageMissingError(f"expected an image file at {p}, found none") from e
+    except OSError as e:  # a symlink loop, permissions
+        raise ImageDecodeError(f"{p}: expected a readable image file, got {e.strerror or e}") from e
+    if not stat.S_ISREG(st.st_mode):  # Pillow would block on a FIFO or read /dev/zero forever
+        raise ImageDecodeError(f"{p}: expected a regular image file, got a {_file_kind(st.st_mode)}")
     try:
         with Image.open(p) as img:
             img.seek(0)  # first frame of animated GIF/PNG/WebP

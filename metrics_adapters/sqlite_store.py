@@ -10,7 +10,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-__all__ = ["open_store"]
+__all__ = ["open_store", "StoreUnavailableError"]
+
+
+class StoreUnavailableError(RuntimeError):
+    """The store's folder or file cannot be created or written (read-only, full disk, permissions).
+
+    Callers may go on without the store (the score command does, with a warning).
+    """
 
 
 def open_store(path: str | Path | None, schema: str, version: str, what: str, timeout: float = 60.0,
@@ -27,6 +34,8 @@ def open_store(path: str | Path | None, schema: str, version: str, what: str, ti
 
     Raises
     ------
+    StoreUnavailableError
+        The folder or file cannot be created or written (read-only, full, permissions).
     RuntimeError
         The file is not a SQLite database, or was written with another schema version; the
         message names the file and ``what`` it should have been.
@@ -34,7 +43,10 @@ def open_store(path: str | Path | None, schema: str, version: str, what: str, ti
     in_memory = path is None or str(path) == ":memory:"
     spath = ":memory:" if in_memory else str(Path(path).expanduser())
     if not in_memory:
-        Path(spath).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(spath).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreUnavailableError(f"{spath}: cannot create the folder of the {what}: {e.strerror or e}") from e
     try:
         db = sqlite3.connect(spath, timeout=timeout, check_same_thread=check_same_thread)
         if not in_memory:
@@ -45,6 +57,11 @@ def open_store(path: str | Path | None, schema: str, version: str, what: str, ti
             db.executescript(schema)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (version,))
         (ver,) = db.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
+    except sqlite3.OperationalError as e:
+        if "locked" in str(e):
+            raise RuntimeError(f"{spath}: the {what} stayed locked by another process for {timeout:.0f} s: {e}") from e
+        raise StoreUnavailableError(f"{spath}: cannot open the {what} for writing ({e}); check that the folder "
+                                    "is writable and has free space, or use cache_dir=... (or cache=false)") from e
     except sqlite3.DatabaseError as e:
         raise RuntimeError(f"{spath}: expected a {what} (SQLite), could not open it: {e}; "
                            "remove the file or use cache_dir=... to start a new one") from e

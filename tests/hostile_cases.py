@@ -385,7 +385,7 @@ yaml_case("json-id-int", "JSON `\"id\": 1` (an integer)", json.dumps(seg_doc()).
           r"OK: 2 SEGs", verdict="correct", name="d.json")
 TYPOS = [("edges", "edge", "seg", "'edges'"), ("nodes", "node", "seg", "'nodes'"), ("prompt", "promt", "seg", "'prompt'"),
          ("segs", "seg", "dataset", "'segs'"), ("images", "image", "node", "'images'"), ("label", "lable", "node", "'label'")]
-for k, (right, wrong, kind, hint) in enumerate(TYPOS):
+for right, wrong, kind, hint in TYPOS:
     doc = seg_doc()
     target = doc if kind == "dataset" else doc["segs"][0] if kind == "seg" else doc["segs"][0]["nodes"][1]
     if right == "edges":

@@ -15,7 +15,6 @@ from reference_impl import reference_seg_values, reference_walk
 from scipy import stats
 
 from analysis import compare, pareto, pipeline, scores_io, walks
-from analysis.stats import intervals, resampling, significance
 from analysis.aggregate import seg_means
 from analysis.compute import walk_values
 from analysis.metametrics import META_METRICS, WalkStats, delta, get_meta_metric, kendall, pair_acc, rank, sep
@@ -26,6 +25,7 @@ from analysis.metametrics.rank import walk_rank
 from analysis.metametrics.sep import walk_sep
 from analysis.protocols import PROTOCOLS
 from analysis.scores_io import prepare_inputs, read_scores
+from analysis.stats import intervals, resampling, significance
 from analysis.walks import build_walk_table
 
 ALL = tuple(META_METRICS)

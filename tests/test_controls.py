@@ -215,8 +215,8 @@ def test_always_yes_tifa_is_constant_within_each_seg(tmp_path):
     from metrics_adapters.qa.generation import CallableLM
     from metrics_adapters.qa.matching import AnswerMatcher
     from metrics_adapters.qa.tifa import TIFAScore
-    from seg_data.synthetic import make_synthetic
     from seg_data import load_seg_file
+    from seg_data.synthetic import make_synthetic
 
     ds = load_seg_file(make_synthetic(tmp_path / "syn", n_segs=4, seed=1, images=False))
     def no_embedding(texts):

@@ -18,9 +18,19 @@ import tiny_models as tm  # noqa: E402
 
 from metrics_adapters import get_metric  # noqa: E402
 from metrics_adapters.cache import ScoreCache  # noqa: E402
-from metrics_adapters.engine import (BASE_COLUMNS, EngineSettings, cache_key, effective_precision,  # noqa: E402
-                                     items_from_table, preflight_output_dir, resolve_device, score_items,
-                                     score_metric, scores_frame, write_outputs)
+from metrics_adapters.engine import (  # noqa: E402
+    BASE_COLUMNS,
+    EngineSettings,
+    cache_key,
+    effective_precision,
+    items_from_table,
+    resolve_device,
+    score_items,
+    score_metric,
+    scores_frame,
+    write_outputs,
+)
+from metrics_adapters.pipeline import available_cpus  # noqa: E402
 from seg_data import load_path  # noqa: E402
 
 FAST = dict(device="cpu", num_workers=0, progress=False)
@@ -316,8 +326,8 @@ def test_device_and_precision_resolution(caplog):
         EngineSettings(precision="fp8")
     with pytest.raises(ValueError, match="batch_size"):
         EngineSettings(batch_size=0)
-    assert EngineSettings().workers_for("cpu") == 0  # auto: no workers competing with the model on a CPU
-    assert 1 <= EngineSettings().workers_for("cuda") <= 4
+    assert EngineSettings().workers_for("cpu") == (1 if available_cpus() >= 2 else 0)
+    assert 1 <= EngineSettings().workers_for("cuda") <= 16
     assert EngineSettings(num_workers=3).workers_for("cpu") == 3
     with pytest.raises(ValueError, match="num_workers"):
         EngineSettings(num_workers=-1)
@@ -326,7 +336,9 @@ def test_device_and_precision_resolution(caplog):
 
 
 def test_preflight_rejects_unwritable_output_dir(tmp_path):
+    from ts2.common import check_output_dir  # the one output-folder check (the engine's copy is gone)
+
     (tmp_path / "file").write_text("x")
     with pytest.raises(OSError, match="expected a writable output_dir"):
-        preflight_output_dir(tmp_path / "file" / "out")
-    assert preflight_output_dir(tmp_path / "a" / "b").is_dir()
+        check_output_dir(tmp_path / "file" / "out")
+    assert check_output_dir(tmp_path / "a" / "b").is_dir()

@@ -9,8 +9,17 @@ import pytest
 from PIL import Image, ImageDraw
 
 from metrics_adapters.base import MetricError, ScoreItem
-from metrics_adapters.geneval import (Detection, GenEvalMetric, LMPromptParser, PromptParseError, ShapesDetector,
-                                      check_requirements, fraction_met, parse_prompt, relation_holds)
+from metrics_adapters.geneval import (
+    Detection,
+    GenEvalMetric,
+    LMPromptParser,
+    PromptParseError,
+    ShapesDetector,
+    check_requirements,
+    fraction_met,
+    parse_prompt,
+    relation_holds,
+)
 from metrics_adapters.geneval.colours import COLOUR_NAMES, colour_index, dominant_colour
 from metrics_adapters.geneval.detectors import classify_shape
 
@@ -217,8 +226,8 @@ def tiny_owl(tmp_path_factory):
     pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("open_clip")
-    import torch
     import tiny_models as tm
+    import torch
 
     vocab, merges = tm._clip_vocab_and_merges()
     tok = transformers.CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=16)

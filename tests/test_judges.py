@@ -12,8 +12,15 @@ from PIL import Image
 from test_api import SECRET, FakeChatServer
 
 from metrics_adapters.base import MetricError, ScoreItem
-from metrics_adapters.judges import (ChatRequest, HTTPChatBackend, LLMJudge, ParseError, VLMJudge, parse_judgement,
-                                     parse_rating)
+from metrics_adapters.judges import (
+    ChatRequest,
+    HTTPChatBackend,
+    LLMJudge,
+    ParseError,
+    VLMJudge,
+    parse_judgement,
+    parse_rating,
+)
 from metrics_adapters.judges.records import AnswerLog, read_answers
 
 

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from metrics_adapters.images import (ImageDecodeError, ImageMissingError, decode_image, decode_settings,
-                                     file_sha256)
+from metrics_adapters.images import ImageDecodeError, ImageMissingError, decode_image, decode_settings, file_sha256
 
 
 def test_rgb_roundtrip_is_exact(tmp_path):
@@ -101,5 +100,5 @@ def test_file_sha256_and_decode_settings(tmp_path):
 
     p = tmp_path / "f.bin"
     p.write_bytes(b"abc" * 1000)
-    assert file_sha256(p, chunk=7) == hashlib.sha256(b"abc" * 1000).hexdigest()
+    assert file_sha256(p, chunk=7)[0] == hashlib.sha256(b"abc" * 1000).hexdigest()
     assert decode_settings(512) != decode_settings(1024)

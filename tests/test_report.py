@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from analysis import report as rp
-from seg_data.results import BASE_COLUMNS
-from ts2 import results as rs
 from analysis.pipeline import analyze
 from analysis.shards import Shard
+from seg_data.results import BASE_COLUMNS
+from ts2 import results as rs
 
 NODES = ["0", "1a", "1b", "2"]
 

@@ -12,8 +12,19 @@ from hypothesis import strategies as st
 
 import seg_data
 from seg_data import (
-    SEG, ImageRecord, SEGDataset, SEGValidationError, build_graph, load_path, load_seg_file,
-    load_ts2_release, parse_label, save_seg_file, ts2_convention_edges, validate_seg, walks,
+    SEG,
+    ImageRecord,
+    SEGDataset,
+    SEGValidationError,
+    build_graph,
+    load_path,
+    load_seg_file,
+    load_ts2_release,
+    parse_label,
+    save_seg_file,
+    ts2_convention_edges,
+    validate_seg,
+    walks,
 )
 from seg_data.summary import summarize
 

@@ -84,12 +84,13 @@ FLAG = Option("bool")
 OPTIONS: dict[str, Option] = {
     # scoring
     "limit": Option("int", min=1, nullable=True),
-    "batch_size": POSITIVE,
+    "batch_size": Option("int_or_auto", min=1),  # auto: 32 on the CPU, 256 on CUDA (engine)
     "num_workers": Option("int_or_auto", min=0),
     "max_image_side": Option("int", min=1, nullable=True),
     "max_failure_share": Option("float", min=0, max=1),
     "device": Option("device"),
-    "precision": Option("choice", choices=("fp32", "fp16", "bf16")),
+    "precision": Option("choice", choices=("auto", "fp32", "fp16", "bf16")),  # auto: the engine's policy
+    "decode": Option("choice", choices=("pil", "gpu")),
     # statistics
     "bootstrap": COUNT,
     "seed": Option("int", min=0),

@@ -120,6 +120,9 @@ class ShuffledText(MetricWrapper):
     def preprocess(self, image: Any) -> Any:
         return self.inner.preprocess(image)
 
+    def pixel_spec(self) -> Any:
+        return self.inner.pixel_spec()
+
     def truncated_prompts(self, prompts: Sequence[str]) -> list[bool]:
         return self.inner.truncated_prompts([shuffle_words(p, self.seed) for p in prompts])
 
@@ -168,8 +171,10 @@ class ShuffledImage(MetricWrapper):
     Notes
     -----
     The wrapper reads pixels itself (the donor's), so it declares ``needs_images = False``: the
-    engine keys its scores by the item's ``file_name``, and the fingerprint holds the seed and a
-    hash of the pool (SEG ids and file names). Donor files changed in place are not detected.
+    engine keys its scores by the item's ``file_name``, so the fingerprint holds the seed, a hash
+    of the pool's SEG ids and file names, and a hash of the donor images' CONTENT (computed once,
+    when the fingerprint is first taken): a second image set with the same names and prompts, or
+    a donor file changed in place, gets its own cache key.
 
     Raises
     ------
@@ -197,12 +202,30 @@ class ShuffledImage(MetricWrapper):
         for seg, f, _ in self.pool:
             h.update(f"{seg}\0{f}\n".encode())
         self._pool_hash = h.hexdigest()[:16]
+        self._content_hash: str | None = None
+
+    def pool_content_hash(self) -> str:
+        """SHA-256 over the donor images' bytes in pool order (an unreadable file enters as its
+        error, so it fails its items rather than the key)."""
+        if self._content_hash is None:
+            from ..images import ImageDecodeError, file_sha256
+
+            h = hashlib.sha256()
+            for _, f, path in self.pool:
+                try:
+                    digest = file_sha256(path)[0]
+                except ImageDecodeError as e:
+                    digest = f"unreadable:{type(e).__name__}"
+                h.update(f"{f}\0{digest}\n".encode())
+            self._content_hash = h.hexdigest()[:32]
+        return self._content_hash
 
     def settings(self) -> dict[str, Any]:
         from ..images import decode_settings
 
         return {"inner": self.inner.fingerprint(), "seed": self.seed, "pool": self._pool_hash,
-                "decode": decode_settings(self.max_image_side), "control": "shuffled_image/1"}
+                "pool_content": self.pool_content_hash(), "decode": decode_settings(self.max_image_side),
+                "control": "shuffled_image/1"}
 
     def donor(self, item: ScoreItem) -> tuple[str, str, str]:
         """The pool entry whose image replaces ``item``'s (never from ``item``'s SEG)."""

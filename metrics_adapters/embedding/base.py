@@ -60,6 +60,49 @@ def local_signature(path: str | None) -> str | None:
     return h.hexdigest()[:16]
 
 
+def _probe_images():
+    """Two deterministic RGB images (smooth, odd sizes, both orientations) to check a split."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(12345)
+    out = []
+    for w, h in ((97, 61), (53, 131)):
+        small = rng.integers(0, 256, (max(2, h // 8), max(2, w // 8), 3), dtype=np.uint8)
+        out.append(Image.fromarray(small).resize((w, h), Image.Resampling.BICUBIC))
+    return out
+
+
+SPEC_TOLERANCE = 1e-5  # max |difference| of normalised pixels (float32 rounding is ~1e-7)
+
+
+def _checked_spec(metric: EmbeddingMetric, spec: Any) -> Any:
+    """``spec`` if it reproduces the metric's own preprocessing on probe images, else ``None``.
+
+    A processor with a step the split does not know (e.g. EfficientNet's extra ``include_top``
+    normalisation) then keeps its exact per-image path instead of changing scores.
+    """
+    if spec is None:
+        return None
+    import torch
+
+    from ..pipeline import to_model_input
+
+    try:
+        for im in _probe_images():
+            ref = metric._preprocess(im).float()
+            fast = to_model_input(spec.to_uint8(im)[None], spec, "cpu", torch.float32)[0]
+            if fast.shape != ref.shape or float((fast - ref).abs().max()) > SPEC_TOLERANCE:
+                log.info("%s: split preprocessing differs from the model's own; using the per-image path",
+                         metric.name)
+                return None
+    except Exception as e:  # any failure of the probe: keep the exact path
+        log.info("%s: cannot split the preprocessing (%s: %s); using the per-image path", metric.name,
+                 type(e).__name__, e)
+        return None
+    return spec
+
+
 class EmbeddingMetric(Metric):
     """``score = f(cos(E_I(image), E_T(template(prompt))))``; ``f`` is eq. 6 unless overridden.
 
@@ -98,6 +141,7 @@ class EmbeddingMetric(Metric):
         self._loaded = False
         self._text_cache: OrderedDict[str, Any] = OrderedDict()
         self._flops: float | None = None
+        self._spec: Any = None
 
     # -- subclass hooks --------------------------------------------------------------------------
     @abstractmethod
@@ -131,6 +175,10 @@ class EmbeddingMetric(Metric):
     def _score_from_cos(self, cos):
         return clip_s(cos, self.w)
 
+    def _split_preprocess(self) -> Any:
+        """The backend's preprocessing as a :class:`~metrics_adapters.pipeline.PixelSpec`, or ``None``."""
+        return None
+
     # -- Metric API ------------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
         return {"w": self.w, "template": self.template}
@@ -142,12 +190,14 @@ class EmbeddingMetric(Metric):
         self._load(self.device, dtype)
         self._loaded = True
         self._flops = float(self._estimate_flops())
+        self._spec = _checked_spec(self, self._split_preprocess())
 
     def unload(self) -> None:
         for attr in ("_model", "_tokenizer", "_image_processor", "_transform"):
             if hasattr(self, attr):
                 setattr(self, attr, None)
         self._text_cache.clear()
+        self._spec = None
         self._loaded = False
 
     def _require_loaded(self) -> None:
@@ -165,6 +215,11 @@ class EmbeddingMetric(Metric):
     def preprocess(self, image) -> Any:
         self._require_loaded()
         return self._preprocess(image)
+
+    def pixel_spec(self) -> Any:
+        """The split preprocessing (checked against :meth:`preprocess` at load), or ``None``."""
+        self._require_loaded()
+        return self._spec
 
     def truncated_prompts(self, prompts: Sequence[str]) -> list[bool]:
         self._require_loaded()
@@ -190,11 +245,15 @@ class EmbeddingMetric(Metric):
         return out
 
     def image_features(self, images: Sequence[Any]):
-        """L2-normalised image embeddings; ``images`` are PIL images or :meth:`preprocess` outputs."""
+        """L2-normalised image embeddings; ``images`` are PIL images, :meth:`preprocess` outputs,
+        or one ``[B, 3, H, W]`` tensor of them (the engine's batches)."""
         import torch
         from PIL import Image
 
-        pix = torch.stack([self._preprocess(im) if isinstance(im, Image.Image) else im for im in images])
+        if isinstance(images, torch.Tensor) and images.ndim == 4:
+            pix = images
+        else:
+            pix = torch.stack([self._preprocess(im) if isinstance(im, Image.Image) else im for im in images])
         feats = self._encode_images(pix.to(self.device)).float()
         return feats / feats.norm(dim=-1, keepdim=True)
 

