@@ -72,7 +72,7 @@ def test_added_metric_and_group_additions_still_work():
     (["score", "limit=abc"], "limit", "an integer >= 1"),
     (["score", "limit=-5"], "limit", "an integer >= 1"),
     (["score", "max_failure_share=abc"], "max_failure_share", "a number >= 0 and <= 1"),
-    (["score", "batch_size=abc"], "batch_size", "an integer >= 1"),
+    (["score", "batch_size=abc"], "batch_size", "auto or an integer >= 1"),
     (["score", "device=gpu"], "device", "a device"),
     (["analyze", "scores=x.csv", "bootstrap=abc"], "bootstrap", "an integer >= 0"),
     (["analyze", "scores=x.csv", "seed=abc"], "seed", "an integer >= 0"),
