@@ -76,7 +76,7 @@ def file_sha256(path: str | Path, chunk: int = 1 << 20, max_bytes: int = MAX_IMA
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except FileNotFoundError as e:
-        raise ImageMissingError(f"expected an image file at {p}, found none") from e
+        raise ImageMissingError(f"expected a file at {p}, found none") from e
     except OSError as e:  # a symlink loop (ELOOP), permissions, ...
         raise ImageDecodeError(f"{p}: expected a readable image file, got {e.strerror or e}") from e
     with os.fdopen(fd, "rb", buffering=0) as f:
@@ -153,7 +153,7 @@ def decode_image(path: str | Path | None, max_side: int | None = DEFAULT_MAX_SID
     try:
         st = p.stat()
     except FileNotFoundError as e:
-        raise ImageMissingError(f"expected an image file at {p}, found none") from e
+        raise ImageMissingError(f"expected a file at {p}, found none") from e
     except OSError as e:  # a symlink loop, permissions
         raise ImageDecodeError(f"{p}: expected a readable image file, got {e.strerror or e}") from e
     if not stat.S_ISREG(st.st_mode):  # Pillow would block on a FIFO or read /dev/zero forever
