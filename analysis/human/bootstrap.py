@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,7 +13,10 @@ from ..stats import cluster_draws, draw_counts, percentile_ci
 from ._common import _as_pair, _groups_codes, _progress
 from .agreement import krippendorff_alpha
 from .correlation import GROUPINGS, get_statistic, grouped_correlation, human_statistic
-from .pairwise import _calibrate_sorted, _candidates, _pair_arrays, _within_group_pairs
+from .pairwise import _candidates, _pair_arrays, _within_group_pairs
+from .vectorized import bootstrap_statistics
+
+log = logging.getLogger(__name__)
 
 
 # -- cluster bootstrap ---------------------------------------------------------------------------
@@ -97,10 +101,11 @@ def _bootstrap_pairwise(x, y, codes, n_groups, draws, grouping, progress, desc) 
     A replicate where cluster ``c`` is drawn ``w_c`` times has, for items i != j, ``w_ci * w_cj``
     copies of the pair (i, j) (also inside one cluster: copy s of i with copy t of j), plus
     ``C(w_c, 2)`` pairs of an item with its own copy, tied in both metric and human. So one sort
-    of the pairs serves every replicate: only the weights change.
+    of the pairs serves every replicate: only the weights change. The calibrated accuracy is
+    ``max_k correct(k) / total`` over the candidate thresholds ``k`` (:func:`_calibrate_sorted`);
+    the per-replicate prefix sums ``correct(k)`` are computed for many replicates at once.
     """
     counts = draw_counts(draws, n_groups)
-    reps = np.empty(len(draws))
     if grouping == "global":
         i, j = np.triu_indices(len(x), 1)
         gi, gj = codes[i], codes[j]
@@ -113,22 +118,72 @@ def _bootstrap_pairwise(x, y, codes, n_groups, draws, grouping, progress, desc) 
     a = agree[order].astype(float)
     gain = htie[order].astype(float) - a
     cand = _candidates(d)
+    # correct(cand[m]) = extra + sum_p w_p agree_p + sum_{p < cand[m]} w_p gain_p: pair p enters
+    # the prefix sums of every candidate after it, i.e. from column col[p] on.
+    col = np.searchsorted(cand, np.arange(len(d)), side="right")
     if grouping == "global":
-        sizes = np.bincount(codes, minlength=n_groups).astype(float)
-        for b in _progress(range(len(draws)), progress, desc):
-            w = counts[b]
-            extra = float((sizes * w * (w - 1) / 2).sum())
-            reps[b] = _calibrate_sorted(d, a, gain, w[gi] * w[gj], cand, extra).accuracy
-        return reps
+        return _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, len(cand), progress, desc)
     ppg = np.bincount(gi, minlength=n_groups).astype(float)
-    for b in _progress(range(len(draws)), progress, desc):
-        w = counts[b]
-        used = float(((ppg > 0) * w).sum())
-        if used == 0:
-            reps[b] = math.nan
-            continue
-        per_group = w / (np.maximum(ppg, 1) * used)
-        reps[b] = _calibrate_sorted(d, a, gain, per_group[gi], cand).accuracy
+    used = counts @ (ppg > 0).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_group = counts / (np.maximum(ppg, 1) * used[:, None])  # weight of each pair of group g
+    reps = np.full(len(draws), math.nan)
+    for lo in _progress(range(0, len(draws), 256), progress, desc):
+        w = per_group[lo:lo + 256][:, gi]
+        cum = np.concatenate((np.zeros((len(w), 1)), np.cumsum(w * gain, axis=1)), axis=1)
+        correct = (w * a).sum(axis=1)[:, None] + cum[:, cand]
+        reps[lo:lo + 256] = correct.max(axis=1) / w.sum(axis=1)
+    reps[used == 0] = math.nan
+    return reps
+
+
+def _global_pairwise_reps(counts, codes, n_groups, gi, gj, a, gain, col, n_cand, progress, desc) -> np.ndarray:
+    """Pooled tie-calibrated accuracy per replicate, from per prompt-pair sums (exact integers).
+
+    A pair's weight is ``w_gi w_gj``, so every sum over pairs is a product of the replicate's
+    prompt-pair weights ``V[b, (g, g')] = w_g w_g'`` with a sparse (prompt pair x column) matrix.
+    """
+    from scipy import sparse
+
+    G = n_groups
+    u = np.minimum(gi, gj) * G + np.maximum(gi, gj)  # unordered prompt pair: w_g w_g' is symmetric
+    agree_u = np.bincount(u, weights=a, minlength=G * G)
+    # Only candidates that can hold the maximum for some weights: column m >= 1 holds the pairs
+    # between candidates m-1 and m, so m-1 is never above m when that block has no negative
+    # gain, and m never above m-1 when it has no positive gain (all-zero blocks: keep m).
+    # Dominance only points to neighbours and never both ways, so the maximum survives.
+    # Merging the blocks of dropped candidates can make new dominated ones: repeat to a fixed point.
+    new_col = col
+    while True:
+        has_pos = np.bincount(new_col, weights=gain > 0, minlength=n_cand + 1)[:n_cand] > 0
+        has_neg = np.bincount(new_col, weights=gain < 0, minlength=n_cand + 1)[:n_cand] > 0
+        keep = np.ones(n_cand, dtype=bool)
+        keep[:-1] &= has_neg[1:]
+        keep[1:] &= has_pos[1:] | ~has_neg[1:]
+        kept = np.flatnonzero(keep)
+        new_col = np.searchsorted(kept, new_col, side="left")  # pair p counts from the first kept m >= col[p]
+        if len(kept) == n_cand:
+            break
+        n_cand = len(kept)
+    nz = (gain != 0) & (new_col < n_cand)
+    rows, u_row = np.unique(u[nz], return_inverse=True)  # prompt pairs that hold a pair
+    Zt = sparse.csr_matrix((gain[nz], (new_col[nz], u_row)), shape=(n_cand, len(rows)))
+    g1, g2 = rows // G, rows % G
+    pairs_u = np.bincount(u, minlength=G * G).astype(float)
+    sizes = np.bincount(codes, minlength=G).astype(float)
+    log.debug("pooled pairwise bootstrap: %d candidate thresholds, %d non-zero terms", n_cand, Zt.nnz)
+    reps = np.empty(len(counts))
+    step = 100
+    pairs_gg = pairs_u.reshape(G, G)
+    agree_gg = agree_u.reshape(G, G)
+    for lo in _progress(range(0, len(counts), step), progress, desc):
+        w = counts[lo:lo + step]
+        extra = (sizes * w * (w - 1) / 2).sum(axis=1)
+        total = np.einsum("kg,kg->k", w @ pairs_gg, w) + extra
+        best = np.cumsum(np.asarray(Zt @ (w[:, g1] * w[:, g2]).T), axis=0).max(axis=0)  # (cand, reps)
+        correct = extra + np.einsum("kg,kg->k", w @ agree_gg, w) + best
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps[lo:lo + step] = np.where(total > 0, correct / total, math.nan)
     return reps
 
 
@@ -154,7 +209,7 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
     -------
     BootstrapCI
     """
-    fn = get_statistic(statistic)
+    get_statistic(statistic)
     if grouping not in GROUPINGS:
         raise ValueError(f"expected grouping in {list(GROUPINGS)}, got {grouping!r}")
     x, y, keep = _as_pair(metric, human, nan_policy)
@@ -177,11 +232,8 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
         with np.errstate(invalid="ignore", divide="ignore"):
             reps = np.where(den > 0, (counts @ np.where(ok, per, 0.0)) / den, np.nan)
     else:
-        members = [np.flatnonzero(codes == k) for k in range(G)]
-        reps = np.empty(n_boot)
-        for b in _progress(range(n_boot), progress, desc):
-            idx = np.concatenate([members[k] for k in draws[b]])
-            reps[b] = fn(x[idx], y[idx])
+        # Pooled: every replicate from per-prompt sums, equal to ``fn`` on the resampled items.
+        reps = bootstrap_statistics(x, y, codes, G, draw_counts(draws, G), statistic)
     ci = percentile_ci(reps, confidence)
     return BootstrapCI(value, ci.low, ci.high, n_boot, ci.n_invalid, confidence)
 

@@ -11,6 +11,7 @@ from scipy import stats as ss
 
 from ._common import _as_pair, _groups_codes, _quiet
 from .pairwise import grouped_pairwise_accuracy, pairwise_accuracy
+from .vectorized import grouped_statistics
 
 GROUPINGS = ("global", "prompt")
 
@@ -160,19 +161,15 @@ def grouped_correlation(metric, human, groups, statistic: str = "kendall_b",
     >>> r.value, r.per_group.tolist()
     (0.0, [1.0, -1.0])
     """
-    fn = get_statistic(statistic)
+    get_statistic(statistic)
     if statistic == "pairwise_acc":
         raise ValueError("expected a correlation statistic, got 'pairwise_acc' (its tie threshold is shared "
                          "across groups): use grouped_pairwise_accuracy")
     x, y, keep = _as_pair(metric, human, nan_policy)
     codes, uniq = _groups_codes(np.asarray(groups, dtype=object), len(keep))
     codes = codes[keep]
-    per = np.full(len(uniq), np.nan)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1], True])
-    for s, e in zip(bounds[:-1], bounds[1:]):
-        idx = order[s:e]
-        per[codes[idx[0]]] = fn(x[idx], y[idx])
+    # All prompts at once; equals ``fn`` on each prompt's items (tests/test_human_vectorized.py).
+    per = grouped_statistics(x, y, codes, len(uniq), statistic)
     used = np.isfinite(per)
     value = float(per[used].mean()) if used.any() else math.nan
     return GroupedCorrelation(value, per, uniq, len(uniq), int(used.sum()))

@@ -17,6 +17,7 @@ from .correlation import (
     grouped_correlation,
     human_statistic,
 )
+from .vectorized import swapped_kendall_b_diffs
 
 
 # -- paired tests between two metrics -------------------------------------------------------------
@@ -180,10 +181,14 @@ def permutation_test(a, b, human, groups, statistic: str = "kendall_b", grouping
     va = human_statistic(a, h, labels, statistic, grouping)
     vb = human_statistic(b, h, labels, statistic, grouping)
     obs = diff(za, zb)
-    perm = np.empty(n_perm)
-    for k in _progress(range(n_perm), progress, f"permutation {statistic}/{grouping}"):
-        swap = flips[k][codes]
-        perm[k] = diff(np.where(swap, zb, za), np.where(swap, za, zb))
+    if statistic == "kendall_b" and grouping == "global":
+        # All permutations at once from per-prompt-pair counts (same values as the loop below).
+        perm = swapped_kendall_b_diffs(za, zb, h, codes, G, flips)
+    else:
+        perm = np.empty(n_perm)
+        for k in _progress(range(n_perm), progress, f"permutation {statistic}/{grouping}"):
+            swap = flips[k][codes]
+            perm[k] = diff(np.where(swap, zb, za), np.where(swap, za, zb))
     ok = np.isfinite(perm)
     p = (1 + int((np.abs(perm[ok]) >= abs(obs) - 1e-12).sum())) / (1 + int(ok.sum())) if math.isfinite(obs) \
         else math.nan

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -133,6 +134,14 @@ def tie_calibrated_pairwise_accuracy(metric, human, nan_policy: str = "raise") -
     (1.0, 0.1)
     """
     x, y, _ = _as_pair(metric, human, nan_policy)
+    return _pooled_cached(np.ascontiguousarray(x).tobytes(), np.ascontiguousarray(y).tobytes())
+
+
+@functools.lru_cache(maxsize=32)
+def _pooled_cached(xb: bytes, yb: bytes) -> PairwiseAccuracy:
+    # The human view asks for the same metric's accuracy for the value and for epsilon, and each
+    # costs a sort of n(n-1)/2 pairs; the result is a frozen dataclass, safe to share.
+    x, y = np.frombuffer(xb, dtype=float), np.frombuffer(yb, dtype=float)
     i, j = np.triu_indices(len(x), 1)
     d, agree, htie = _pair_arrays(x, y, i, j)
     return _calibrate(d, agree, htie, np.ones(len(d)))

@@ -157,7 +157,9 @@ def write_human_table(results: pd.DataFrame, path: str | Path, fmt: str | None =
 
     Markdown: one titled table per grouping, each cell ``value [ci_low, ci_high]`` when the
     results carry intervals and ``with_ci``. CSV: the tables stacked with a ``grouping``
-    column, values x100 unrounded (no interval columns). Groupings without results are left out.
+    column, values x100 unrounded, each statistic followed by its ``<label> low`` / ``<label> high``
+    interval columns when the results carry them and ``with_ci``. Groupings without results are
+    left out.
 
     Raises
     ------
@@ -173,7 +175,7 @@ def write_human_table(results: pd.DataFrame, path: str | Path, fmt: str | None =
     parts: list[tuple[str, pd.DataFrame]] = []
     for g in groupings:
         try:
-            parts.append((g, human_table(results, g, statistics, labels, metrics, with_ci=with_ci and fmt == "md")))
+            parts.append((g, human_table(results, g, statistics, labels, metrics, with_ci=with_ci)))
         except ValueError:
             continue
     if not parts:
