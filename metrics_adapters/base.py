@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["Metric", "ScoreItem", "MetricError"]
+__all__ = ["Metric", "ScoreItem", "MetricError", "check_prompt_template"]
 
 
 class MetricError(RuntimeError):
@@ -179,3 +179,21 @@ class Metric(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, {self.settings()})"
+
+
+def check_prompt_template(name: str, template: str) -> str:
+    """``template`` as a string if it formats with ``{prompt}`` alone (text templates of metrics).
+
+    Raises
+    ------
+    ValueError
+        If ``{prompt}`` is missing or the template has other fields, naming the metric ``name``.
+    """
+    template = str(template)
+    if "{prompt}" not in template:
+        raise ValueError(f"{name}: expected a template containing '{{prompt}}', got {template!r}")
+    try:
+        template.format(prompt="x")
+    except (KeyError, IndexError, ValueError) as e:
+        raise ValueError(f"{name}: template {template!r} has fields other than {{prompt}}: {e}") from e
+    return template

@@ -17,8 +17,9 @@ registry name has a config ``conf/metric/<name>.yaml`` with the same class as ``
 from __future__ import annotations
 
 from collections.abc import Iterator
-from importlib import import_module
 from typing import Any
+
+from seg_data.resolve import parse_spec, resolve
 
 from .base import Metric
 
@@ -54,9 +55,10 @@ class Registry:
         ValueError
             If ``name`` is already registered or ``target`` is not ``"module:attr"``.
         """
-        module, sep, attr = str(target).partition(":")
-        if not (module and sep and attr):
-            raise ValueError(f"{self.kind} {name!r}: expected a target 'module:attr', got {target!r}")
+        try:
+            parse_spec(target)
+        except ValueError as e:
+            raise ValueError(f"{self.kind} {name!r}: {e}") from e
         if name in self._targets:
             raise ValueError(f"{self.kind} {name!r} is already registered (as {self._targets[name]!r})")
         self._targets[name] = target
@@ -71,14 +73,10 @@ class Registry:
     def get(self, name: str) -> Any:
         """The registered object, imported now."""
         target = self.target(name)
-        module, _, attr = target.partition(":")
         try:
-            obj = import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as e:
+            return resolve(target)
+        except ImportError as e:
             raise ImportError(f"{self.kind} {name!r}: could not import {target!r}: {e}") from e
-        return obj
 
     def names(self) -> list[str]:
         return sorted(self._targets)

@@ -52,6 +52,7 @@ __all__ = [
     "atomic_write_text",
     "check_result_set",
     "check_role",
+    "file_sha256",
     "folder_schema",
     "metric_columns",
     "read_run_record",
@@ -328,7 +329,8 @@ def _tracked(folder: Path) -> list[Path]:
     return out
 
 
-def _sha256(p: Path) -> str:
+def file_sha256(p: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks (manifests, model weight checks)."""
     h = hashlib.sha256()
     with open(p, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -354,7 +356,7 @@ def result_set(folder: str | Path, writer: str) -> Iterator[Path]:
                                           "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
     (d / MANIFEST).unlink(missing_ok=True)
     yield d
-    files = {str(p.relative_to(d)): {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in _tracked(d)}
+    files = {str(p.relative_to(d)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)} for p in _tracked(d)}
     atomic_write_text(d / MANIFEST, json.dumps({"format": _MANIFEST_FORMAT, "writer": writer,
                                                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                                 "files": files}, indent=1))
@@ -388,7 +390,7 @@ def result_set_state(folder: str | Path) -> tuple[str, str]:
         p = d / rel
         if not p.is_file():
             return "interrupted", f"{d}: {rel} is listed in {MANIFEST} but missing"
-        if p.stat().st_size != info.get("bytes") or _sha256(p) != info.get("sha256"):
+        if p.stat().st_size != info.get("bytes") or file_sha256(p) != info.get("sha256"):
             return "interrupted", f"{d}: {rel} differs from {MANIFEST} (changed or cut short after the set was written)"
     return "complete", f"{d}: {len(files)} file(s) as listed in {MANIFEST}"
 

@@ -53,7 +53,7 @@ def test_slurm_sweep_settings(monkeypatch):
 
 
 def test_slurm_shards_sweeps_four_disjoint_shards():
-    from analysis.shards import parse_shard
+    from seg_data.shards import parse_shard
 
     cfg = _compose("slurm_shards", "report")
     shards = [parse_shard(s) for s in cfg.hydra.sweeper.params.shard.split(",")]

@@ -25,7 +25,7 @@ def test_registry_rejects_duplicates_and_bad_targets():
     r.register("a", "pkg.mod:A")
     with pytest.raises(ValueError, match="already registered"):
         r.register("a", "pkg.other:B")
-    with pytest.raises(ValueError, match="expected a target 'module:attr'"):
+    with pytest.raises(ValueError, match="metric 'b': expected 'module:attr', got 'no_colon_here'"):
         r.register("b", "no_colon_here")
     with pytest.raises(ValueError, match="already registered"):
         metrics_adapters.register_metric("clipscore", "x.y:Z")

@@ -14,8 +14,8 @@ import pytest
 
 from analysis import report as rp
 from analysis.pipeline import analyze
-from analysis.shards import Shard
 from seg_data.results import BASE_COLUMNS
+from seg_data.shards import Shard
 from ts2 import results as rs
 
 NODES = ["0", "1a", "1b", "2"]

@@ -1,4 +1,4 @@
-"""``shard=i/n``: deterministic, disjoint and complete split of image ids (analysis.shards)."""
+"""``shard=i/n``: deterministic, disjoint and complete split of image ids (seg_data.shards)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.shards import Shard, parse_shard, shard_index, shard_indices, shard_mask, split_ids
+from seg_data.shards import Shard, parse_shard, shard_index, shard_indices, shard_mask, split_ids
 
 ids_strategy = st.lists(st.text(min_size=1, max_size=30), min_size=0, max_size=60, unique=True)
 
@@ -46,7 +46,7 @@ def test_known_values_pin_the_hash():
 
 
 def test_independent_of_python_hash_seed():
-    code = "from analysis.shards import shard_indices; print(list(shard_indices([f'img{i}' for i in range(40)], 3)))"
+    code = "from seg_data.shards import shard_indices; print(list(shard_indices([f'img{i}' for i in range(40)], 3)))"
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
     assert len(outs) == 1 and outs.pop().strip() == str(list(shard_indices([f"img{i}" for i in range(40)], 3)))

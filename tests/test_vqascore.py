@@ -172,6 +172,8 @@ def test_bad_settings_are_named():
         VQAScore(yes_words=[True])  # what an unquoted YAML `Yes` becomes
     with pytest.raises(ValueError, match="containing '\\{prompt\\}'"):
         VQAScore(template="Is this right?")
+    with pytest.raises(ValueError, match="vqascore: template .* has fields other than \\{prompt\\}"):
+        VQAScore(template="Is {prompt} a {thing}?")
     from metrics_adapters.qa.vqa import ReplayVQA
 
     with pytest.raises(TypeError, match="generative VQA backend.*got ReplayVQA"):

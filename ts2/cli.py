@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from importlib import import_module
+
+from seg_data.resolve import resolve
 
 __all__ = ["main", "COMMANDS", "Command"]
 
@@ -57,11 +58,6 @@ for _name, _cmd in {
                           "ts2 questions generate style=dsg qa_lm=openai qa_lm.model=gpt-4o-mini limit=10")),
 }.items():
     register_command(_name, _cmd)
-
-
-def _load_target(target: str):
-    module, _, attr = target.partition(":")
-    return getattr(import_module(module), attr)
 
 
 def _usage() -> str:
@@ -171,7 +167,7 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     except OSError as e:
         print(f"{prog}: {e.strerror or e}", file=sys.stderr)
         return 2
-    handler = _load_target(cmd.target)
+    handler = resolve(cmd.target)
     result: dict[str, int] = {"rc": 0}
 
     def task(cfg) -> None:

@@ -338,7 +338,7 @@ def _concat_shards(group: list[ResultDir], notes: list[str]) -> pd.DataFrame | N
 
 
 def _shard_notes(group: list[ResultDir], label: str) -> list[str]:
-    from analysis.shards import parse_shard
+    from seg_data.shards import parse_shard
 
     notes = []
     parsed = []

@@ -17,10 +17,11 @@ the function takes, so callers never branch on meta-metric names.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Callable
 
 import numpy as np
+
+from seg_data.resolve import resolve
 
 from .walkstats import WalkStats
 
@@ -45,8 +46,7 @@ class MetaMetricSpec:
     maximum: float | None = 1.0
 
     def function(self) -> Callable[..., np.ndarray]:
-        module, _, attr = self.target.partition(":")
-        return getattr(import_module(module), attr)
+        return resolve(self.target)
 
     def __call__(self, stats: WalkStats, protocol) -> np.ndarray:
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..base import Metric, MetricError, ScoreItem
+from ..base import Metric, MetricError, ScoreItem, check_prompt_template
 
 __all__ = ["EmbeddingMetric", "clip_s", "local_signature"]
 
@@ -124,12 +124,7 @@ class EmbeddingMetric(Metric):
 
     def __init__(self, name: str, w: float = 1.0, template: str = "{prompt}", text_cache_size: int = 4096) -> None:
         super().__init__(name)
-        if "{prompt}" not in str(template):
-            raise ValueError(f"{name}: expected a template containing '{{prompt}}', got {template!r}")
-        try:
-            str(template).format(prompt="x")
-        except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"{name}: template {template!r} has fields other than {{prompt}}: {e}") from e
+        check_prompt_template(name, template)
         self.w = float(w)
         if not self.w > 0:
             raise ValueError(f"{name}: expected a positive weight w, got {w}")

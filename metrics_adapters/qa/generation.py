@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seg_data.resolve import resolve
+
 from .qg_parsing import PARSER_VERSION, PARSERS, ParseError, parse_dsg, parse_tifa
 from .questions import Question, QuestionError, QuestionSet
 from .templates import TEMPLATES
@@ -117,10 +119,7 @@ class CallableLM(LMBackend):
     def __init__(self, fn: Callable[[str, int], str] | str, name: str = "callable", **kw: Any) -> None:
         super().__init__(**kw)
         if isinstance(fn, str):  # "module:function" from a config
-            from importlib import import_module
-
-            mod, _, attr = fn.partition(":")
-            fn = getattr(import_module(mod), attr)
+            fn = resolve(fn)
         self.fn = fn
         self.name = str(name)
 

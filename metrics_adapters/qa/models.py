@@ -12,7 +12,6 @@ if ``model.safetensors`` has :data:`MPNET_SHA256`, the SHA-256 the hub publishes
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -23,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 from metrics_adapters.hub import ModelUnavailableError, package_dir, require_model
+from seg_data.results import file_sha256
 
 __all__ = ["ensure_mpnet", "minilm_path", "models_dir", "resolve_matcher_model", "ModelFetchError",
            "MPNET_PARTS", "MPNET_NAME", "MPNET_SHA256", "MATCHER_DEFAULT", "MATCHER_OFFLINE"]
@@ -69,14 +69,6 @@ def _find_st_folder(root: Path) -> Path | None:
         if all((h.parent / m).exists() for m in _ST_MARKERS):
             return h.parent
     return None
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _verified(folder: Path) -> bool:

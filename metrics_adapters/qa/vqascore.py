@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..base import Metric, MetricError, ScoreItem
+from ..base import Metric, MetricError, ScoreItem, check_prompt_template
 from ..embedding.base import local_signature
 from .vqa import InstructBlipVQA, VQABackend, VQARequest, format_prompt
 
@@ -128,12 +128,7 @@ class VQAScore(Metric):
     def __init__(self, name: str = "vqascore", vqa: VQABackend | None = None, template: str = DEFAULT_TEMPLATE,
                  yes_words: Sequence[str] = ("Yes",), input_tokens: float | None = None) -> None:
         super().__init__(name)
-        if "{prompt}" not in str(template):
-            raise ValueError(f"{name}: expected a template containing '{{prompt}}', got {template!r}")
-        try:
-            str(template).format(prompt="x")
-        except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"{name}: template {template!r} has fields other than {{prompt}}: {e}") from e
+        check_prompt_template(name, template)
         self.template = str(template)
         self.vqa = vqa if vqa is not None else InstructBlipVQA()
         if not _is_generative(self.vqa):

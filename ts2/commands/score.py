@@ -99,7 +99,7 @@ def main(cfg: DictConfig) -> int:
                                   max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
                                   progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops))
         resolve_device(settings.device)  # device=cuda on a machine without CUDA: say so now
-        from analysis.shards import parse_shard
+        from seg_data.shards import parse_shard
 
         shard = parse_shard(cfg.get("shard"))  # shard=i/n of a data-parallel run (experiment=slurm_shards)
     except (ValueError, TypeError, RuntimeError) as e:
