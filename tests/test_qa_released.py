@@ -131,7 +131,9 @@ def llava_replay(ts2_dir, mpnet_dir, tmp_path_factory):
             rc = main(["score", f"path={ts2_dir}", f"metric={kind}", "metric.vqa=replay",
                        f"metric.vqa.answers={answers}", "metric.matcher.model=pypi:all-mpnet-base-v2",
                        f"metric.matcher.yes_no={mode}", *extra,
-                       f"output_dir={out}", f"cache_dir={base / 'cache'}", "device=cpu", "progress=false",
+                       # A score cache of its own: answers.csv lists only the images a run computes,
+                       # and the limit=480 runs would otherwise be served from the full run's cache.
+                       f"output_dir={out}", f"cache_dir={out}-cache", "device=cpu", "progress=false",
                        "batch_size=512"])
             assert rc == 0
             done[key] = out
