@@ -93,6 +93,9 @@ def test_kill_at_random_points_never_reads_as_complete(tmp_path, kind):
     # set is being written (a uniform draw over the run would mostly hit start-up and compute)
     plans = [{"kill_after": float(t)} for t in rng.uniform(0.1, 1.1 * full, size=2)]
     plans += [{"kill_after_marker": float(t)} for t in rng.uniform(0.0, writing, size=3)]
+    # and one as soon as the marker is seen: on a busy machine the random ones can all land after
+    # the manifest, which tests nothing, so this one makes sure an unfinished set is observed
+    plans.append({"kill_after_marker": 0.0})
     outcomes = []
     for i, plan in enumerate(plans):
         out = tmp_path / f"kill{i}"
