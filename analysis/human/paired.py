@@ -57,6 +57,14 @@ class PairedTest:
     n_resamples: int
 
 
+
+def _three_vectors(a, b, human) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two metrics' scores and the human judgments as float vectors of one length (both paired tests)."""
+    a, b, h = (np.asarray(x, dtype=float) for x in (a, b, human))
+    if not (a.shape == b.shape == h.shape) or a.ndim != 1:
+        raise ValueError(f"expected three 1-D vectors of equal length, got {a.shape}, {b.shape}, {h.shape}")
+    return a, b, h
+
 def williams_test_metrics(a, b, human, method: str = "pearson", nan_policy: str = "raise") -> PairedTest:
     """Williams' test between metrics ``a`` and ``b`` (global grouping).
 
@@ -70,11 +78,7 @@ def williams_test_metrics(a, b, human, method: str = "pearson", nan_policy: str 
     """
     if method not in {"pearson", "spearman"}:
         raise ValueError(f"expected method 'pearson' or 'spearman' for Williams' test, got {method!r}")
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    h = np.asarray(human, dtype=float)
-    if not (a.shape == b.shape == h.shape) or a.ndim != 1:
-        raise ValueError(f"expected three 1-D vectors of equal length, got {a.shape}, {b.shape}, {h.shape}")
+    a, b, h = _three_vectors(a, b, human)
     keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
     if nan_policy == "raise" and not keep.all():
         raise ValueError(f"expected finite scores, got {(~keep).sum()} NaN/inf (pass nan_policy='omit')")
@@ -141,11 +145,7 @@ def permutation_test(a, b, human, groups, statistic: str = "kendall_b", grouping
         raise ValueError(f"expected grouping in {list(GROUPINGS)}, got {grouping!r}")
     if n_perm < 1:
         raise ValueError(f"expected n_perm >= 1, got {n_perm}")
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    h = np.asarray(human, dtype=float)
-    if not (a.shape == b.shape == h.shape) or a.ndim != 1:
-        raise ValueError(f"expected three 1-D vectors of equal length, got {a.shape}, {b.shape}, {h.shape}")
+    a, b, h = _three_vectors(a, b, human)
     codes, uniq = _groups_codes(np.asarray(groups, dtype=object), len(a))
     keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
     if nan_policy == "raise" and not keep.all():
