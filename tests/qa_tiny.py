@@ -17,17 +17,18 @@ def bert_vocab_dir() -> Path:
     return minilm_path()
 
 
-def build_tiny_blip(out: Path, seed: int = 0) -> Path:
-    """A BlipForQuestionAnswering with 2-layer, 32-wide encoders and a BERT tokenizer with [DEC]."""
+def build_tiny_blip(out: Path, seed: int = 0, width: int = 32) -> Path:
+    """A BlipForQuestionAnswering with 2-layer, ``width``-wide encoders and a BERT tokenizer with [DEC]."""
     import torch
     from transformers import AutoTokenizer, BlipConfig, BlipForQuestionAnswering, BlipImageProcessor, BlipProcessor
 
     tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
     tok.add_special_tokens({"bos_token": "[DEC]"})  # BLIP's decoder starts from [DEC]
-    text = dict(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-                max_position_embeddings=64, bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id,
-                sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id)
-    vision = dict(hidden_size=32, image_size=32, patch_size=8, num_hidden_layers=2, num_attention_heads=2,
+    text = dict(vocab_size=len(tok), hidden_size=width, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=37, max_position_embeddings=64, bos_token_id=tok.bos_token_id,
+                pad_token_id=tok.pad_token_id, sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id,
+                encoder_hidden_size=width)
+    vision = dict(hidden_size=width, image_size=32, patch_size=8, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=37)
     torch.manual_seed(seed)
     model = BlipForQuestionAnswering(BlipConfig(text_config=text, vision_config=vision)).eval()

@@ -175,12 +175,25 @@ class _HFBackend(VQABackend):
         self._net = None
         self._proc = None
 
-    def _generate(self, inputs) -> Any:
+    def _generate(self, inputs, index: Sequence[int] | None = None) -> Any:
         import torch
 
-        with torch.inference_mode():
+        from .image_reuse import repeat_vision_outputs
+
+        with torch.inference_mode(), repeat_vision_outputs(self._net.vision_model, index):
             return self._net.generate(**inputs, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams,
                                       do_sample=False)
+
+    def _encode_distinct(self, images: Sequence[Any], texts: list[str]) -> tuple[Any, list[int]]:
+        """Processor inputs with each distinct image of the batch once (BLIP-style towers see each
+        image once, :mod:`.image_reuse`) and the index that repeats its features per question."""
+        from .image_reuse import distinct_images
+
+        uniq, index = distinct_images(images)
+        inputs = self._proc(images=uniq, text=texts, return_tensors="pt", padding=True).to(self.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self._net.dtype)
+        return inputs, index
 
 
 class BlipVQA(_HFBackend):
@@ -208,22 +221,43 @@ class BlipVQA(_HFBackend):
 
         if self._net is None:
             self._load_pair(BlipProcessor, BlipForQuestionAnswering, device, dtype)
+            self._proc.tokenizer.padding_side = "right"  # blip_question_states trims each row's padding
+
+    def settings(self) -> dict[str, Any]:
+        # Batches are split by question length (see _question_states): answers as asked alone.
+        return {**super().settings(), "batching": "by_question_length"}
+
+    def _question_states(self, images: Sequence[Any], texts: list[str]):
+        """``(rows, question states)`` per group of equal-length questions (:func:`.image_reuse.blip_question_states`)."""
+        from .image_reuse import blip_question_states
+
+        inp, index = self._encode_distinct(images, texts)
+        return blip_question_states(self._net, inp, index)
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
+        import torch
+
         self._check_images(requests)
+        net = self._net
         texts = [format_prompt(self.template, r.question, r.choices) for r in requests]
-        inputs = self._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
-        inputs = inputs.to(self.device)
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(self._net.dtype)
-        out = self._generate(inputs)
-        return [s.strip() for s in self._proc.batch_decode(out, skip_special_tokens=True)]
+        out: list[str | VQAError] = [""] * len(requests)
+        with torch.inference_mode():
+            for rows, q in self._question_states([r.image for r in requests], texts):
+                start = torch.full((len(rows), 1), net.decoder_start_token_id, dtype=torch.long, device=q.device)
+                ids = net.text_decoder.generate(
+                    input_ids=start, eos_token_id=net.config.text_config.sep_token_id,
+                    pad_token_id=net.config.text_config.pad_token_id, encoder_hidden_states=q,
+                    encoder_attention_mask=torch.ones(q.shape[:-1], dtype=torch.long, device=q.device),
+                    max_new_tokens=self.max_new_tokens, num_beams=self.num_beams, do_sample=False)
+                for r, text in zip(rows, self._proc.batch_decode(ids, skip_special_tokens=True)):
+                    out[r] = text.strip()
+        return out
 
     def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
                         candidates: Sequence[str] = ("yes", "no")) -> np.ndarray:
         """Log-probability of each candidate's first token as the answer decoder's first token, shape
-        ``(len(questions), len(candidates))`` (see :mod:`.logprobs`); the steps of BLIP's
-        ``generate``: image -> question encoder -> answer decoder from its start token."""
+        ``(len(questions), len(candidates))`` (see :mod:`.logprobs`); the steps of
+        :meth:`_answer_batch`: image -> question encoder -> answer decoder from its start token."""
         from .logprobs import answer_logprobs
 
         return answer_logprobs(self, images, questions, candidates, self._next_logits)
@@ -232,16 +266,14 @@ class BlipVQA(_HFBackend):
         import torch
 
         net = self._net
-        texts = [format_prompt(self.template, q, None) for q in questions]
-        inp = self._proc(images=images, text=texts, return_tensors="pt", padding=True).to(self.device)
-        img = net.vision_model(pixel_values=inp["pixel_values"].to(net.dtype))[0]
-        ones = torch.ones(img.shape[:-1], dtype=torch.long, device=img.device)
-        q = net.text_encoder(input_ids=inp["input_ids"], attention_mask=inp["attention_mask"],
-                             encoder_hidden_states=img, encoder_attention_mask=ones, return_dict=False)[0]
-        # As generate: the decoder attends to every question position (padding included).
-        q_mask = torch.ones(q.shape[:-1], dtype=torch.long, device=q.device)
-        start = torch.full((len(texts), 1), net.decoder_start_token_id, dtype=torch.long, device=q.device)
-        return net.text_decoder(input_ids=start, encoder_hidden_states=q, encoder_attention_mask=q_mask).logits[:, 0]
+        out = None
+        for rows, q in self._question_states(images, [format_prompt(self.template, q, None) for q in questions]):
+            start = torch.full((len(rows), 1), net.decoder_start_token_id, dtype=torch.long, device=q.device)
+            logits = net.text_decoder(input_ids=start, encoder_hidden_states=q).logits[:, 0]
+            if out is None:
+                out = logits.new_empty((len(questions), logits.shape[-1]))
+            out[torch.as_tensor(rows, device=logits.device)] = logits
+        return out
 
 
 class InstructBlipVQA(_HFBackend):
@@ -278,22 +310,22 @@ class InstructBlipVQA(_HFBackend):
     def _next_logits(self, images: list[Any], questions: list[str]):
         import torch
 
+        from .image_reuse import repeat_vision_outputs
+
         texts = [format_prompt(self.template, q, None) for q in questions]
-        inputs = self._proc(images=images, text=texts, return_tensors="pt", padding=True).to(self.device)
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(self._net.dtype)
-        if self._net.config.use_decoder_only_language_model:
-            return self._net(**inputs).logits[:, -1, :]
-        start = self._net.config.text_config.decoder_start_token_id
-        dec = torch.full((len(texts), 1), start, dtype=torch.long, device=self.device)
-        return self._net(**inputs, decoder_input_ids=dec).logits[:, 0, :]
+        inputs, index = self._encode_distinct(images, texts)
+        with repeat_vision_outputs(self._net.vision_model, index):
+            if self._net.config.use_decoder_only_language_model:
+                return self._net(**inputs).logits[:, -1, :]
+            start = self._net.config.text_config.decoder_start_token_id
+            dec = torch.full((len(texts), 1), start, dtype=torch.long, device=self.device)
+            return self._net(**inputs, decoder_input_ids=dec).logits[:, 0, :]
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
         self._check_images(requests)
         texts = [format_prompt(self.template, r.question, r.choices) for r in requests]
-        inputs = self._proc(images=[r.image for r in requests], text=texts, return_tensors="pt", padding=True)
-        inputs = inputs.to(self.device)
-        out = self._generate(inputs)
+        inputs, index = self._encode_distinct([r.image for r in requests], texts)
+        out = self._generate(inputs, index)
         # Decoder-only language models echo the prompt; encoder-decoder (T5) ones do not.
         if not self._net.config.use_decoder_only_language_model:
             return [s.strip() for s in self._proc.batch_decode(out, skip_special_tokens=True)]
