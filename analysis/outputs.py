@@ -64,6 +64,7 @@ def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFr
         "bootstrap": result.bootstrap,
         "seed": result.seed,
         "confidence": result.confidence,
+        "ci_method": result.ci_method,
         "chance_permutations": result.chance,
         "notes": list(result.notes),
     }

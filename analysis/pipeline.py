@@ -32,7 +32,7 @@ from .metametrics import META_METRICS, get_meta_metric
 from .protocols import Protocol, get_protocol
 from .release import TS2_LAST_SEG, is_ts2_release
 from .scores_io import AnalysisInputs, ScoreTable, prepare_inputs, read_scores
-from .stats import bootstrap_group_means, percentile_ci, stratified_counts
+from .stats import bca_ci, bootstrap_group_means, percentile_ci, stratified_counts
 from .walks import build_walk_table
 
 __all__ = ["ProtocolResult", "AnalysisResult", "analyze", "run_protocol", "included_segs"]
@@ -94,6 +94,7 @@ class AnalysisResult:
     subset_source: str = "none"
     notes: tuple[str, ...] = field(default_factory=tuple)
     chance: int = 0
+    ci_method: str = "percentile"
 
     def get(self, protocol: str | None = None) -> ProtocolResult:
         """The result of ``protocol`` (default: the only/first one)."""
@@ -149,6 +150,9 @@ class AnalysisResult:
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=PER_SEG_COLUMNS)
 
 
+CI_METHODS = ("bca", "percentile")
+
+
 def included_segs(inputs: AnalysisInputs, protocol: Protocol) -> list[str]:
     """SEG ids analysed under ``protocol``.
 
@@ -166,8 +170,11 @@ def included_segs(inputs: AnalysisInputs, protocol: Protocol) -> list[str]:
 
 
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
-                 seed: int = 0, confidence: float = 0.95, chance: int = 0) -> ProtocolResult:
+                 seed: int = 0, confidence: float = 0.95, chance: int = 0,
+                 ci_method: str = "percentile") -> ProtocolResult:
     """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked."""
+    if ci_method not in CI_METHODS:
+        raise ValueError(f"expected ci_method one of {list(CI_METHODS)}, got {ci_method!r}")
     seg_ids = included_segs(inputs, protocol)
     excluded = tuple(i for i in inputs.structure.seg_ids if i not in set(seg_ids))
     wt = build_walk_table(inputs.structure, protocol.walks, protocol.root_duplication, seg_ids, inputs.max_walks)
@@ -177,34 +184,41 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
     groups = sv.groups()
     est, counts = group_means(sv.values, groups)
     n_m, n_k, n_s = sv.values.shape
-    reps = None
-    if bootstrap and n_s:
-        draws = stratified_counts(sv.subsets, int(bootstrap), np.random.default_rng(seed))
-        reps = bootstrap_group_means(sv.values.reshape(n_m * n_k, n_s), draws, groups).reshape(int(bootstrap), n_m, n_k,
-                                                                                               len(groups))
-        moments = normaliser_moments(inputs.scores, inputs.structure, sv.seg_ids, protocol.delta_norm)
+    magnitude = [(i, k) for k, name in enumerate(meta_metrics) if get_meta_metric(name).normalised
+                 for i, m in enumerate(inputs.metrics) if m in inputs.lower_is_better] \
+        if protocol.lower_is_better_delta == "magnitude" else []
+    moments = normaliser_moments(inputs.scores, inputs.structure, sv.seg_ids, protocol.delta_norm) \
+        if bootstrap and n_s else None
+
+    def recompute(counts: np.ndarray) -> np.ndarray:
+        """Every cell recomputed with SEG ``j`` counted ``counts[b, j]`` times: ``(B, metric, mm, group)``."""
+        out = bootstrap_group_means(sv.values.reshape(n_m * n_k, n_s), counts, groups).reshape(
+            len(counts), n_m, n_k, len(groups))
         if moments is not None:
             # The normaliser is a statistic of the resampled SEGs too: each replicate divides by
             # its own std (holding it fixed made delta's CI cover 82% instead of 95%).
             with np.errstate(invalid="ignore", divide="ignore"):
-                ratio = sigma[None, :] / moments.std(draws)  # (bootstrap, metric)
+                ratio = sigma[None, :] / moments.std(counts)  # (B, metric)
             for k, name in enumerate(meta_metrics):
                 if get_meta_metric(name).normalised:
-                    reps[:, :, k, :] *= ratio[:, :, None]
-    if protocol.lower_is_better_delta == "magnitude":
-        # Rule 6 of the paper's protocol: a lower-is-better metric's delta is reported as a magnitude.
-        for k, name in enumerate(meta_metrics):
-            if get_meta_metric(name).normalised:
-                for i, m in enumerate(inputs.metrics):
-                    if m in inputs.lower_is_better:
-                        est[i, k] = np.abs(est[i, k])
-                        if reps is not None:
-                            reps[:, i, k] = np.abs(reps[:, i, k])
-    if reps is not None:
-        ci = percentile_ci(reps, confidence)
+                    out[:, :, k, :] *= ratio[:, :, None]
+        for i, k in magnitude:
+            out[:, i, k] = np.abs(out[:, i, k])
+        return out
+
+    # Rule 6 of the paper's protocol: a lower-is-better metric's delta is reported as a magnitude.
+    for i, k in magnitude:
+        est[i, k] = np.abs(est[i, k])
+    reps = None
+    lo = hi = np.full(est.shape, np.nan)
+    if bootstrap and n_s:
+        reps = recompute(stratified_counts(sv.subsets, int(bootstrap), np.random.default_rng(seed)))
+        if ci_method == "bca":
+            # the jackknife (each SEG left out once) gives BCa its acceleration
+            ci = bca_ci(reps, est, recompute(1.0 - np.eye(n_s)), confidence)
+        else:
+            ci = percentile_ci(reps, confidence)
         lo, hi = ci.low, ci.high
-    else:
-        lo = hi = np.full(est.shape, np.nan)
     levels = None
     if chance and n_s:
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
@@ -215,7 +229,8 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,
             protocols: Iterable[str | Protocol | dict] = ("paper",), meta_metrics: Sequence[str] | None = None,
             bootstrap: int = 1000, seed: int = 0, subsets: str = "auto", confidence: float = 0.95,
-            metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (), chance: int = 0) -> AnalysisResult:
+            metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (), chance: int = 0,
+            ci_method: str = "percentile") -> AnalysisResult:
     """TS2 meta-metrics of a score table.
 
     Parameters
@@ -236,6 +251,11 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         Where SEG subsets come from (:func:`analysis.scores_io.prepare_inputs`).
     confidence : float
         CI level.
+    ci_method : {"percentile", "bca"}
+        Interval of the SEG-bootstrap replicates: the percentile interval
+        (:func:`analysis.stats.percentile_ci`, default) or BCa (:func:`analysis.stats.bca_ci`, bias
+        and acceleration from a leave-one-SEG-out jackknife). ``benchmarks/coverage.py`` measured
+        both (docs/analysis.md): BCa gained nothing (delta on bounded scores 92.0% vs 92.5%).
     metrics, lower_is_better
         Passed to :func:`analysis.scores_io.read_scores` when ``scores`` is not read yet.
     chance : int
@@ -260,6 +280,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         if protocol.name in results:
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
         results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
-                                              int(chance))
+                                              int(chance), ci_method)
     return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
-                          float(confidence), inputs.source, inputs.subset_source, inputs.notes, int(chance))
+                          float(confidence), inputs.source, inputs.subset_source, inputs.notes, int(chance),
+                          ci_method)

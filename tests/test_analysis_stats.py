@@ -12,7 +12,7 @@ from scipy import stats
 from analysis.compare import compare_metrics, rank_metrics
 from analysis.pareto import pareto_front, pareto_mask, parse_flops
 from analysis.pipeline import analyze
-from analysis.stats import bootstrap_group_means, holm, percentile_ci, sign_flip_pvalues, stratified_counts
+from analysis.stats import bca_ci, bootstrap_group_means, holm, percentile_ci, sign_flip_pvalues, stratified_counts
 
 
 def synthetic_scores(n_segs: int = 40, seed: int = 0) -> pd.DataFrame:
@@ -208,3 +208,78 @@ def test_delta_of_huge_scores_is_not_zero():
             assert b.value(m, "delta", protocol=p) == pytest.approx(a.value(m, "delta", protocol=p), rel=1e-9)
             assert a.value(m, "delta", protocol=p) != 0.0
         np.testing.assert_allclose(b.get(p).ci_low, a.get(p).ci_low, rtol=1e-9)
+
+
+# -- BCa -----------------------------------------------------------------------------------------------
+
+def _bca_loop(reps, est, jack, confidence):
+    """Plain per-cell BCa (Efron & Tibshirani 1993, 14.3) with scipy's normal cdf/ppf."""
+    r = reps[np.isfinite(reps)]
+    z0 = stats.norm.ppf((np.sum(r < est) + 0.5 * np.sum(r == est)) / len(r))
+    d = jack.mean() - jack
+    a = np.sum(d ** 3) / (6 * np.sum(d ** 2) ** 1.5)
+    out = []
+    for z in stats.norm.ppf([(1 - confidence) / 2, (1 + confidence) / 2]):
+        out.append(np.quantile(r, stats.norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))))
+    return out
+
+
+def test_bca_equals_a_plain_loop_per_cell_with_ties_and_nan():
+    rng = np.random.default_rng(3)
+    reps = rng.gamma(2.0, size=(500, 3, 2))
+    reps[:, 1, 0] = np.round(reps[:, 1, 0])  # tie-heavy cell, some replicates equal the estimate
+    reps[::7, 2, 1] = np.nan
+    est = np.array([[2.0, 1.5], [2.0, 1.0], [1.8, 2.2]])
+    jack = rng.normal(size=(30, 3, 2)) ** 3  # skewed: non-zero acceleration
+    ci = bca_ci(reps, est, jack, 0.9)
+    for i in range(3):
+        for g in range(2):
+            lo, hi = _bca_loop(reps[:, i, g], est[i, g], jack[:, i, g], 0.9)
+            assert ci.low[i, g] == pytest.approx(lo, abs=1e-12) and ci.high[i, g] == pytest.approx(hi, abs=1e-12)
+    assert ci.n_invalid[2, 1] == np.isnan(reps[:, 2, 1]).sum() and ci.n_invalid[0, 0] == 0
+
+
+def test_bca_without_bias_or_acceleration_is_the_percentile_interval():
+    sym = np.concatenate([np.linspace(-1, 1, 201), [0.0]])  # symmetric about the estimate 0
+    ci = bca_ci(sym, 0.0, np.ones(10), 0.8)  # constant jackknife: no acceleration
+    pc = percentile_ci(sym, 0.8)
+    assert ci.low == pytest.approx(pc.low, abs=1e-12) and ci.high == pytest.approx(pc.high, abs=1e-12)
+
+
+def test_bca_is_close_to_scipy_bootstrap_bca():
+    rng = np.random.default_rng(0)
+    x = rng.exponential(size=60)
+    ref = stats.bootstrap((x,), np.mean, method="BCa", n_resamples=20000, confidence_level=0.95,
+                          random_state=np.random.default_rng(1)).confidence_interval
+    reps = rng.choice(x, (20000, x.size)).mean(axis=1)
+    jack = (x.sum() - x) / (x.size - 1)
+    ci = bca_ci(reps, x.mean(), jack, 0.95)
+    width = ref.high - ref.low
+    assert abs(ci.low - ref.low) < 0.03 * width and abs(ci.high - ref.high) < 0.03 * width
+    # skewed data: BCa moves the interval up relative to the percentile interval
+    assert ci.high > percentile_ci(reps, 0.95).high
+
+
+def test_bca_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="expected replicates"):
+        bca_ci(np.zeros((10, 2)), np.zeros(3), np.zeros((5, 2)))
+
+
+def test_analyze_ci_methods():
+    df = synthetic_scores(n_segs=30, seed=2)
+    bca = analyze(df, protocols=["paper"], bootstrap=400, seed=4, ci_method="bca")
+    pct = analyze(df, protocols=["paper"], bootstrap=400, seed=4)  # the default
+    assert bca.ci_method == "bca" and pct.ci_method == "percentile"
+    pb, pp = bca.get(), pct.get()
+    np.testing.assert_array_equal(pb.replicates, pp.replicates)  # same draws, another interval
+    ref = percentile_ci(pp.replicates, 0.95)
+    np.testing.assert_array_equal(pp.ci_low, ref.low)
+    assert not np.allclose(pb.ci_low, pp.ci_low, equal_nan=True)
+    # the BCa interval of one cell by hand: jackknife = the analysis without each SEG in turn
+    k, i, g = bca.meta_metrics.index("rank"), 0, list(pb.group_names).index("Avg")
+    ids = pb.seg_values.seg_ids
+    jack = [analyze(df[df["seg_id"] != s], protocols=["paper"], bootstrap=0).get().estimates[i, k, g] for s in ids]
+    lo, hi = _bca_loop(pb.replicates[:, i, k, g], pb.estimates[i, k, g], np.array(jack), 0.95)
+    assert pb.ci_low[i, k, g] == pytest.approx(lo, abs=1e-12) and pb.ci_high[i, k, g] == pytest.approx(hi, abs=1e-12)
+    with pytest.raises(ValueError, match="expected ci_method one of"):
+        analyze(df, protocols=["paper"], bootstrap=10, ci_method="student")

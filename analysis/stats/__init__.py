@@ -4,14 +4,14 @@
 module                 what
 =====================  ============================================================================
 :mod:`.resampling`     cluster draws, stratified cluster-bootstrap counts, weighted group means
-:mod:`.intervals`      :func:`percentile_ci`, the one percentile interval (explicit non-finite policy)
+:mod:`.intervals`      :func:`percentile_ci` and :func:`bca_ci` (BCa), one non-finite policy
 :mod:`.significance`   sign-flip / permutation p-values (exact mode), Williams' test, Holm
 =====================  ============================================================================
 
 Pure functions on arrays; results are small frozen dataclasses.
 """
 
-from .intervals import Interval, percentile_ci
+from .intervals import Interval, bca_ci, percentile_ci
 from .resampling import (
            bootstrap_group_means,
            cluster_draws,
@@ -20,5 +20,5 @@ from .resampling import (
 )
 from .significance import WilliamsResult, holm, sign_flip_pvalues, williams_test
 
-__all__ = ["Interval", "percentile_ci", "bootstrap_group_means", "cluster_draws", "draw_counts", "stratified_counts",
+__all__ = ["Interval", "percentile_ci", "bca_ci", "bootstrap_group_means", "cluster_draws", "draw_counts", "stratified_counts",
            "WilliamsResult", "holm", "sign_flip_pvalues", "williams_test"]
