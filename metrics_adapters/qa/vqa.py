@@ -180,7 +180,9 @@ class _HFBackend(VQABackend):
 
         from .image_reuse import repeat_vision_outputs
 
-        with torch.inference_mode(), repeat_vision_outputs(self._net.vision_model, index):
+        # index None (backends without a BLIP-style tower, e.g. Fuyu): no hook, nothing touched
+        tower = self._net.vision_model if index is not None else None
+        with torch.inference_mode(), repeat_vision_outputs(tower, index):
             return self._net.generate(**inputs, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams,
                                       do_sample=False)
 
