@@ -50,8 +50,8 @@ def distinct_images(images: Sequence[Any]) -> tuple[list[Any], list[int]]:
 
 
 @contextmanager
-def repeat_vision_outputs(vision_model, index: Sequence[int] | None):
-    """While active (``index`` not None), every output tensor of ``vision_model`` whose first dimension is the number of
+def repeat_vision_outputs(vision_model, index: Sequence[int]):
+    """While active, every output tensor of ``vision_model`` whose first dimension is the number of
     distinct images is repeated to ``len(index)`` rows (row ``i`` = image ``index[i]``).
 
     The model is then called with the distinct images' pixels and the full batch of questions.
@@ -61,9 +61,6 @@ def repeat_vision_outputs(vision_model, index: Sequence[int] | None):
     ValueError
         The vision tower returned a batch of another size than ``max(index) + 1``.
     """
-    if index is None:
-        yield
-        return
     import torch
 
     n_distinct = max(index) + 1 if len(index) else 0

@@ -175,14 +175,10 @@ class _HFBackend(VQABackend):
         self._net = None
         self._proc = None
 
-    def _generate(self, inputs, index: Sequence[int] | None = None) -> Any:
+    def _generate(self, inputs) -> Any:
         import torch
 
-        from .image_reuse import repeat_vision_outputs
-
-        # index None (backends without a BLIP-style tower, e.g. Fuyu): no hook, nothing touched
-        tower = self._net.vision_model if index is not None else None
-        with torch.inference_mode(), repeat_vision_outputs(tower, index):
+        with torch.inference_mode():
             return self._net.generate(**inputs, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams,
                                       do_sample=False)
 
@@ -324,10 +320,13 @@ class InstructBlipVQA(_HFBackend):
             return self._net(**inputs, decoder_input_ids=dec).logits[:, 0, :]
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
+        from .image_reuse import repeat_vision_outputs
+
         self._check_images(requests)
         texts = [format_prompt(self.template, r.question, r.choices) for r in requests]
         inputs, index = self._encode_distinct([r.image for r in requests], texts)
-        out = self._generate(inputs, index)
+        with repeat_vision_outputs(self._net.vision_model, index):
+            out = self._generate(inputs)
         # Decoder-only language models echo the prompt; encoder-decoder (T5) ones do not.
         if not self._net.config.use_decoder_only_language_model:
             return [s.strip() for s in self._proc.batch_decode(out, skip_special_tokens=True)]
