@@ -48,9 +48,17 @@ class FakeChatServer:
                     n = len(server.requests)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                self._counted = True
                 try:
                     self._answer(server.responder(req, n))
                 finally:
+                    self._done()
+
+            def _done(self):
+                # A request stops counting before its reply is written: once the client has the
+                # reply it may send the next one before this thread gets here again.
+                if self._counted:
+                    self._counted = False
                     with server.lock:
                         server.in_flight -= 1
 
@@ -77,6 +85,7 @@ class FakeChatServer:
                 raise AssertionError(f"bad action {action!r}")
 
             def _send(self, code, body, headers=None):
+                self._done()
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")

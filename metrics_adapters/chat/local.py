@@ -58,12 +58,21 @@ class TransformersChatModel(ChatModel):
     trust_remote_code : bool
     batch_size : int
         Requests per ``generate`` call.
+    prefix_cache : {"auto", "on", "off"}
+        Requests of a batch that show the same image share one forward over their common
+        prefix (system text + image; :mod:`.prefix_cache`), so the vision tower and the image's
+        prefill run once per image, not once per question. ``auto``: for the architectures in
+        ``PREFIX_CACHE_MODEL_TYPES`` (LLaVA) with greedy/sampled decoding (not beam search);
+        ``on``: for any vision model whose processor gives only ids, mask and ``pixel_values``
+        (others, e.g. Qwen2-VL's ``image_grid_thw``, fall back to plain ``generate`` per batch with
+        a debug log; check a new architecture's answers against ``off``); ``off``: never.
     """
 
     def __init__(self, model: str, kind: str = "vlm", revision: str | None = None, max_new_tokens: int = 256,
                  num_beams: int = 1, do_sample: bool = False, temperature: float | None = None, seed: int = 0,
                  system_prompt: str | None = None, use_chat_template: bool = True, chat_template: str | None = None,
-                 gguf_file: str | None = None, trust_remote_code: bool = False, batch_size: int = 8) -> None:
+                 gguf_file: str | None = None, trust_remote_code: bool = False, batch_size: int = 8,
+                 prefix_cache: str = "auto") -> None:
         if kind not in ("vlm", "lm"):
             raise ValueError(f"expected kind 'vlm' or 'lm', got {kind!r}")
         if not model:
@@ -88,6 +97,9 @@ class TransformersChatModel(ChatModel):
         self.batch_size = int(batch_size)
         if self.batch_size < 1:
             raise ValueError(f"expected batch_size >= 1, got {batch_size}")
+        if prefix_cache not in ("auto", "on", "off"):
+            raise ValueError(f"expected prefix_cache 'auto', 'on' or 'off', got {prefix_cache!r}")
+        self.prefix_cache = prefix_cache
         self.model = None
         self.processor = None
         self.device = "cpu"
@@ -99,7 +111,7 @@ class TransformersChatModel(ChatModel):
                 "max_new_tokens": self.max_new_tokens, "num_beams": self.num_beams, "do_sample": self.do_sample,
                 "temperature": self.temperature, "system_prompt": self.system_prompt,
                 "use_chat_template": self.use_chat_template, "chat_template": self.chat_template,
-                "gguf_file": self.gguf_file}
+                "gguf_file": self.gguf_file, "prefix_cache": self.prefix_cache}
 
     def model_ids(self) -> dict[str, Any]:
         return {"model": self.model_name, "revision": self.revision, "gguf_file": self.gguf_file}
@@ -200,8 +212,7 @@ class TransformersChatModel(ChatModel):
             enc = self.encode(requests)
             if sample:
                 torch.manual_seed(self.seed if seed is None else int(seed))
-            with torch.inference_mode():
-                ids = self.model.generate(**enc, **gen_kw)
+            ids, n_in = self._run_generate(requests, enc, gen_kw)
         except Exception as e:  # one failing batch is recorded per request (OOM, a model error)
             kind = type(e).__name__
             self.counts.calls += len(requests)
@@ -209,7 +220,6 @@ class TransformersChatModel(ChatModel):
             self.counts.errors[kind] = self.counts.errors.get(kind, 0) + len(requests)
             log.warning("chat model %s failed on a batch of %d: %s", self.model_name, len(requests), e)
             return [ChatResult(None, error=f"{kind}: {e}") for _ in requests]
-        n_in = enc["input_ids"].shape[1]
         # Encoder-decoder models return only new tokens; decoder-only ones echo the prompt.
         new = ids if getattr(self.model.config, "is_encoder_decoder", False) else ids[:, n_in:]
         texts = tok.batch_decode(new, skip_special_tokens=True)
@@ -223,6 +233,40 @@ class TransformersChatModel(ChatModel):
             self.counts.prompt_tokens += pt
             self.counts.completion_tokens += ct
         return results
+
+    def _shares_prefix(self, requests: list[ChatRequest]) -> bool:
+        """Whether this batch goes through :func:`.prefix_cache.shared_prefix_generate`."""
+        from .prefix_cache import PREFIX_CACHE_MODEL_TYPES
+
+        if self.prefix_cache == "off" or not self.vision or self.num_beams != 1:
+            return False
+        if self.prefix_cache == "auto" and getattr(self.model.config, "model_type", None) not in PREFIX_CACHE_MODEL_TYPES:
+            return False
+        n_img = {len(r.images) for r in requests}
+        # one image count for the whole batch, and at least two requests sharing images (else nothing to share)
+        return len(n_img) == 1 and n_img != {0} and len({tuple(map(id, r.images)) for r in requests}) < len(requests)
+
+    def _run_generate(self, requests: list[ChatRequest], enc: dict[str, Any], gen_kw: dict[str, Any]):
+        """``(sequences, prompt width)`` of one batch, through the shared prefix where it applies."""
+        import torch
+
+        if self._shares_prefix(requests):
+            from .prefix_cache import PrefixUnsupported, shared_prefix_generate
+
+            cfg = self.model.config
+            image_token = getattr(cfg, "image_token_id", None)
+            if image_token is None:
+                image_token = getattr(cfg, "image_token_index", None)
+            try:
+                if image_token is None:
+                    raise PrefixUnsupported("the model config names no image token id")
+                return shared_prefix_generate(self.model, enc, [tuple(map(id, r.images)) for r in requests],
+                                              len(requests[0].images), int(image_token), gen_kw["pad_token_id"],
+                                              **gen_kw)
+            except PrefixUnsupported as e:
+                log.debug("chat model %s: plain generate for this batch (%s)", self.model_name, e)
+        with torch.inference_mode():
+            return self.model.generate(**enc, **gen_kw), enc["input_ids"].shape[1]
 
     def usage(self) -> dict[str, Any]:
         c = self.counts

@@ -347,10 +347,14 @@ class ChatVQA(_HFBackend):
     system_prompt : str, optional
         A system message, e.g. "Answer with a single word or phrase." (the paper's
         "LLaVA 1.5 (alt)" asks for concise answers this way).
+    prefix_cache : {"auto", "on", "off"}
+        The questions of one image in a batch share one forward over the system + image prefix
+        (:mod:`metrics_adapters.chat.prefix_cache`); ``auto`` does so for LLaVA.
     """
 
     def __init__(self, model: str = "llava-hf/llava-1.5-7b-hf", template: str = "{question}",
-                 system_prompt: str | None = None, trust_remote_code: bool = False, **kw: Any) -> None:
+                 system_prompt: str | None = None, trust_remote_code: bool = False, prefix_cache: str = "auto",
+                 **kw: Any) -> None:
         super().__init__(model, template=template, **kw)
         from ..chat import TransformersChatModel
 
@@ -358,11 +362,11 @@ class ChatVQA(_HFBackend):
         self.chat = TransformersChatModel(self.model, kind="vlm", revision=self.revision,
                                           max_new_tokens=self.max_new_tokens, num_beams=self.num_beams,
                                           system_prompt=system_prompt, trust_remote_code=trust_remote_code,
-                                          batch_size=self.batch_size)
+                                          batch_size=self.batch_size, prefix_cache=prefix_cache)
         self.chat.option = "metric.vqa.model"
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "system_prompt": self.system_prompt}
+        return {**super().settings(), "system_prompt": self.system_prompt, "prefix_cache": self.chat.prefix_cache}
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self.chat.load(device, dtype)
