@@ -65,6 +65,7 @@ def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFr
         "seed": result.seed,
         "confidence": result.confidence,
         "ci_method": result.ci_method,
+        "bootstrap_scheme": result.bootstrap_scheme,
         "chance_permutations": result.chance,
         "notes": list(result.notes),
     }

@@ -32,7 +32,7 @@ from .metametrics import META_METRICS, get_meta_metric
 from .protocols import Protocol, get_protocol
 from .release import TS2_LAST_SEG, is_ts2_release
 from .scores_io import AnalysisInputs, ScoreTable, prepare_inputs, read_scores
-from .stats import bca_ci, bootstrap_group_means, percentile_ci, stratified_counts
+from .stats import BOOTSTRAP_SCHEMES, bca_ci, bootstrap_group_means, percentile_ci, stratified_counts
 from .walks import build_walk_table
 
 __all__ = ["ProtocolResult", "AnalysisResult", "analyze", "run_protocol", "included_segs"]
@@ -95,6 +95,7 @@ class AnalysisResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     chance: int = 0
     ci_method: str = "percentile"
+    bootstrap_scheme: str = "rescaled"
 
     def get(self, protocol: str | None = None) -> ProtocolResult:
         """The result of ``protocol`` (default: the only/first one)."""
@@ -171,10 +172,12 @@ def included_segs(inputs: AnalysisInputs, protocol: Protocol) -> list[str]:
 
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
                  seed: int = 0, confidence: float = 0.95, chance: int = 0,
-                 ci_method: str = "percentile") -> ProtocolResult:
+                 ci_method: str = "percentile", bootstrap_scheme: str = "rescaled") -> ProtocolResult:
     """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked."""
     if ci_method not in CI_METHODS:
         raise ValueError(f"expected ci_method one of {list(CI_METHODS)}, got {ci_method!r}")
+    if bootstrap_scheme not in BOOTSTRAP_SCHEMES:
+        raise ValueError(f"expected bootstrap_scheme one of {list(BOOTSTRAP_SCHEMES)}, got {bootstrap_scheme!r}")
     seg_ids = included_segs(inputs, protocol)
     excluded = tuple(i for i in inputs.structure.seg_ids if i not in set(seg_ids))
     wt = build_walk_table(inputs.structure, protocol.walks, protocol.root_duplication, seg_ids, inputs.max_walks)
@@ -212,7 +215,7 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
     reps = None
     lo = hi = np.full(est.shape, np.nan)
     if bootstrap and n_s:
-        reps = recompute(stratified_counts(sv.subsets, int(bootstrap), np.random.default_rng(seed)))
+        reps = recompute(stratified_counts(sv.subsets, int(bootstrap), np.random.default_rng(seed), bootstrap_scheme))
         if ci_method == "bca":
             # the jackknife (each SEG left out once) gives BCa its acceleration
             ci = bca_ci(reps, est, recompute(1.0 - np.eye(n_s)), confidence)
@@ -230,7 +233,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
             protocols: Iterable[str | Protocol | dict] = ("paper",), meta_metrics: Sequence[str] | None = None,
             bootstrap: int = 1000, seed: int = 0, subsets: str = "auto", confidence: float = 0.95,
             metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (), chance: int = 0,
-            ci_method: str = "percentile") -> AnalysisResult:
+            ci_method: str = "percentile", bootstrap_scheme: str = "rescaled") -> AnalysisResult:
     """TS2 meta-metrics of a score table.
 
     Parameters
@@ -256,6 +259,11 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         (:func:`analysis.stats.percentile_ci`, default) or BCa (:func:`analysis.stats.bca_ci`, bias
         and acceleration from a leave-one-SEG-out jackknife). ``benchmarks/coverage.py`` measured
         both (docs/analysis.md): BCa gained nothing (delta on bounded scores 92.0% vs 92.5%).
+    bootstrap_scheme : {"rescaled", "plain"}
+        How SEGs are drawn within each subset (:func:`analysis.stats.stratified_counts`):
+        ``rescaled`` (default; Rao & Wu: ``n - 1`` draws weighing ``n / (n - 1)``, unbiased
+        variance for means) or ``plain`` (``n`` draws). ``benchmarks/coverage.py`` measured both
+        (docs/analysis.md).
     metrics, lower_is_better
         Passed to :func:`analysis.scores_io.read_scores` when ``scores`` is not read yet.
     chance : int
@@ -280,7 +288,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         if protocol.name in results:
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
         results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
-                                              int(chance), ci_method)
+                                              int(chance), ci_method, bootstrap_scheme)
     return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
                           float(confidence), inputs.source, inputs.subset_source, inputs.notes, int(chance),
-                          ci_method)
+                          ci_method, bootstrap_scheme)

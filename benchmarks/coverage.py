@@ -1,7 +1,8 @@
 """Coverage of the cluster-bootstrap CIs of every meta-metric, by simulation (run by hand).
 
     python benchmarks/coverage.py [--reps 200] [--segs 165] [--bootstrap 1000] [--truth-segs 20000]
-                                  [--seed 0] [--ci-method bca|percentile] [--out coverage.csv]
+                                  [--seed 0] [--ci-method bca|percentile] [--scheme rescaled|plain]
+                                  [--out coverage.csv]
 
 Each replicate draws a TS2-sized dataset (``--segs`` SEGs in three subsets of TS2's proportions,
 111/25/29, with random structures: 2 to 4 error levels, 1 or 2 nodes per level above 0, 1 to 4
@@ -14,7 +15,8 @@ images per node, TS2's label convention) and scores it with three score models, 
 ``discrete``
     ``bounded`` rounded to quarters (TIFA-like ties; not required by the target, shown for ties).
 
-It runs ``analysis.analyze`` (both protocols, ``--bootstrap`` stratified SEG resamples) and
+It runs ``analysis.analyze`` (both protocols, ``--bootstrap`` stratified SEG resamples drawn by
+``--scheme``) and
 checks whether each Avg 95% interval holds the true value: the same meta-metric computed on one
 very large dataset (``--truth-segs`` SEGs) from the same generator, so the truth includes every
 protocol rule (root duplication, walk weighting, the delta normaliser). Target: >= 93% for rank,
@@ -80,6 +82,8 @@ def main(argv=None) -> int:
     ap.add_argument("--truth-segs", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ci-method", default="percentile", choices=["bca", "percentile"], help="interval (analyze's ci_method)")
+    ap.add_argument("--scheme", default="rescaled", choices=["rescaled", "plain"],
+                    help="how SEGs are drawn per subset (analyze's bootstrap_scheme)")
     ap.add_argument("--out", type=Path, default=None, help="write the per-cell coverage table here (CSV)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
@@ -103,7 +107,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     for rep in tqdm(range(args.reps), desc="replicates"):
         r = analyze(simulate(args.segs, rng), protocols=protocols, bootstrap=args.bootstrap, seed=rep,
-                    subsets="column", ci_method=args.ci_method)
+                    subsets="column", ci_method=args.ci_method, bootstrap_scheme=args.scheme)
         for p, pname in enumerate(protocols):
             pr = r.get(pname)
             g = list(pr.group_names).index("Avg")
@@ -129,7 +133,7 @@ def main(argv=None) -> int:
     if args.out:
         table.to_csv(args.out, index=False)
     wide = table.pivot_table(index=["protocol", "model"], columns="meta_metric", values="coverage", sort=False)
-    print(f"coverage of the {int(truth.confidence * 100)}% {args.ci_method} CI, Avg, {args.reps} simulated {args.segs}-SEG datasets, "
+    print(f"coverage of the {int(truth.confidence * 100)}% {args.ci_method} CI ({args.scheme} bootstrap), Avg, {args.reps} simulated {args.segs}-SEG datasets, "
           f"{args.bootstrap} SEG resamples each; truth from {args.truth_segs} SEGs")
     print((100 * wide[list(mms)]).round(1).to_string())
     required = table[table["model"].isin(["continuous", "bounded"])]

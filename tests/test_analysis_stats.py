@@ -176,26 +176,57 @@ def test_parse_flops():
         parse_flops("lots")
 
 
-def test_delta_bootstrap_resamples_its_normaliser():
-    # A plain-loop reference: each replicate concatenates the drawn SEGs' rows and recomputes
-    # the std over them (graph protocol: std of the analysed SEGs' scores).
+@pytest.mark.parametrize("scheme", ["plain", "rescaled"])
+def test_delta_bootstrap_resamples_its_normaliser(scheme):
+    # A plain-loop reference: each replicate pools the drawn SEGs' rows, each row weighing its
+    # SEG's count, and recomputes the std over them (graph protocol: std of the analysed SEGs'
+    # scores; paper: of every row, all inside analysed SEGs here). With integer counts this is
+    # the std of the concatenated rows; rescaled counts weigh n/(n-1) per draw.
     df = synthetic_scores(n_segs=12, seed=5)
-    r = analyze(df, protocols=["graph", "paper"], bootstrap=30, seed=3, subsets="none")
+    r = analyze(df, protocols=["graph", "paper"], bootstrap=30, seed=3, subsets="none", bootstrap_scheme=scheme)
     for pname in ("graph", "paper"):
         pr = r.get(pname)
         sv = pr.seg_values
         k = r.meta_metrics.index("delta")
         raw = sv.values[:, k, :] * sv.sigma[:, None]  # per-SEG un-normalised delta
-        draws = stratified_counts([None] * len(sv.seg_ids), 30, np.random.default_rng(3))
-        cols = list(r.metrics)
+        draws = stratified_counts([None] * len(sv.seg_ids), 30, np.random.default_rng(3), scheme)
+        if scheme == "plain":
+            assert np.array_equal(draws, np.round(draws))
         rows_of = {sid: g for sid, g in df.groupby("seg_id")}
         for b in range(30):
-            drawn = np.repeat(np.arange(len(sv.seg_ids)), draws[b].astype(int))
-            pool = pd.concat([rows_of[sv.seg_ids[s]] for s in drawn])
-            for i, m in enumerate(cols):
-                # paper (std_all): every row lies in an analysed SEG here, so the pool is resampled too
-                want = np.nanmean(raw[i, drawn]) / pool[m].std(ddof=1)
+            w_seg = draws[b]
+            for i, m in enumerate(r.metrics):
+                x = np.concatenate([rows_of[sid][m].to_numpy() for sid in sv.seg_ids])
+                w = np.concatenate([np.full(len(rows_of[sid]), w_seg[s]) for s, sid in enumerate(sv.seg_ids)])
+                mu = (w * x).sum() / w.sum()
+                sd = np.sqrt((w * (x - mu) ** 2).sum() / (w.sum() - 1))
+                want = (w_seg * raw[i]).sum() / w_seg.sum() / sd
                 assert pr.replicates[b, i, k, 0] == pytest.approx(want, rel=1e-9)
+
+
+def test_rescaled_counts_draw_n_minus_one_per_stratum():
+    strata = ["A"] * 5 + ["B"] * 3 + ["C"] + [None] * 2
+    c = stratified_counts(strata, 300, np.random.default_rng(1), "rescaled")
+    for idx, n in ((slice(0, 5), 5), (slice(5, 8), 3), (slice(9, 11), 2)):
+        block = c[:, idx]
+        assert np.allclose(block.sum(axis=1), n)  # the stratum keeps its weight
+        draws = block / (n / (n - 1))
+        assert np.allclose(draws, np.round(draws)) and np.allclose(draws.sum(axis=1), n - 1)
+    assert (c[:, 8] == 1).all()  # a one-SEG stratum has nothing to resample
+    with pytest.raises(ValueError, match=r"expected a bootstrap scheme among \['rescaled', 'plain'\], got 'wild'"):
+        stratified_counts(strata, 3, np.random.default_rng(0), "wild")
+
+
+def test_rescaled_bootstrap_variance_of_a_mean_is_unbiased():
+    """Var of the bootstrap mean: plain ~ sum (v - mean)^2 / n^2 (the plug-in variance / n), rescaled ~
+    s^2 / n with ddof=1 (the unbiased one); checked on 40000 replicates within 3%."""
+    v = np.array([0.0, 1.0, 4.0, 2.0, 7.0])
+    n = len(v)
+    for scheme, want in (("plain", v.var(ddof=0) / n), ("rescaled", v.var(ddof=1) / n)):
+        c = stratified_counts(["A"] * n, 40000, np.random.default_rng(7), scheme)
+        means = bootstrap_group_means(v[None, :], c, [("Avg", np.arange(n))])[:, 0, 0]
+        assert means.var() == pytest.approx(want, rel=0.03)
+        assert means.mean() == pytest.approx(v.mean(), abs=0.05)
 
 
 def test_delta_of_huge_scores_is_not_zero():
@@ -283,3 +314,5 @@ def test_analyze_ci_methods():
     assert pb.ci_low[i, k, g] == pytest.approx(lo, abs=1e-12) and pb.ci_high[i, k, g] == pytest.approx(hi, abs=1e-12)
     with pytest.raises(ValueError, match="expected ci_method one of"):
         analyze(df, protocols=["paper"], bootstrap=10, ci_method="student")
+    with pytest.raises(ValueError, match=r"expected bootstrap_scheme one of \['rescaled', 'plain'\], got 'wild'"):
+        analyze(df, protocols=["paper"], bootstrap=10, bootstrap_scheme="wild")

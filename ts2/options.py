@@ -99,6 +99,7 @@ OPTIONS: dict[str, Option] = {
     "confidence": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
     "subsets": Option("choice", choices=("auto", "dataset", "column", "ts2", "none")),
     "ci_method": Option("choice", choices=("bca", "percentile")),
+    "bootstrap_scheme": Option("choice", choices=("rescaled", "plain")),
     "heatmaps": COUNT,
     # nested keys are declared by their dotted path
     "ranking.enabled": FLAG,

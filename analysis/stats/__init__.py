@@ -13,6 +13,7 @@ Pure functions on arrays; results are small frozen dataclasses.
 
 from .intervals import Interval, bca_ci, percentile_ci
 from .resampling import (
+           BOOTSTRAP_SCHEMES,
            bootstrap_group_means,
            cluster_draws,
            draw_counts,
@@ -20,5 +21,5 @@ from .resampling import (
 )
 from .significance import WilliamsResult, holm, sign_flip_pvalues, williams_test
 
-__all__ = ["Interval", "percentile_ci", "bca_ci", "bootstrap_group_means", "cluster_draws", "draw_counts", "stratified_counts",
+__all__ = ["Interval", "percentile_ci", "bca_ci", "BOOTSTRAP_SCHEMES", "bootstrap_group_means", "cluster_draws", "draw_counts", "stratified_counts",
            "WilliamsResult", "holm", "sign_flip_pvalues", "williams_test"]

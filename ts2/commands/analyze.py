@@ -102,7 +102,8 @@ def main(cfg: DictConfig) -> int:
         inputs = prepare_inputs(table, dataset, str(cfg.get("subsets", "auto")), max_walks)
         result = analyze(inputs, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
                          bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence),
-                         chance=int(cfg.get("chance") or 0), ci_method=str(cfg.get("ci_method", "percentile")))
+                         chance=int(cfg.get("chance") or 0), ci_method=str(cfg.get("ci_method", "percentile")),
+                         bootstrap_scheme=str(cfg.get("bootstrap_scheme", "rescaled")))
     except (FileNotFoundError, ValueError, SEGValidationError, RuntimeError) as e:
         log.error("%s", e)
         return 2
