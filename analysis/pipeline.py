@@ -258,7 +258,9 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         Interval of the SEG-bootstrap replicates: the percentile interval
         (:func:`analysis.stats.percentile_ci`, default) or BCa (:func:`analysis.stats.bca_ci`, bias
         and acceleration from a leave-one-SEG-out jackknife). ``benchmarks/coverage.py`` measured
-        both (docs/analysis.md): BCa gained nothing (delta on bounded scores 92.0% vs 92.5%).
+        both (docs/analysis.md): BCa gained nothing (delta on bounded scores 92.0% vs 92.5% on
+        the same 800 datasets); the percentile interval with the rescaled bootstrap covers
+        93.9-95.1% in every required cell over 4000 datasets.
     bootstrap_scheme : {"rescaled", "plain"}
         How SEGs are drawn within each subset (:func:`analysis.stats.stratified_counts`):
         ``rescaled`` (default; Rao & Wu: ``n - 1`` draws weighing ``n / (n - 1)``, unbiased
