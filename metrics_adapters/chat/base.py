@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..model_part import ModelPart
+
 __all__ = ["ChatRequest", "ChatResult", "ChatModel", "renamed_options"]
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,7 @@ class ChatResult:
         return self.error is None and self.text is not None
 
 
-class ChatModel(ABC):
+class ChatModel(ModelPart, ABC):
     """A chat model. ``vision`` says whether requests may carry images.
 
     Decoding can be overridden per call (``max_new_tokens``, ``temperature``, ``seed``): question
@@ -56,32 +58,16 @@ class ChatModel(ABC):
     """
 
     vision: bool = False
+    fingerprint_key = "chat"
 
     @abstractmethod
     def settings(self) -> dict[str, Any]:
         """Everything that changes a reply (model, revision, decoding); no secrets."""
 
-    def model_ids(self) -> dict[str, Any]:
-        return {}
-
-    def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional
-        """Build the client / load the weights (idempotent)."""
-
-    def unload(self) -> None:  # noqa: B027 - optional
-        """Free the weights."""
-
     @abstractmethod
     def generate(self, requests: Sequence[ChatRequest], *, max_new_tokens: int | None = None,
                  temperature: float | None = None, seed: int | None = None) -> list[ChatResult]:
         """One result per request, in order; failures as ``ChatResult(error=...)``."""
-
-    def usage(self) -> dict[str, Any]:
-        """Calls, tokens (and cost for APIs) so far, for ``run.json``; zeros before any call."""
-        return {}
-
-    def n_params(self) -> float | None:
-        """Parameter count (for the FLOPs estimate), when known."""
-        return None
 
     def params(self) -> float | None:
         """Old name of :meth:`n_params` (kept for scripts)."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from seg_data.resolve import resolve
 
+from ..model_part import ModelPart
 from .qg_parsing import PARSER_VERSION, PARSERS, ParseError, parse_dsg, parse_tifa
 from .questions import Question, QuestionError, QuestionSet
 from .templates import TEMPLATES
@@ -51,13 +52,15 @@ def load_template(style: str, template_file: str | None = None) -> str:
 
 
 # -- language models -------------------------------------------------------------------------------------
-class LMBackend(ABC):
+class LMBackend(ModelPart, ABC):
     """Text completion by a language model (batched; failures per prompt).
 
     ``attempt`` > 0 marks a retry after malformed output: backends then sample at
     ``retry_temperature`` with a seed derived from the attempt, so a retry can differ from the
     first (greedy) answer yet stays reproducible.
     """
+
+    fingerprint_key = "lm"
 
     def __init__(self, max_new_tokens: int = 512, temperature: float = 0.0, retry_temperature: float = 0.7,
                  seed: int = 0) -> None:
@@ -76,26 +79,6 @@ class LMBackend(ABC):
     def settings(self) -> dict[str, Any]:
         return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
                 "retry_temperature": self.retry_temperature, "seed": self.seed}
-
-    def fingerprint(self) -> dict[str, Any]:
-        cls = type(self)
-        return {"lm": f"{cls.__module__}:{cls.__qualname__}", **self.settings()}
-
-    def model_ids(self) -> dict[str, Any]:
-        return {}
-
-    def n_params(self) -> float | None:
-        return None
-
-    def usage(self) -> dict[str, Any]:
-        """Requests, tokens and cost so far; an empty dict when the backend counts none."""
-        return {}
-
-    def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional hook
-        pass
-
-    def unload(self) -> None:  # noqa: B027 - optional hook
-        pass
 
     def temperature_for(self, attempt: int) -> float:
         return self.temperature if attempt == 0 else self.retry_temperature

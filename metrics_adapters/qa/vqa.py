@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ..model_part import ModelPart
+
 __all__ = ["VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
            "ReplayVQA", "format_prompt", "normalize_image_name"]
 
@@ -61,7 +63,7 @@ def format_prompt(template: str, question: str, choices: Sequence[str] | None) -
     return template.format(question=question, choices=", ".join(choices or ()))
 
 
-class VQABackend(ABC):
+class VQABackend(ModelPart, ABC):
     """Base class of VQA backends.
 
     Class attributes
@@ -74,6 +76,7 @@ class VQABackend(ABC):
 
     needs_images: bool = True
     cacheable: bool = True
+    fingerprint_key = "backend"
 
     def __init__(self, template: str = "{question}", batch_size: int = 16) -> None:
         self.template = str(template)
@@ -92,32 +95,14 @@ class VQABackend(ABC):
         """Everything that changes an answer (subclasses extend)."""
         return {"template": self.template}
 
-    def fingerprint(self) -> dict[str, Any]:
-        cls = type(self)
-        return {"backend": f"{cls.__module__}:{cls.__qualname__}", **self.settings()}
-
-    def model_ids(self) -> dict[str, Any]:
-        return {}
-
-    def n_params(self) -> float | None:
-        """Parameter count of the answering model (for the FLOPs estimate), if known."""
-        return None
-
-    def usage(self) -> dict[str, Any]:
-        """Requests, tokens and cost so far (API backends); an empty dict for local ones."""
-        return {}
-
     def _check_images(self, requests: list[VQARequest]) -> None:
         for r in requests:
             if r.image is None:
                 raise VQAError(f"{type(self).__name__}: expected an image for question {r.question!r} "
                                f"(image {r.image_id}), got none")
 
-    def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional hook
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self.device = device
-
-    def unload(self) -> None:  # noqa: B027 - optional hook
-        pass
 
     def answer(self, requests: Sequence[VQARequest]) -> list[str | VQAError]:
         """Answers in request order; a request that fails gets a :class:`VQAError` (the others go on)."""
