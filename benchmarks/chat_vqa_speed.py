@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,74 +29,36 @@ REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = ["is there a dog?", "is the dog brown?", "is there a red car in the picture?", "is it raining?",
              "are there two people?", "is the sky blue?", "is anyone wearing a hat?", "is the photo taken indoors?",
              "is there a cat?", "is the table wooden?", "are there any trees?", "is it night?"]
-TEMPLATE = (
-    "{% for m in messages %}{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}{% else %}"
-    "{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}"
-    "{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
 
 
-def build_llava(out: Path, cuda: bool):
-    """A random LLaVA and its processor; the processor is saved to ``out`` (the model stays in memory)."""
+def build_llava(cuda: bool):
+    """A random LLaVA and its processor (:func:`qa_tiny.llava_parts`, the tests' builder)."""
     import torch
-    from transformers import (
-        AutoTokenizer,
-        CLIPImageProcessor,
-        CLIPVisionConfig,
-        LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-    )
 
-    from metrics_adapters.qa.models import minilm_path
+    sys.path.insert(0, str(REPO / "tests"))  # the tiny-model builders are test code
+    from qa_tiny import llava_parts
 
-    tok = AutoTokenizer.from_pretrained(str(minilm_path()))
-    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
-    tok.chat_template = TEMPLATE
-    tok.model_max_length = 4096  # MiniLM's tokenizer truncates at 128, which would cut the image tokens
-    tok.backend_tokenizer.no_truncation()
-    tok.init_kwargs.pop("max_length", None)
     if cuda:  # LLaVA-1.5-7b: CLIP ViT-L/14-336 + Llama-2-7b
-        vision = CLIPVisionConfig(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
-                                  num_attention_heads=16, image_size=336, patch_size=14, projection_dim=768)
-        llm = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
-                   num_key_value_heads=32)
-        size = 336
-    else:
-        vision = CLIPVisionConfig(hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4,
-                                  image_size=224, patch_size=14)
-        llm = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=4, num_attention_heads=8,
-                   num_key_value_heads=8)
-        size = 224
-    text = LlamaConfig(vocab_size=len(tok), max_position_embeddings=4096, pad_token_id=tok.pad_token_id,
-                       bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, **llm)
-    cfg = LlavaConfig(vision_config=vision, text_config=text, image_token_index=tok.convert_tokens_to_ids("<image>"),
-                      vision_feature_layer=-2, vision_feature_select_strategy="default",
-                      image_seq_length=(size // 14) ** 2)
-    torch.manual_seed(0)
-    device = "cuda" if cuda else "cpu"
-    with torch.device(device):
-        model = LlavaForConditionalGeneration(cfg).to(torch.float16 if cuda else torch.float32).eval()
-    LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": size},
-                                                      crop_size={"height": size, "width": size}),
-                   tokenizer=tok, patch_size=14, vision_feature_select_strategy="default", chat_template=TEMPLATE,
-                   num_additional_image_tokens=1).save_pretrained(out)
-    return model
+        vision = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16)
+        text = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                    num_key_value_heads=32, max_position_embeddings=4096)
+        return llava_parts(0, vision, text, image_size=336, patch_size=14, device="cuda", dtype=torch.float16)
+    vision = dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4)
+    text = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=4, num_attention_heads=8,
+                num_key_value_heads=8, max_position_embeddings=4096)
+    return llava_parts(0, vision, text, image_size=224, patch_size=14)
 
 
-def run(model, path: Path, requests, batch_size: int, prefix_cache: str, new_tokens: int, device: str):
+def run(model, proc, requests, batch_size: int, prefix_cache: str, new_tokens: int, device: str):
     """(pairs/s, answers) of ``ChatVQA`` over ``requests``."""
     import torch
-    from transformers import AutoProcessor
 
     from metrics_adapters.qa.vqa import ChatVQA
 
-    vqa = ChatVQA(str(path), max_new_tokens=new_tokens, batch_size=batch_size, prefix_cache=prefix_cache,
+    vqa = ChatVQA("benchmark-llava", max_new_tokens=new_tokens, batch_size=batch_size, prefix_cache=prefix_cache,
                   system_prompt="Answer the question with yes or no.")
-    proc = AutoProcessor.from_pretrained(path)
     proc.tokenizer.padding_side = "left"
-    proc.tokenizer.model_input_names = ["input_ids", "attention_mask"]  # BERT's vocabulary; Llama takes no token types
-    vqa.chat.model, vqa.chat.processor, vqa.chat.device = model, proc, device
+    vqa.chat.model, vqa.chat.processor, vqa.chat.device = model, proc, device  # the model stays in memory
     vqa._net, vqa._proc, vqa.device = model, proc, device
     vqa.answer(requests[:batch_size])  # warm-up
     if device == "cuda":
@@ -130,14 +91,13 @@ def main(argv=None) -> int:
     images = [Image.fromarray(rng.integers(0, 256, (384, 384, 3), dtype=np.uint8)) for _ in range(n_img)]
     requests = [VQARequest(q, image=im, image_id=f"img{i}") for i, im in enumerate(images)
                 for q in QUESTIONS[:a.questions]]
-    with tempfile.TemporaryDirectory() as d:
-        model = build_llava(Path(d), cuda)
-        loop_rate, loop_ans = run(model, Path(d), requests, 1, "off", a.new_tokens, device)
-        rows = [("one question per generate (batch 1)", loop_rate, True)]
-        for bs in (8, 16):
-            for mode in ("off", "auto"):
-                rate, ans = run(model, Path(d), requests, bs, mode, a.new_tokens, device)
-                rows.append((f"ts2 batch {bs}, prefix_cache={mode}", rate, ans == loop_ans))
+    model, proc = build_llava(cuda)
+    loop_rate, loop_ans = run(model, proc, requests, 1, "off", a.new_tokens, device)
+    rows = [("one question per generate (batch 1)", loop_rate, True)]
+    for bs in (8, 16):
+        for mode in ("off", "auto"):
+            rate, ans = run(model, proc, requests, bs, mode, a.new_tokens, device)
+            rows.append((f"ts2 batch {bs}, prefix_cache={mode}", rate, ans == loop_ans))
     kind = "LLaVA-1.5-7b sized, fp16" if cuda else "small LLaVA (ViT 224/14, 4+4 layers), fp32"
     print(f"chat-VLM VQA, {kind}, {device} ({torch.cuda.get_device_name() if cuda else 'CPU'}), torch "
           f"{torch.__version__}; {n_img} images x {a.questions} questions, {a.new_tokens} new tokens")

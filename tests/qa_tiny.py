@@ -17,24 +17,36 @@ def bert_vocab_dir() -> Path:
     return minilm_path()
 
 
-def build_tiny_blip(out: Path, seed: int = 0, width: int = 32) -> Path:
-    """A BlipForQuestionAnswering with 2-layer, ``width``-wide encoders and a BERT tokenizer with [DEC]."""
+def blip_vqa_parts(seed: int = 0, text: dict | None = None, vision: dict | None = None):
+    """A random ``BlipForQuestionAnswering`` and its processor (BERT tokenizer with ``[DEC]``).
+
+    ``text``/``vision`` override ``BlipConfig``'s sub-configs; without overrides the model is
+    BlipConfig's default (VQA-base sized: ViT-B/16 at 384 px, BERT-base text encoder and decoder).
+    """
     import torch
     from transformers import AutoTokenizer, BlipConfig, BlipForQuestionAnswering, BlipImageProcessor, BlipProcessor
 
     tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
     tok.add_special_tokens({"bos_token": "[DEC]"})  # BLIP's decoder starts from [DEC]
-    text = dict(vocab_size=len(tok), hidden_size=width, num_hidden_layers=2, num_attention_heads=2,
-                intermediate_size=37, max_position_embeddings=64, bos_token_id=tok.bos_token_id,
-                pad_token_id=tok.pad_token_id, sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id,
-                encoder_hidden_size=width)
+    text_cfg = dict(vocab_size=len(tok), bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id,
+                    sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id, **(text or {}))
+    torch.manual_seed(seed)
+    model = BlipForQuestionAnswering(BlipConfig(text_config=text_cfg, vision_config=dict(vision or {}))).eval()
+    size = model.config.vision_config.image_size
+    proc = BlipProcessor(image_processor=BlipImageProcessor(size={"height": size, "width": size}), tokenizer=tok)
+    return model, proc
+
+
+def build_tiny_blip(out: Path, seed: int = 0, width: int = 32) -> Path:
+    """A BlipForQuestionAnswering with 2-layer, ``width``-wide encoders and a BERT tokenizer with [DEC]."""
+    text = dict(hidden_size=width, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+                max_position_embeddings=64, encoder_hidden_size=width)
     vision = dict(hidden_size=width, image_size=32, patch_size=8, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=37)
-    torch.manual_seed(seed)
-    model = BlipForQuestionAnswering(BlipConfig(text_config=text, vision_config=vision)).eval()
+    model, proc = blip_vqa_parts(seed, text, vision)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
-    BlipProcessor(image_processor=BlipImageProcessor(size={"height": 32, "width": 32}), tokenizer=tok).save_pretrained(out)
+    proc.save_pretrained(out)
     return out
 
 
@@ -95,8 +107,11 @@ _CHAT_TEMPLATE = (
     "{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
 
 
-def build_tiny_llava(out: Path, seed: int = 0) -> Path:
-    """A LlavaForConditionalGeneration (tiny CLIP vision tower + tiny Llama) with a chat template."""
+def llava_parts(seed: int = 0, vision: dict | None = None, text: dict | None = None, image_size: int = 32,
+                patch_size: int = 8, device: str = "cpu", dtype=None):
+    """A random ``LlavaForConditionalGeneration`` (CLIP vision tower + Llama) and its processor with
+    a chat template; ``vision``/``text`` override the tiny sizes (2 layers, 32 wide), the model is
+    built on ``device`` in ``dtype`` (benchmarks build LLaVA-1.5-7b sized ones on a GPU)."""
     import torch
     from transformers import (
         AutoTokenizer,
@@ -111,20 +126,36 @@ def build_tiny_llava(out: Path, seed: int = 0) -> Path:
     tok = AutoTokenizer.from_pretrained(str(bert_vocab_dir()))
     tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
     tok.chat_template = _CHAT_TEMPLATE
-    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                              image_size=32, patch_size=8)
-    text = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                       pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
-    cfg = LlavaConfig(vision_config=vision, text_config=text, image_token_index=tok.convert_tokens_to_ids("<image>"),
-                      vision_feature_layer=-1, vision_feature_select_strategy="default", image_seq_length=16)
+    tok.model_max_length = 4096  # the MiniLM tokenizer truncates at 128, which would cut image tokens
+    tok.backend_tokenizer.no_truncation()
+    tok.init_kwargs.pop("max_length", None)
+    tok.model_input_names = ["input_ids", "attention_mask"]  # BERT's vocabulary; Llama takes no token types
+    vision_cfg = CLIPVisionConfig(**{**dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                            num_attention_heads=2), **(vision or {}),
+                                     "image_size": image_size, "patch_size": patch_size})
+    text_cfg = LlamaConfig(**{**dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                     num_key_value_heads=2, max_position_embeddings=512), **(text or {}),
+                              "vocab_size": len(tok), "pad_token_id": tok.pad_token_id,
+                              "bos_token_id": tok.cls_token_id, "eos_token_id": tok.sep_token_id})
+    cfg = LlavaConfig(vision_config=vision_cfg, text_config=text_cfg,
+                      image_token_index=tok.convert_tokens_to_ids("<image>"), vision_feature_layer=-1,
+                      vision_feature_select_strategy="default", image_seq_length=(image_size // patch_size) ** 2)
     torch.manual_seed(seed)
-    model = LlavaForConditionalGeneration(cfg).eval()
+    with torch.device(device):
+        model = LlavaForConditionalGeneration(cfg).to(dtype or torch.float32).eval()
+    proc = LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": image_size},
+                                                             crop_size={"height": image_size, "width": image_size}),
+                          tokenizer=tok, patch_size=patch_size, vision_feature_select_strategy="default",
+                          chat_template=_CHAT_TEMPLATE, num_additional_image_tokens=1)
+    return model, proc
+
+
+def build_tiny_llava(out: Path, seed: int = 0) -> Path:
+    """A LlavaForConditionalGeneration (tiny CLIP vision tower + tiny Llama) with a chat template."""
+    model, proc = llava_parts(seed)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
-    LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
-                   tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", chat_template=_CHAT_TEMPLATE,
-                   num_additional_image_tokens=1).save_pretrained(out)
+    proc.save_pretrained(out)
     return out
 
 

@@ -72,9 +72,8 @@ def test_shared_prefix_logits_equal_one_generate_per_question(llava, images):
     requests = _requests(images)
     ref = _reference_logits(llava, requests)
     enc = llava.encode(requests)
-    cfg = llava.model.config
-    out, n_in = shared_prefix_generate(llava.model, enc, [id(r.images[0]) for r in requests], 1, cfg.image_token_id,
-                                       llava.tokenizer.pad_token_id, pad_token_id=llava.tokenizer.pad_token_id, **GEN)
+    out, n_in = shared_prefix_generate(llava.model, enc, [id(r.images[0]) for r in requests],
+                                       pad_token_id=llava.tokenizer.pad_token_id, **GEN)
     got = torch.stack([torch.stack([out.logits[0][i], out.logits[1][i]]) for i in range(len(requests))])
     assert float((got - ref).abs().max()) < 1e-5
     # the test can fail: logits differ between questions of one image and between images
@@ -134,7 +133,6 @@ def test_unsupported_batches_are_refused(llava, images):
     texts = [f"USER: {q} <image> ASSISTANT:" for q in QUESTIONS[:2]]
     enc = dict(proc(images=[images[0]] * 2, text=texts, return_tensors="pt", padding=True))
     with pytest.raises(PrefixUnsupported, match="image tokens after the shared prefix"):
-        shared_prefix_generate(llava.model, enc, ["a", "a"], 1, llava.model.config.image_token_id, pad,
-                               pad_token_id=pad, max_new_tokens=2)
+        shared_prefix_generate(llava.model, enc, ["a", "a"], pad_token_id=pad, max_new_tokens=2)
     with pytest.raises(PrefixUnsupported, match="expected only input_ids, attention_mask and pixel_values"):
-        shared_prefix_generate(llava.model, {**enc, "image_sizes": torch.zeros(2, 2)}, ["a", "a"], 1, 0, pad)
+        shared_prefix_generate(llava.model, {**enc, "image_sizes": torch.zeros(2, 2)}, ["a", "a"], pad_token_id=pad)

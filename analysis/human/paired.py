@@ -57,13 +57,13 @@ class PairedTest:
     n_resamples: int
 
 
-
 def _three_vectors(a, b, human) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Two metrics' scores and the human judgments as float vectors of one length (both paired tests)."""
     a, b, h = (np.asarray(x, dtype=float) for x in (a, b, human))
     if not (a.shape == b.shape == h.shape) or a.ndim != 1:
         raise ValueError(f"expected three 1-D vectors of equal length, got {a.shape}, {b.shape}, {h.shape}")
     return a, b, h
+
 
 def williams_test_metrics(a, b, human, method: str = "pearson", nan_policy: str = "raise") -> PairedTest:
     """Williams' test between metrics ``a`` and ``b`` (global grouping).

@@ -18,8 +18,9 @@ import numpy as np
 __all__ = ["BOOTSTRAP_SCHEMES", "cluster_draws", "draw_counts", "stratified_counts", "bootstrap_group_means"]
 
 
-def cluster_draws(n_clusters: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """``(n_boot, n_clusters)`` cluster indices drawn with replacement, one row per replicate.
+def cluster_draws(n_clusters: int, n_boot: int, rng: np.random.Generator, n_draws: int | None = None) -> np.ndarray:
+    """``(n_boot, n_draws)`` cluster indices drawn with replacement, one row per replicate
+    (``n_draws`` defaults to ``n_clusters``).
 
     Examples
     --------
@@ -30,7 +31,7 @@ def cluster_draws(n_clusters: int, n_boot: int, rng: np.random.Generator) -> np.
         raise ValueError(f"expected at least one bootstrap replicate, got {n_boot}")
     if n_clusters < 1:
         raise ValueError(f"expected at least one cluster to resample, got {n_clusters}")
-    return rng.integers(0, n_clusters, size=(n_boot, n_clusters))
+    return rng.integers(0, n_clusters, size=(n_boot, n_clusters if n_draws is None else n_draws))
 
 
 def draw_counts(draws: np.ndarray, n_clusters: int) -> np.ndarray:
@@ -91,8 +92,7 @@ def stratified_counts(strata: Sequence, n_boot: int, rng: np.random.Generator,
         elif n_h == 1:
             counts[:, members] = 1.0
         else:
-            draws = rng.integers(0, n_h, size=(n_boot, n_h - 1))
-            counts[:, members] = draw_counts(draws, n_h) * (n_h / (n_h - 1))
+            counts[:, members] = draw_counts(cluster_draws(n_h, n_boot, rng, n_h - 1), n_h) * (n_h / (n_h - 1))
     return counts
 
 

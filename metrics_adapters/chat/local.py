@@ -234,35 +234,28 @@ class TransformersChatModel(ChatModel):
             self.counts.completion_tokens += ct
         return results
 
-    def _shares_prefix(self, requests: list[ChatRequest]) -> bool:
-        """Whether this batch goes through :func:`.prefix_cache.shared_prefix_generate`."""
+    def _shares_prefix(self, keys: list[tuple[int, ...]]) -> bool:
+        """Whether a batch whose requests show the images ``keys`` (object ids) goes through
+        :func:`.prefix_cache.shared_prefix_generate`."""
         from .prefix_cache import PREFIX_CACHE_MODEL_TYPES
 
         if self.prefix_cache == "off" or not self.vision or self.num_beams != 1:
             return False
         if self.prefix_cache == "auto" and getattr(self.model.config, "model_type", None) not in PREFIX_CACHE_MODEL_TYPES:
             return False
-        n_img = {len(r.images) for r in requests}
         # one image count for the whole batch, and at least two requests sharing images (else nothing to share)
-        return len(n_img) == 1 and n_img != {0} and len({tuple(map(id, r.images)) for r in requests}) < len(requests)
+        return len({len(k) for k in keys}) == 1 and len(keys[0]) > 0 and len(set(keys)) < len(keys)
 
     def _run_generate(self, requests: list[ChatRequest], enc: dict[str, Any], gen_kw: dict[str, Any]):
         """``(sequences, prompt width)`` of one batch, through the shared prefix where it applies."""
         import torch
 
-        if self._shares_prefix(requests):
+        keys = [tuple(map(id, r.images)) for r in requests]
+        if self._shares_prefix(keys):
             from .prefix_cache import PrefixUnsupported, shared_prefix_generate
 
-            cfg = self.model.config
-            image_token = getattr(cfg, "image_token_id", None)
-            if image_token is None:
-                image_token = getattr(cfg, "image_token_index", None)
             try:
-                if image_token is None:
-                    raise PrefixUnsupported("the model config names no image token id")
-                return shared_prefix_generate(self.model, enc, [tuple(map(id, r.images)) for r in requests],
-                                              len(requests[0].images), int(image_token), gen_kw["pad_token_id"],
-                                              **gen_kw)
+                return shared_prefix_generate(self.model, enc, keys, **gen_kw)
             except PrefixUnsupported as e:
                 log.debug("chat model %s: plain generate for this batch (%s)", self.model_name, e)
         with torch.inference_mode():

@@ -84,8 +84,14 @@ def _left_pad(rows: list[list[int]], pad_id: int, torch) -> tuple[Any, Any]:
     return ids, mask
 
 
-def shared_prefix_generate(model, enc: dict[str, Any], image_keys: Sequence[Hashable], images_per_row: int,
-                           image_token_id: int, pad_id: int, **gen_kw: Any):
+def _image_token_id(config) -> int:
+    for name in ("image_token_id", "image_token_index"):  # transformers 5 / 4 spelling
+        if getattr(config, name, None) is not None:
+            return int(getattr(config, name))
+    raise PrefixUnsupported("the model config names no image token id")
+
+
+def shared_prefix_generate(model, enc: dict[str, Any], image_keys: Sequence[Hashable], **gen_kw: Any):
     """Greedy/beam ``generate`` of a left-padded batch with one prefix forward per image group.
 
     Parameters
@@ -94,13 +100,12 @@ def shared_prefix_generate(model, enc: dict[str, Any], image_keys: Sequence[Hash
         A transformers image-text-to-text model (``PREFIX_CACHE_MODEL_TYPES``).
     enc : dict
         The processor's batch: ``input_ids``, ``attention_mask`` (left padding), ``pixel_values``
-        with ``images_per_row`` rows per request, in request order.
+        with the same number of rows per request, in request order.
     image_keys : sequence
         One hashable per request; requests with equal keys show the same images.
-    image_token_id : int
-        The placeholder id the processor expands each image into.
     gen_kw
-        Passed to ``generate`` (``max_new_tokens``, ``num_beams``, ``pad_token_id``, ...).
+        Passed to ``generate`` (``max_new_tokens``, ``pad_token_id`` (required: it pads the
+        prefix and question rows), ...).
 
     Returns
     -------
@@ -110,14 +115,17 @@ def shared_prefix_generate(model, enc: dict[str, Any], image_keys: Sequence[Hash
     Raises
     ------
     PrefixUnsupported
-        Inputs other than ids, mask and one ``pixel_values`` row per image, or image tokens
-        outside the shared prefix.
+        Inputs other than ids, mask and ``pixel_values`` (or a number of ``pixel_values`` rows
+        that is not a multiple of the batch), a config without an image token id, or image
+        tokens outside the shared prefix.
     """
     import torch
 
     extra = sorted(set(enc) - {"input_ids", "attention_mask", "pixel_values"})
     if extra:
         raise PrefixUnsupported(f"expected only input_ids, attention_mask and pixel_values, got also {extra}")
+    image_token_id = _image_token_id(model.config)
+    pad_id = gen_kw["pad_token_id"]
     ids, mask = enc["input_ids"], enc["attention_mask"]
     rows = [row[m.bool()].tolist() for row, m in zip(ids.cpu(), mask.cpu())]
     of_row, firsts = group_rows(image_keys)
@@ -133,8 +141,10 @@ def shared_prefix_generate(model, enc: dict[str, Any], image_keys: Sequence[Hash
     pre_ids, pre_mask = pre_ids.to(ids.device), pre_mask.to(ids.device)
     kw: dict[str, Any] = {}
     if pixels is not None:
-        if pixels.shape[0] != images_per_row * len(rows):
-            raise PrefixUnsupported(f"expected {images_per_row * len(rows)} pixel_values rows, got {pixels.shape[0]}")
+        images_per_row, rest = divmod(pixels.shape[0], len(rows))
+        if rest:
+            raise PrefixUnsupported(f"expected the same number of pixel_values rows per request, got {pixels.shape[0]} "
+                                    f"rows for {len(rows)} requests")
         pick = torch.tensor([f * images_per_row + j for f in firsts for j in range(images_per_row)],
                             device=pixels.device)
         kw["pixel_values"] = pixels.index_select(0, pick)

@@ -37,16 +37,10 @@ def distinct_images(images: Sequence[Any]) -> tuple[list[Any], list[int]]:
     >>> len(imgs), index
     (2, [0, 0, 1, 0])
     """
-    seen: dict[int, int] = {}
-    out: list[Any] = []
-    index: list[int] = []
-    for im in images:
-        k = seen.get(id(im))
-        if k is None:
-            k = seen[id(im)] = len(out)
-            out.append(im)
-        index.append(k)
-    return out, index
+    from ..chat.prefix_cache import group_rows
+
+    index, firsts = group_rows([id(im) for im in images])
+    return [images[i] for i in firsts], index
 
 
 @contextmanager
