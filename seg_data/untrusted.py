@@ -161,8 +161,25 @@ _LOADER = None
 
 
 def _check_yaml_events(text: str, source: str, max_depth: int, max_aliases: int, max_nodes: int) -> None:
-    """Walk the event stream (no recursion, no document built) and stop at the first bound crossed."""
+    """Walk the event stream (no recursion, no document built) and stop at the first bound crossed.
+
+    libyaml 0.2.5 (in PyYAML >= 6.0.4 wheels) refuses more than 1000 levels itself, before our own
+    count could; our bound is far below that, so its refusal is ours and gets our one message
+    (file, line, bound) whatever the installed PyYAML says.
+    """
     import yaml
+
+    try:
+        _walk_yaml_events(yaml, text, source, max_depth, max_aliases, max_nodes)
+    except yaml.MarkedYAMLError as e:
+        if "nesting depth" not in str(e.problem or ""):
+            raise
+        line = e.problem_mark.line + 1 if e.problem_mark else "?"
+        raise UnsafeInputError(f"{source}, line {line}: expected nesting of at most {max_depth} levels, "
+                               "got deeper") from e
+
+
+def _walk_yaml_events(yaml, text: str, source: str, max_depth: int, max_aliases: int, max_nodes: int) -> None:
 
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     sizes: dict[str, int] = {}  # anchor -> expanded node count of its subtree

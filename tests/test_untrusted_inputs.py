@@ -132,3 +132,31 @@ def test_normalize_label(value, ok):
     else:
         with pytest.raises(IdentifierError):
             normalize_label(value)
+
+
+@pytest.mark.parametrize("loader", ["CSafeLoader", "SafeLoader"])
+@pytest.mark.parametrize("text, line", [
+    ("format: ts2-seg/1\nmetadata: {x: " + "[" * 2000 + "]" * 2000 + "}\n", 2),  # flow: libyaml >= 0.2.5 refuses itself
+    ("- " * 3000 + "x\n", 1),  # block
+    ("a: 1\nb: " + "[" * 65 + "]" * 65 + "\n", 2),  # just over our bound, far under libyaml's
+])
+def test_deep_yaml_refused_in_our_words_whatever_the_parser(tmp_path, monkeypatch, loader, text, line):
+    # ts2's contract, not PyYAML's wording: refused, file and line named, the bound stated, for the
+    # C and the pure-Python event parser alike (PyYAML 6.0.4's libyaml stops at 1000 levels itself).
+    yaml = pytest.importorskip("yaml")
+    if not hasattr(yaml, loader):
+        pytest.skip(f"this PyYAML has no {loader}")
+    monkeypatch.setattr(yaml, "CSafeLoader", getattr(yaml, loader), raising=False)
+    p = tmp_path / "deep.yaml"
+    p.write_text(text)
+    with pytest.raises(UnsafeInputError) as e:
+        load_untrusted(p)
+    assert str(e.value) == f"{p}, line {line}: expected nesting of at most 64 levels, got deeper"
+
+
+def test_a_yaml_error_that_is_not_about_depth_is_still_a_parse_error(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("a: [1, 2\nb: 3\n")
+    with pytest.raises(ValueError, match=r"bad\.yaml: could not parse as YAML") as e:
+        load_untrusted(p)
+    assert not isinstance(e.value, UnsafeInputError)
