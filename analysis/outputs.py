@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from seg_data.results import atomic_write_text, result_set
+from seg_data.results import atomic_write_text, input_fingerprints, published_path, result_set
 
 from .pipeline import AnalysisResult
 from .tables import write_tables
@@ -35,8 +35,9 @@ def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, 
     as interrupted). ``roles`` (metric -> role, default ``metric``) and the ``dataset`` name go
     into ``analysis.json``, with the absolute paths of the ``score_files`` read (the user's table,
     then any reference table), so a report can draw their per-image scores."""
-    with result_set(out_dir, "ts2 analyze"):
-        return _write_outputs(result, Path(out_dir), extra, roles or {}, dataset, score_files)
+    with result_set(out_dir, "ts2 analyze") as stage:
+        paths = _write_outputs(result, stage, extra, roles or {}, dataset, score_files)
+        return [published_path(p) for p in paths]
 
 
 def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFrame] | None,
@@ -53,6 +54,7 @@ def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFr
         "roles": {m: roles.get(m, "metric") for m in result.metrics},
         "dataset": dataset,
         "score_files": [str(Path(f).resolve()) for f in score_files],
+        "inputs": input_fingerprints(score_files),  # checked by readers: a changed table is refused
         "meta_metrics": list(result.meta_metrics),
         "protocols": {name: pr.protocol.to_dict() for name, pr in result.protocols.items()},
         "subsets": {name: list(pr.group_names) for name, pr in result.protocols.items()},

@@ -19,13 +19,13 @@ import base64
 import html
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from seg_data.results import atomic_write_text, metric_columns, result_set
+from seg_data.results import atomic_write_text, metric_columns, published_path, result_set
 
 from .report_figures import FIGURE_KINDS, ReportFigure, make_figures, pareto_table
 
@@ -326,9 +326,20 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
     ``extra_sections`` are ``(heading, html)`` pairs placed after the table (e.g. the
     discrepancy list of ``ts2 reproduce``).
     """
-    with result_set(output_dir, "ts2 report"):
-        return _write_report(merged, Path(output_dir), title, protocol, dict(labels or {}), groups, scatter,
-                             n_heatmaps, extra_sections, prompts, figures, pareto, extra_files or {})
+    with result_set(output_dir, "ts2 report") as stage:
+        res = _write_report(merged, stage, title, protocol, dict(labels or {}), groups, scatter,
+                            n_heatmaps, extra_sections, prompts, figures, pareto, extra_files or {})
+        return _published(res)
+
+
+def _published(res: ReportOutputs) -> ReportOutputs:
+    """``res`` with every path where it will be once the result set is swapped in."""
+    def pub(p):
+        return None if p is None else published_path(p)
+
+    return replace(res, output_dir=pub(res.output_dir), html=pub(res.html), tables=tuple(map(pub, res.tables)),
+                   figures=tuple(map(pub, res.figures)), metametrics=pub(res.metametrics),
+                   per_seg=pub(res.per_seg), scores=pub(res.scores))
 
 
 def _overview(merged: MergedResults, labels: Mapping[str, str]) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, result_set, run_record
+from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, published_path, result_set, run_record
 
 from .base import Metric, ScoreItem
 
@@ -72,15 +72,15 @@ def write_outputs(output_dir: str | Path, items: Sequence[ScoreItem], runs: Sequ
     for m in metrics:
         df = m.finalize(df)
         added.update(m.finalize_directions())
-    csv_path, json_path = out / "scores.csv", out / RUN_FILE
     directions = {c: h for r in runs for c, h in r.directions.items()} | added
     roles = {c: r for m in metrics for c, r in m.roles().items()}
     roles |= {c: roles.get(c, "metric") for c in directions}
-    with result_set(out, "ts2 score"):
+    with result_set(out, "ts2 score") as stage:
+        csv_path, json_path = stage / "scores.csv", stage / RUN_FILE
         atomic_write_text(csv_path, df.to_csv(index=False))
         record = run_record(n_items=len(items), columns=df.columns, metrics=[r.summary() for r in runs],
                             directions=directions, roles=roles,
                             derived_columns=added,  # column -> higher_is_better, added after scoring by finalize()
                             config=config, packages=package_versions(), **(extra or {}))
         atomic_write_text(json_path, json.dumps(record, indent=1, default=str))
-    return csv_path, json_path
+        return published_path(csv_path), published_path(json_path)

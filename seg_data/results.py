@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import time
@@ -32,6 +33,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ANALYSIS_FILE",
@@ -45,17 +48,24 @@ __all__ = [
     "RUN_FILE",
     "RUN_FORMAT",
     "RUN_FORMATS",
+    "FolderLockedError",
     "FolderSchema",
     "IncompleteResultError",
+    "StaleResultError",
     "RunRecord",
     "atomic_write_bytes",
     "atomic_write_text",
+    "check_inputs",
     "check_result_set",
     "check_role",
     "file_sha256",
+    "folder_lock",
     "folder_schema",
+    "input_fingerprints",
     "metric_columns",
+    "published_path",
     "read_run_record",
+    "recover_result_folder",
     "result_set",
     "result_set_state",
     "run_record",
@@ -338,29 +348,325 @@ def file_sha256(p: str | Path) -> str:
     return h.hexdigest()
 
 
+class FolderLockedError(RuntimeError):
+    """Another live process is writing the same result folder."""
+
+
+#: Sibling names of a result folder ``D`` (all in ``D``'s parent, hidden): the lock file, the
+#: new set being written, and the old set on its way out.
+LOCK_SUFFIX = ".ts2-lock"
+_NEW, _OLD = ".ts2-new-", ".ts2-old-"
+_HELD: dict[str, list] = {}  # abs folder -> [fd, depth, time taken]: one process may nest its own locks and sets
+_ACTIVE: dict[str, Path] = {}  # abs folder -> staging folder of the set this process is writing
+# Untracked files a command's own run leaves in its folder while it works (Hydra's, the log).
+_RUN_FILES = (".hydra", "ts2.log")
+
+
+def _sibling(folder: Path, tag: str) -> Path:
+    return folder.parent / f".{folder.name}{tag}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def _lock_info(text: str) -> tuple[str, int | None]:
+    try:
+        info = json.loads(text)
+        return f"{info.get('writer')} (pid {info.get('pid')}, started {info.get('started')})", int(info.get("pid"))
+    except (ValueError, TypeError, AttributeError):
+        return "another process", None
+
+
+@contextmanager
+def folder_lock(folder: str | Path, writer: str) -> Iterator[Path]:
+    """Hold the one-writer lock of result folder ``folder`` (an ``flock`` on the hidden sibling
+    ``.NAME.ts2-lock``, which the kernel releases when its holder dies).
+
+    Re-entrant within a process (a command that locks its folder and then writes a result set
+    into it). On taking the lock, a stale lock file (its holder died without releasing it) is
+    taken over with a logged note, and the siblings a dead writer left are tidied
+    (:func:`recover_result_folder`).
+
+    Raises
+    ------
+    FolderLockedError
+        A live process holds the lock: the message names it (writer, pid, start time).
+    """
+    d = Path(os.path.abspath(Path(folder).expanduser()))
+    key = str(d)
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield d
+        finally:
+            _HELD[key][1] -= 1
+        return
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): one writer per folder is then the user's job
+        yield d
+        return
+    lock = _sibling(d, LOCK_SUFFIX)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            who, _ = _lock_info(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+            os.close(fd)
+            raise FolderLockedError(f"{d}: expected no other writer, got {who} writing it now; wait for it to "
+                                    "finish or choose another output_dir") from None
+        try:  # the holder before us may have unlinked the file after we opened it: lock the live one
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        previous = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+        if previous:  # a holder that released normally empties the file first
+            who, pid = _lock_info(previous)
+            if pid != os.getpid():
+                log.warning("%s: took over the lock of %s, which is no longer running", d, who)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"writer": writer, "pid": os.getpid(),
+                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode("utf-8"), 0)
+        _HELD[key] = [fd, 1, time.time()]
+        recover_result_folder(d)
+    except BaseException:
+        _HELD.pop(key, None)
+        os.close(fd)
+        raise
+    try:
+        yield d
+    finally:
+        _HELD[key][1] -= 1
+        if _HELD[key][1] == 0:
+            del _HELD[key]
+            try:
+                os.ftruncate(fd, 0)
+                lock.unlink(missing_ok=True)  # under the lock: a waiter re-checks the inode above
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def recover_result_folder(folder: str | Path) -> None:
+    """Tidy what a killed writer left beside ``folder`` (call with its lock held).
+
+    A killed writer leaves at most a staging sibling (``.NAME.ts2-new-PID``) and, only with the
+    two-rename fallback swap, an old set moved aside (``.NAME.ts2-old-PID``). A staging folder
+    is removed, after handing back any file that was carried over into it from the live folder;
+    a finished staging folder whose swap never happened while the live folder is gone is put in
+    place; an old set is removed if the folder exists, else put back.
+    """
+    d = Path(os.path.abspath(folder))
+    if not d.parent.is_dir():
+        return
+    for side in sorted(d.parent.glob(f".{_glob_escape(d.name)}{_OLD}*")):
+        if _ACTIVE.get(str(d)) == side:
+            continue
+        if d.exists():
+            _rmtree(side)
+        else:
+            os.rename(side, d)
+            log.warning("%s: restored the earlier result set (a writer died while swapping in its new one)", d)
+    for side in sorted(d.parent.glob(f".{_glob_escape(d.name)}{_NEW}*")):
+        if _ACTIVE.get(str(d)) == side:
+            continue
+        finished = (side / MANIFEST).is_file() and not (side / INCOMPLETE_MARKER).exists()
+        if not d.exists() and finished:
+            os.rename(side, d)
+            log.warning("%s: put in place the finished result set of a writer that died while swapping it in", d)
+            continue
+        if d.is_dir():
+            _carry(side, d, _foreign(side))
+        _rmtree(side)
+
+
+def _glob_escape(name: str) -> str:
+    import glob
+
+    return glob.escape(name)
+
+
+def _rmtree(p: Path) -> None:
+    import shutil
+
+    shutil.rmtree(p, ignore_errors=True)
+
+
+def _listed(folder: Path) -> set[str]:
+    """Files of ``folder``'s own result set: its manifest's list (a folder without one, or with an
+    unreadable one, but marked as being written by ts2: every tracked file)."""
+    try:
+        files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+        return {str(k) for k in files}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if (folder / INCOMPLETE_MARKER).exists():
+        return {str(p.relative_to(folder)) for p in _tracked(folder)}
+    return set()
+
+
+def _foreign(folder: Path, since: float | None = None, replaced: Iterable[str] = ()) -> list[str]:
+    """Top-level entries of ``folder`` that are not its ts2 result set: a user's own files, and this
+    run's Hydra files and log (those modified at ``since`` or later; older ones are an earlier
+    run's and go with it). Entries named in ``replaced`` (the new set's) never carry over."""
+    listed = _listed(folder)
+    top_listed = {Path(r).parts[0] for r in listed}
+    out = []
+    skip = {MANIFEST, INCOMPLETE_MARKER, *replaced}
+    for p in sorted(folder.iterdir()):
+        name = p.name
+        if name in skip or name in top_listed:
+            continue
+        if name in _RUN_FILES or p.suffix == ".log":
+            if since is not None and _newest_mtime(p) < since - 1:
+                continue
+        elif p.name.endswith(".tmp"):
+            continue
+        out.append(name)
+    return out
+
+
+def _newest_mtime(p: Path) -> float:
+    if not p.is_dir():
+        return p.stat().st_mtime
+    return max([p.stat().st_mtime] + [q.stat().st_mtime for q in p.rglob("*")])
+
+
+def _carry(src: Path, dst: Path, names: Iterable[str]) -> list[str]:
+    moved = []
+    for name in names:
+        target = dst / name
+        if target.exists():
+            continue
+        os.rename(src / name, target)
+        moved.append(name)
+    return moved
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two folders (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: this file system cannot exchange
+        return False
+    raise OSError(err, f"could not swap {b} into place: {os.strerror(err)}", str(b))
+
+
+def _swap_in(stage: Path, final: Path, since: float) -> None:
+    """Put the finished set ``stage`` at ``final``: carry over what is not the old set (a user's
+    files, this run's Hydra files), then swap the two folders in one step, then drop the old set."""
+    if not final.exists():
+        os.rename(stage, final)
+        return
+    if not final.is_dir():
+        raise NotADirectoryError(20, f"expected a folder for the result set, got a file at {final}", str(final))
+    new_names = {p.name for p in stage.iterdir()}
+    moved = _carry(final, stage, _foreign(final, since, new_names))
+    try:
+        if _exchange(stage, final):
+            _rmtree(stage)  # now the old set
+            return
+        old = _sibling(final, f"{_OLD}{os.getpid()}")
+        os.rename(final, old)  # the fallback: for a moment there is no folder, never a mixed one
+        os.rename(stage, final)
+        _rmtree(old)
+    except BaseException:
+        if final.is_dir() and stage.is_dir():
+            _carry(stage, final, moved)
+        raise
+
+
 @contextmanager
 def result_set(folder: str | Path, writer: str) -> Iterator[Path]:
-    """Write a folder's files as one set.
+    """Write a result folder's files as one set, swapped in whole or not at all.
 
-    On entry the folder is created, its manifest removed and the marker
-    :data:`INCOMPLETE_MARKER` written; the body writes the files; on a normal exit the manifest
-    (every file of the folder but Hydra's ``.hydra/`` and logs, with size and SHA-256) is
-    written atomically and the marker removed, in that order. A writer killed at any point
-    leaves the marker, or files that disagree with the manifest: :func:`check_result_set`
-    reports the folder as interrupted. An exception in the body leaves the marker too.
+    Yields a hidden staging folder beside ``folder`` (``.NAME.ts2-new-PID``): the body writes
+    every file there. On a normal exit the manifest (each file with size and SHA-256) is
+    written, the files in ``folder`` that are not its old set (a user's own files, this run's
+    Hydra ``.hydra/`` and log) are moved over, and the staging folder takes ``folder``'s place
+    in one atomic exchange (Linux ``renameat2``; elsewhere two renames, with a moment of no
+    folder but never a mixed one); the old set is then deleted. So at every instant ``folder``
+    holds the old complete set or the new one, and nothing of the old set reaches the new one
+    or its manifest. An exception (a full disk, Ctrl-C) or a kill leaves ``folder`` as it was;
+    the staging folder is removed (by the next writer if killed).
+
+    The folder's lock (:func:`folder_lock`) is held throughout. Nested calls for the same folder
+    in one process (``ts2 run``: scores, then the report) write into the outer call's staging
+    folder, and the set is swapped in once, when the outer call ends; files recorded by path
+    while writing should be given as :func:`published_path` (the folder's own path).
+
+    Raises
+    ------
+    FolderLockedError
+        Another live process writes ``folder``.
+    ValueError
+        ``folder`` is the current working folder or one above it (it cannot be swapped).
     """
-    d = Path(folder)
-    d.mkdir(parents=True, exist_ok=True)
-    marker = d / INCOMPLETE_MARKER
-    atomic_write_text(marker, json.dumps({"writer": writer, "pid": os.getpid(),
-                                          "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
-    (d / MANIFEST).unlink(missing_ok=True)
-    yield d
-    files = {str(p.relative_to(d)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)} for p in _tracked(d)}
-    atomic_write_text(d / MANIFEST, json.dumps({"format": _MANIFEST_FORMAT, "writer": writer,
-                                                "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                                "files": files}, indent=1))
-    marker.unlink(missing_ok=True)
+    final = Path(os.path.abspath(Path(folder).expanduser()))
+    key = str(final)
+    if key in _ACTIVE:
+        yield _ACTIVE[key]
+        return
+    cwd = Path.cwd().resolve()
+    if cwd == final.resolve() or final.resolve() in cwd.parents:
+        raise ValueError(f"expected an output folder other than the current folder or one above it, got {final}: "
+                         "a result set replaces its folder whole")
+    with folder_lock(final, writer):
+        since = _HELD[key][2] if key in _HELD else time.time()  # Hydra's files date from the lock on
+        stage = _sibling(final, f"{_NEW}{os.getpid()}")
+        _rmtree(stage)
+        stage.mkdir(parents=True)
+        atomic_write_text(stage / INCOMPLETE_MARKER, json.dumps(
+            {"writer": writer, "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
+        _ACTIVE[key] = stage
+        try:
+            yield stage
+            files = {str(p.relative_to(stage)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+                     for p in _tracked(stage)}
+            atomic_write_text(stage / MANIFEST, json.dumps({"format": _MANIFEST_FORMAT, "writer": writer,
+                                                            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                                            "files": files}, indent=1))
+            (stage / INCOMPLETE_MARKER).unlink()
+            _swap_in(stage, final, since)
+        finally:
+            del _ACTIVE[key]
+            _rmtree(stage)
+
+
+def published_path(path: str | Path) -> Path:
+    """Where ``path``, written into the staging folder of a result set this process is writing,
+    will be once the set is swapped in (any other path is returned as it is, made absolute)."""
+    p = Path(os.path.abspath(Path(path).expanduser()))
+    for final, stage in _ACTIVE.items():
+        if p == stage or stage in p.parents:
+            return Path(final) / p.relative_to(stage)
+    return p
 
 
 def result_set_state(folder: str | Path) -> tuple[str, str]:
@@ -371,6 +677,8 @@ def result_set_state(folder: str | Path) -> tuple[str, str]:
     in size or SHA-256, or the manifest itself is unreadable.
     """
     d = Path(folder)
+    if any(os.path.abspath(d) == str(stage) for stage in _ACTIVE.values()):
+        return "unmanaged", f"{d}: the result set this process is writing"
     if (d / INCOMPLETE_MARKER).exists():
         try:
             info = json.loads((d / INCOMPLETE_MARKER).read_text(encoding="utf-8"))
@@ -393,6 +701,49 @@ def result_set_state(folder: str | Path) -> tuple[str, str]:
         if p.stat().st_size != info.get("bytes") or file_sha256(p) != info.get("sha256"):
             return "interrupted", f"{d}: {rel} differs from {MANIFEST} (changed or cut short after the set was written)"
     return "complete", f"{d}: {len(files)} file(s) as listed in {MANIFEST}"
+
+
+class StaleResultError(ValueError):
+    """A result folder whose numbers came from an input file that has changed since."""
+
+
+def input_fingerprints(paths: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
+    """``{absolute path: {"bytes", "sha256"}}`` of the input files a result was computed from
+    (recorded in ``analysis.json`` as ``inputs``; :func:`check_inputs` compares them on read)."""
+    out = {}
+    for f in paths:
+        p = Path(f).resolve()
+        if p.is_file():
+            out[str(p)] = {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+    return out
+
+
+def check_inputs(folder: str | Path) -> None:
+    """Refuse a result folder whose recorded inputs (``analysis.json`` ``inputs``) have changed.
+
+    An input that no longer exists is not checked (the folder's own files still stand; readers
+    that need the per-image scores say they are gone). A folder without the record (written
+    before ts2 recorded inputs) passes.
+
+    Raises
+    ------
+    StaleResultError
+        An input file's size or SHA-256 differs from the record: the message names the file and
+        the folder, and says to re-run the analysis.
+    """
+    d = Path(folder)
+    try:
+        inputs = json.loads((d / ANALYSIS_FILE).read_text(encoding="utf-8")).get("inputs") or {}
+    except (OSError, ValueError, AttributeError):
+        return
+    for name, info in inputs.items():
+        p = Path(name)
+        if not p.is_file() or not isinstance(info, dict):
+            continue
+        if p.stat().st_size != info.get("bytes") or file_sha256(p) != info.get("sha256"):
+            raise StaleResultError(
+                f"{d}: expected {p} as it was when analysed (sha256 {str(info.get('sha256'))[:12]}...), got a "
+                f"changed file; its numbers are stale: run ts2 analyze on it again into {d}")
 
 
 def check_result_set(folder: str | Path) -> str:

@@ -4,8 +4,11 @@ atomic writes and result folders written as a set."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -79,11 +82,12 @@ def test_atomic_write_leaves_no_temp_file_on_error(tmp_path):
 
 def test_result_set_states(tmp_path):
     d = tmp_path / "out"
-    with R.result_set(d, "test"):
-        (d / "a.csv").write_text("1\n")
-        (d / "sub").mkdir()
-        (d / "sub" / "b.png").write_bytes(b"\x89PNG")
-        (d / "ts2.log").write_text("log lines are not part of the set")
+    with R.result_set(d, "test") as stage:
+        assert stage != d and not d.exists()  # written beside the folder, swapped in at the end
+        (stage / "a.csv").write_text("1\n")
+        (stage / "sub").mkdir()
+        (stage / "sub" / "b.png").write_bytes(b"\x89PNG")
+        (stage / "ts2.log").write_text("log lines are not part of the set")
     assert R.result_set_state(d)[0] == "complete"
     man = json.loads((d / R.MANIFEST).read_text())
     assert sorted(man["files"]) == ["a.csv", "sub/b.png"]
@@ -94,13 +98,160 @@ def test_result_set_states(tmp_path):
     assert state == "interrupted" and "a.csv" in why
     with pytest.raises(R.IncompleteResultError, match="interrupted"):
         R.check_result_set(d)
-    # a writer that fails leaves its marker: the folder never reads as complete
+    # a writer that fails writes nothing: no folder, no staging sibling left behind
     e = tmp_path / "e"
-    with pytest.raises(RuntimeError), R.result_set(e, "test"):
-        (e / "a.csv").write_text("x")
+    with pytest.raises(RuntimeError), R.result_set(e, "test") as stage:
+        (stage / "a.csv").write_text("x")
         raise RuntimeError("disk full")
-    assert R.result_set_state(e)[0] == "interrupted" and not (e / R.MANIFEST).exists()
-    assert R.result_set_state(tmp_path / "nothing")[0] == "unmanaged"
+    assert not e.exists() and R.result_set_state(e)[0] == "unmanaged"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def _complete_set(d, files, writer="test"):
+    with R.result_set(d, writer) as stage:
+        for name, text in files.items():
+            (stage / name).parent.mkdir(parents=True, exist_ok=True)
+            (stage / name).write_text(text)
+
+
+def _snapshot(d):
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("boom"), OSError(28, "No space left on device"),
+                                     KeyboardInterrupt()])
+def test_a_failed_second_run_leaves_the_first_set_whole(tmp_path, failure):
+    d = tmp_path / "out"
+    _complete_set(d, {"metametrics.csv": "old\n", "per_seg.csv": "old\n", "figures/a.png": "old"})
+    before = _snapshot(d)
+    with pytest.raises(type(failure)), R.result_set(d, "test") as stage:
+        (stage / "metametrics.csv").write_text("new\n")
+        raise failure
+    assert _snapshot(d) == before and R.result_set_state(d)[0] == "complete"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder, no lock file left
+
+
+def test_nothing_of_the_old_set_survives_into_the_new_one(tmp_path):
+    d = tmp_path / "out"
+    _complete_set(d, {"metametrics.csv": "old\n", "ranking.csv": "old\n", "figures/a.png": "old"})
+    (d / "notes.txt").write_text("the user's own file")  # not ts2's: kept, never listed
+    _complete_set(d, {"metametrics.csv": "new\n"})
+    assert sorted(_snapshot(d)) == ["manifest.json", "metametrics.csv", "notes.txt"]
+    assert (d / "metametrics.csv").read_text() == "new\n" and (d / "notes.txt").read_text() == "the user's own file"
+    assert sorted(json.loads((d / R.MANIFEST).read_text())["files"]) == ["metametrics.csv"]
+
+
+def test_this_runs_hydra_files_move_with_the_set_and_an_old_runs_go(tmp_path):
+    d = tmp_path / "out"
+    _complete_set(d, {"a.csv": "old"})
+    (d / ".hydra").mkdir()
+    (d / ".hydra" / "config.yaml").write_text("old run")
+    old = time.time() - 3600
+    os.utime(d / ".hydra" / "config.yaml", (old, old))
+    os.utime(d / ".hydra", (old, old))
+    _complete_set(d, {"a.csv": "new"})  # a Python call: no Hydra files of its own
+    assert not (d / ".hydra").exists()
+    with R.folder_lock(d, "cli"):  # the CLI locks first, then Hydra writes its files, then the set
+        (d / ".hydra").mkdir()
+        (d / ".hydra" / "config.yaml").write_text("this run")
+        (d / "ts2.log").write_text("this run's log")
+        _complete_set(d, {"a.csv": "newer"})
+    assert (d / ".hydra" / "config.yaml").read_text() == "this run" and (d / "ts2.log").exists()
+    assert R.result_set_state(d)[0] == "complete"
+
+
+def test_nested_sets_of_one_folder_are_one_set_and_paths_are_published(tmp_path):
+    d = tmp_path / "out"
+    with R.result_set(d, "outer") as outer:
+        (outer / "scores.csv").write_text("s")
+        with R.result_set(d, "inner") as inner:
+            assert inner == outer
+            (inner / "report.html").write_text("r")
+            assert R.published_path(inner / "report.html") == d / "report.html"
+        assert not d.exists()  # the inner set does not swap: the outer one does, once
+        assert R.result_set_state(outer)[0] == "unmanaged"  # readable by this process while written
+    assert sorted(json.loads((d / R.MANIFEST).read_text())["files"]) == ["report.html", "scores.csv"]
+    assert R.published_path(tmp_path / "elsewhere.csv") == tmp_path / "elsewhere.csv"
+
+
+def test_the_current_folder_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for bad in (".", tmp_path, tmp_path.parent):
+        with pytest.raises(ValueError, match="other than the current folder"), R.result_set(bad, "t"):
+            pass
+
+
+_HOLD = """
+import sys, time
+from seg_data.results import folder_lock
+with folder_lock(sys.argv[1], "ts2 analyze"):
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_second_writer_is_refused_naming_the_first(tmp_path):
+    d = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-c", _HOLD, str(d), "30"], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert p.stdout.readline().strip() == "locked"
+        with pytest.raises(R.FolderLockedError, match=rf"expected no other writer, got ts2 analyze \(pid {p.pid},"):
+            with R.result_set(d, "test"):
+                pass
+    finally:
+        p.kill()
+        p.wait()
+    # the holder died without releasing: its lock is taken over, with a note
+    with R.folder_lock(d, "test"):
+        pass
+
+
+def test_a_dead_writers_lock_and_staging_folder_are_taken_over(tmp_path, caplog):
+    d = tmp_path / "out"
+    _complete_set(d, {"a.csv": "old"})
+    before = _snapshot(d)
+    # what a writer killed half-way leaves: its lock file (no live holder) and its staging folder
+    (tmp_path / ".out.ts2-lock").write_text(json.dumps({"writer": "ts2 report", "pid": 999999999, "started": "x"}))
+    stage = tmp_path / ".out.ts2-new-999999999"
+    stage.mkdir()
+    (stage / "a.csv").write_text("half")
+    (stage / R.INCOMPLETE_MARKER).write_text("{}")
+    with caplog.at_level("WARNING"):
+        _complete_set(d, {"a.csv": "new"})
+    assert "took over the lock of ts2 report (pid 999999999" in caplog.text
+    assert not stage.exists() and (d / "a.csv").read_text() == "new" and before != _snapshot(d)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_writer_killed_between_the_fallback_renames_is_recovered(tmp_path):
+    d = tmp_path / "out"
+    _complete_set(d, {"a.csv": "old"})
+    d.rename(tmp_path / ".out.ts2-old-999999999")  # killed after moving the old set aside
+    with R.folder_lock(d, "test"):
+        pass
+    assert (d / "a.csv").read_text() == "old" and R.result_set_state(d)[0] == "complete"
+
+
+def test_the_fallback_swap_without_renameat2(tmp_path, monkeypatch):
+    monkeypatch.setattr(R, "_exchange", lambda a, b: False)
+    d = tmp_path / "out"
+    _complete_set(d, {"a.csv": "old"})
+    _complete_set(d, {"a.csv": "new"})
+    assert (d / "a.csv").read_text() == "new" and R.result_set_state(d)[0] == "complete"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_changed_inputs_are_refused_on_read(tmp_path):
+    src = tmp_path / "scores.csv"
+    src.write_text("seg_id,node,m\n0,0,1\n")
+    d = tmp_path / "out"
+    with R.result_set(d, "test") as stage:
+        (stage / R.ANALYSIS_FILE).write_text(json.dumps({"inputs": R.input_fingerprints([src])}))
+    R.check_inputs(d)
+    src.write_text("seg_id,node,m\n0,0,2\n")  # same size, other bytes
+    with pytest.raises(R.StaleResultError, match=rf"expected {re.escape(str(src))} as it was when analysed"):
+        R.check_inputs(d)
 
 
 def _blur_folder(d):

@@ -7,6 +7,7 @@ lazy ``"module:function"`` entry, so ``ts2 data`` and ``ts2 analyze`` never impo
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 
 from seg_data.resolve import resolve
@@ -21,6 +22,7 @@ class Command:
     help: str
     actions: tuple[str, ...] = ()  # sub-commands passed as action=<name>
     examples: tuple[str, ...] = ()  # shown by `ts2 COMMAND --help`
+    writes_folder: bool = False  # writes a result set into output_dir: one writer at a time (a lock)
 
 
 COMMANDS: dict[str, Command] = {}
@@ -39,19 +41,24 @@ for _name, _cmd in {
                      "ts2 data make-synthetic out=DIR n_segs=10")),
     "score": Command("score", "ts2.commands.score:main", "score a dataset's images with metrics", (),
                      ("ts2 score dataset=mini metric=geneval_shapes",
-                      "ts2 score path=../shared/ts2 metric=clipscore +metric@metrics.sig=siglip device=cuda")),
+                      "ts2 score path=../shared/ts2 metric=clipscore +metric@metrics.sig=siglip device=cuda"),
+                     writes_folder=True),
     "cache": Command("cache", "ts2.commands.cache:main", "manage the score cache", ("info", "clear"),
                      ("ts2 cache info", "ts2 cache clear name=clipscore")),
     "analyze": Command("analyze", "ts2.commands.analyze:main", "TS2 meta-metrics of a score table", (),
                        ("ts2 analyze scores=outputs/score/X/scores.csv dataset=mini",
-                        "ts2 analyze scores=scores.csv path=../shared/ts2 protocol=graph compare=[a,b]")),
+                        "ts2 analyze scores=scores.csv path=../shared/ts2 protocol=graph compare=[a,b]"),
+                       writes_folder=True),
     "report": Command("report", "ts2.commands.report:main", "merge results into one report", (),
                       ("ts2 report results=outputs/run/X",
-                       "ts2 report results=[outputs/score/a,outputs/score/b] figures=[pareto] title='My metrics'")),
+                       "ts2 report results=[outputs/score/a,outputs/score/b] figures=[pareto] title='My metrics'"),
+                      writes_folder=True),
     "run": Command("run", "ts2.commands.run:main", "score, analyse and report in one go", (),
-                   ("ts2 run", "ts2 run path=../shared/ts2 metric=clipscore figures=[pareto] bootstrap=200")),
+                   ("ts2 run", "ts2 run path=../shared/ts2 metric=clipscore figures=[pareto] bootstrap=200"),
+                   writes_folder=True),
     "reproduce": Command("reproduce", "ts2.commands.reproduce:main", "the paper's Table 2 in both protocols", (),
-                         ("ts2 reproduce path=../shared/ts2", "ts2 reproduce path=../shared/ts2 bootstrap=0")),
+                         ("ts2 reproduce path=../shared/ts2", "ts2 reproduce path=../shared/ts2 bootstrap=0"),
+                         writes_folder=True),
     "questions": Command("questions", "ts2.commands.questions:main", "question generation for TIFA/DSG",
                          ("generate",),
                          ("ts2 questions generate qa_lm=hf qa_lm.model=DIR out=tifa_questions.csv",
@@ -117,6 +124,17 @@ def print_help(cmd: Command, overrides: list[str], prog: str) -> int:
     return 0
 
 
+def _explicit_output_dir(overrides: list[str]) -> str | None:
+    """The ``output_dir=`` (or ``hydra.run.dir=``) of a single run's command line, if given as a path."""
+    if any(o in ("-m", "--multirun") for o in overrides):
+        return None
+    for o in overrides:
+        key, sep, value = o.lstrip("+").partition("=")
+        if sep and key in ("output_dir", "hydra.run.dir") and value and "${" not in value:
+            return value
+    return None
+
+
 def _check_output_override(overrides: list[str]) -> None:
     """Check an ``output_dir=`` given on the command line before Hydra creates it.
 
@@ -124,14 +142,11 @@ def _check_output_override(overrides: list[str]) -> None:
     and reports a failure as a bare traceback; a read-only or full disk gets a clear message
     instead. Sweeps (``-m``) are left to each job.
     """
-    if any(o in ("-m", "--multirun") for o in overrides):
-        return
-    for o in overrides:
-        key, sep, value = o.lstrip("+").partition("=")
-        if sep and key in ("output_dir", "hydra.run.dir") and value and "${" not in value:
-            from ts2.common import check_output_dir
+    value = _explicit_output_dir(overrides)
+    if value is not None:
+        from ts2.common import check_output_dir
 
-            check_output_dir(value)
+        check_output_dir(value)
 
 
 class JobFailed(RuntimeError):
@@ -171,19 +186,38 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     result: dict[str, int] = {"rc": 0}
 
     def task(cfg) -> None:
-        rc = int(handler(cfg) or 0)
+        from seg_data.results import FolderLockedError, folder_lock
+        from ts2.common import output_dir
+
+        try:
+            with folder_lock(output_dir(cfg), prog) if cmd.writes_folder else nullcontext():
+                rc = int(handler(cfg) or 0)
+        except FolderLockedError as e:
+            print(f"{prog}: {e}", file=sys.stderr)
+            rc = 2
         result["rc"] = max(result["rc"], rc)
         if rc and _in_multirun():
             # Launchers such as joblib run jobs in other processes, where `result` is not ours:
             # raising marks the job failed, and Hydra fails the multirun after all jobs ran.
             raise JobFailed(f"{prog} job {cfg_job_name()} exited with code {rc}")
 
+    from seg_data.results import FolderLockedError, folder_lock
+
     old = sys.argv
     sys.argv = [prog, *overrides]
     try:
-        hydra.main(version_base="1.3", config_path="pkg://conf", config_name=cmd.config)(task)()
+        with ExitStack() as stack:
+            folder = _explicit_output_dir(overrides) if cmd.writes_folder else None
+            if folder is not None:
+                # The folder's one-writer lock before Hydra writes its .hydra/ files there: a second
+                # writer refuses at once (a sweep's jobs, each in its own folder, lock in `task`).
+                stack.enter_context(folder_lock(folder, prog))
+            hydra.main(version_base="1.3", config_path="pkg://conf", config_name=cmd.config)(task)()
     except SystemExit as e:  # hydra exits on bad overrides (and failed multirun jobs) with its message
         return max(int(e.code or 0), result["rc"])
+    except FolderLockedError as e:  # only the lock above: `task` answers its own
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
     finally:
         sys.argv = old
     return result["rc"]

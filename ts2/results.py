@@ -52,9 +52,11 @@ from seg_data.results import (
     NON_METRIC_COLUMNS,
     FolderSchema,
     RunRecord,
+    check_inputs,
     check_result_set,
     folder_schema,
     metric_columns,
+    published_path,
     read_run_record,
 )
 
@@ -245,11 +247,14 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
         A file that is not valid CSV / JSON / YAML or lacks its key columns (naming the file).
     seg_data.results.IncompleteResultError
         The folder's writer was interrupted (a ``ValueError`` too).
+    seg_data.results.StaleResultError
+        A score table the folder's analysis was computed from has changed since (a ``ValueError``).
     """
     p = Path(path)
     if not _is_result_dir(p):
         raise FileNotFoundError(f"{p}: expected scores.csv or metametrics.csv, found neither")
     check_result_set(p)
+    check_inputs(p)
     overrides: dict[str, str] = {}
     ov = p / ".hydra" / "overrides.yaml"
     if ov.is_file():
@@ -466,7 +471,7 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
                     rates[ren[c]] = n / t
         walls = [s["wall"] for s in summ]
         runs.append(RunInfo(
-            label=label, dirs=tuple(str(d.path) for d in g), overrides=dict(g[0].identity), columns=dict(ren),
+            label=label, dirs=tuple(str(published_path(d.path)) for d in g), overrides=dict(g[0].identity), columns=dict(ren),
             shards=tuple(d.shard for d in g if d.shard is not None),
             n_images=None if sc is None else len(sc),
             device=next((s["device"] for s in summ if s["device"]), None),

@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from analysis.human.view import RESULT_COLUMNS  # noqa: F401  (the file's schema, for callers and tests)
+from seg_data.results import published_path, result_set
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +81,12 @@ def human_main(cfg) -> int:
     n_perm = int(_get(cfg, "human_permutations", 1000))
     log.info("human view: %s (%d images, %d prompts, %d raters, %d metrics), bootstrap=%d",
              path, hj.n_items, hj.n_prompts, len(hj.raters), len(hj.metrics), n_boot)
-    res = H.run_human_view(hj, out, n_boot=n_boot, seed=int(_get(cfg, "seed", 0)),
-                           confidence=float(_get(cfg, "confidence", 0.95)), n_perm=n_perm,
-                           progress=bool(_get(cfg, "progress", True)), source=str(path))
-    sys.stdout.write(res.table_md.read_text(encoding="utf-8"))
-    sys.stdout.write(f"wrote {res.results_path}\n")
+    with result_set(out, "ts2 analyze human") as stage:  # swapped in whole: a killed run leaves the old set
+        res = H.run_human_view(hj, stage, n_boot=n_boot, seed=int(_get(cfg, "seed", 0)),
+                               confidence=float(_get(cfg, "confidence", 0.95)), n_perm=n_perm,
+                               progress=bool(_get(cfg, "progress", True)), source=str(path))
+        table = res.table_md.read_text(encoding="utf-8")
+        results_path = published_path(res.results_path)
+    sys.stdout.write(table)
+    sys.stdout.write(f"wrote {results_path}\n")
     return 0

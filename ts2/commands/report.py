@@ -62,10 +62,12 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
         Unreadable result files, shards that disagree, a bad ``scatter`` pair.
     """
     from analysis import report as rp
+    from seg_data.results import published_path
     from ts2 import results as rs
 
     paths = rs.expand_result_paths(results)
-    dirs = [rs.load_result_dir(p, name=_display_name(p, paths)) for p in paths]
+    shown = [published_path(p) for p in paths]  # ts2 run reports on its own set while writing it
+    dirs = [rs.load_result_dir(p, name=_display_name(q, shown)) for p, q in zip(paths, shown)]
     merged, todo = rs.merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
     if todo:
         log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",

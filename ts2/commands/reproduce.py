@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, ListConfig
 
+from seg_data.results import published_path, result_set
 from ts2.common import output_dir
 
 log = logging.getLogger(__name__)
@@ -148,15 +149,11 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
         ``report`` (ReportOutputs), ``discrepancies`` (DataFrame of :func:`compare_with_printed`),
         ``tables`` (protocol -> list of paths), ``discrepancy_files``.
     """
-    from analysis import report as rp
-    from analysis.paper_table2 import FAMILIES, FLOPS, LABELS, compare_with_printed
+    from analysis.paper_table2 import compare_with_printed
     from analysis.pipeline import analyze
-    from analysis.tables import write_tables
     from seg_data import load_ts2_release
 
     root, score_src = locate_inputs(path, scores, revision)
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     ds = load_ts2_release(root)
     frame = pd.read_csv(score_src, dtype={"seg_id": str, "node": str, "file_name": str})
     log.info("analysing %s (%d rows) with protocols %s, %d bootstrap resamples", score_src, len(frame),
@@ -164,6 +161,21 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     res = analyze(frame, dataset=ds, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed))
     mm, ps = res.metametrics_frame(), res.per_seg_frame()
     disc = compare_with_printed(mm)
+    # One result set: the tables, the discrepancy list and the report, swapped in whole.
+    with result_set(output_dir, "ts2 reproduce") as out:
+        r = _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out, output_dir, protocols, figures,
+                                pareto)
+        r["tables"] = {proto: [published_path(p) for p in paths] for proto, paths in r["tables"].items()}
+        r["discrepancy_files"] = [published_path(p) for p in r["discrepancy_files"]]
+        return r
+
+
+def _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out: Path, output_dir, protocols, figures,
+                        pareto) -> dict:
+    from analysis import report as rp
+    from analysis.paper_table2 import FAMILIES, FLOPS, LABELS
+    from analysis.tables import write_tables
+
     disc.to_csv(out / "discrepancies.csv", index=False)
     (out / "discrepancies.md").write_text(discrepancies_markdown(disc) + "\n", encoding="utf-8")
     tables: dict[str, list[Path]] = {}
@@ -180,7 +192,7 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     kinds = rp.FIGURE_KINDS if figures is None else tuple(figures)
     if "pareto" in kinds:
         extra.append(("Figure 4 from the printed Table 2 (all 19 metrics)", printed_figure4_html(out / "figures")))
-    report = rp.write_report(merged, out, title="TS2: reproduction of the paper's Table 2", protocol=protocols[0],
+    report = rp.write_report(merged, output_dir, title="TS2: reproduction of the paper's Table 2", protocol=protocols[0],
                              labels=LABELS, groups=FAMILIES, extra_sections=extra,
                              prompts={s.seg_id: s.prompt for s in ds},
                              figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto)
