@@ -40,6 +40,7 @@ __all__ = [
     "ANALYSIS_FILE",
     "BASE_COLUMNS",
     "DESCRIPTIVE_COLUMNS",
+    "DiscardResultSet",
     "INCOMPLETE_MARKER",
     "KEY_COLUMNS",
     "MANIFEST",
@@ -348,6 +349,11 @@ def file_sha256(p: str | Path) -> str:
     return h.hexdigest()
 
 
+class DiscardResultSet(Exception):  # noqa: N818 - a signal, not an error
+    """Raised in a :func:`result_set` body to end it without writing: the folder keeps what it
+    held (a command that fails with its own message). :func:`result_set` swallows it."""
+
+
 class FolderLockedError(RuntimeError):
     """Another live process is writing the same result folder."""
 
@@ -614,7 +620,8 @@ def result_set(folder: str | Path, writer: str) -> Iterator[Path]:
     folder but never a mixed one); the old set is then deleted. So at every instant ``folder``
     holds the old complete set or the new one, and nothing of the old set reaches the new one
     or its manifest. An exception (a full disk, Ctrl-C) or a kill leaves ``folder`` as it was;
-    the staging folder is removed (by the next writer if killed).
+    the staging folder is removed (by the next writer if killed). A body that raises
+    :class:`DiscardResultSet` ends the same way, without an exception.
 
     The folder's lock (:func:`folder_lock`) is held throughout. Nested calls for the same folder
     in one process (``ts2 run``: scores, then the report) write into the outer call's staging
@@ -631,7 +638,10 @@ def result_set(folder: str | Path, writer: str) -> Iterator[Path]:
     final = Path(os.path.abspath(Path(folder).expanduser()))
     key = str(final)
     if key in _ACTIVE:
-        yield _ACTIVE[key]
+        try:
+            yield _ACTIVE[key]
+        except DiscardResultSet:
+            pass  # the outer writer decides (ts2 run discards when its scoring failed)
         return
     cwd = Path.cwd().resolve()
     if cwd == final.resolve() or final.resolve() in cwd.parents:
@@ -646,7 +656,10 @@ def result_set(folder: str | Path, writer: str) -> Iterator[Path]:
             {"writer": writer, "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
         _ACTIVE[key] = stage
         try:
-            yield stage
+            try:
+                yield stage
+            except DiscardResultSet:
+                return
             files = {str(p.relative_to(stage)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
                      for p in _tracked(stage)}
             atomic_write_text(stage / MANIFEST, json.dumps({"format": _MANIFEST_FORMAT, "writer": writer,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from seg_data.results import published_path, result_set
+from seg_data.results import DiscardResultSet, result_set
 from ts2.commands import report as report_cmd
 from ts2.commands import score as score_cmd
 from ts2.common import output_dir
@@ -20,32 +20,26 @@ from ts2.common import output_dir
 log = logging.getLogger(__name__)
 
 
-class _NothingWritten(Exception):
-    """Leaves the run's result set unwritten (the folder keeps what it held)."""
-
-    def __init__(self, rc: int) -> None:
-        super().__init__(rc)
-        self.rc = rc
-
-
 def main(cfg: DictConfig) -> int:
     out = output_dir(cfg)
-    try:
-        # One result set for the scores, the analysis and the report: swapped in whole at the end,
-        # so a run that fails or is killed half-way leaves the folder's earlier run as it was.
-        with result_set(out, "ts2 run") as stage:
-            rc, html = _run(cfg, out, stage)
-    except _NothingWritten as e:
-        return e.rc
-    sys.stdout.write(f"report: {published_path(html) if html else out / 'report.html'}\n")
+    rc, html = 2, None
+    # One result set for the scores, the analysis and the report: swapped in whole at the end, so
+    # a run that fails or is killed half-way leaves the folder's earlier run as it was.
+    with result_set(out, "ts2 run") as stage:
+        rc, html = _run(cfg, out, stage)
+        if html is None:
+            raise DiscardResultSet
+    if html is not None:
+        sys.stdout.write(f"report: {html}\n")
     return rc
 
 
-def _run(cfg: DictConfig, out: Path, stage: Path) -> tuple[int, Path]:
+def _run(cfg: DictConfig, out: Path, stage: Path) -> tuple[int, Path | None]:
+    """Score, then report on the scores; ``(exit code, report path or None when nothing is to be written)``."""
     rc = score_cmd.main(cfg)  # its scores.csv and run.json join this run's set (written into `stage`)
     if rc == 2 or not (stage / "scores.csv").is_file():
         log.error("scoring did not finish (exit code %d); no analysis or report written", rc)
-        raise _NothingWritten(rc or 1)
+        return rc or 1, None
     if rc:
         # Too many failed images: still analyse what was scored, but keep the non-zero exit.
         log.warning("scoring finished with failures above max_failure_share; the report covers the scored images")
@@ -56,7 +50,7 @@ def _run(cfg: DictConfig, out: Path, stage: Path) -> tuple[int, Path]:
         res = report_cmd.report_from_config(cfg, [stage], out, dataset)
     except (FileNotFoundError, ValueError) as e:
         log.error("report failed: %s", e)
-        raise _NothingWritten(2) from e
+        return 2, None
     for note in res.notes:
         log.warning("%s", note)
     return rc, res.html

@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from seg_data.results import DiscardResultSet, result_set
 from ts2.common import load_dataset, output_dir
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,26 @@ def main(cfg: DictConfig) -> int:
     except OSError as e:
         log.error("%s", e.strerror or e)
         return 2
+    rc = 2
+    # One result set: scores.csv, run.json and what the metrics write beside them (answers.csv,
+    # questions, usage) go to a staging folder that replaces `out` whole once scoring is done. A
+    # failed or killed run leaves the folder's earlier set as it was (finished scores stay cached).
+    with result_set(out, "ts2 score") as stage:
+        rc = _score(cfg, out, stage)
+        if rc == 2:
+            raise DiscardResultSet
+    return rc
+
+
+def _with_output_dir(cfg: DictConfig, folder: Path) -> DictConfig:
+    """``cfg`` with ``output_dir`` pointing at ``folder`` (the metrics' ``answers_dir`` follows it)."""
+    c = cfg.copy()
+    with open_dict(c):
+        c.output_dir = str(folder)
+    return c
+
+
+def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
     t0 = time.perf_counter()
     from metrics_adapters.engine import (
         EngineSettings,
@@ -88,7 +110,7 @@ def main(cfg: DictConfig) -> int:
     )
 
     try:
-        metrics = build_metrics(cfg)
+        metrics = build_metrics(_with_output_dir(cfg, stage))
         if not metrics:
             raise ValueError("expected at least one metric (metric=NAME or +metric@metrics.KEY=NAME), got none")
         check_unique_columns(metrics)
