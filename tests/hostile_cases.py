@@ -855,6 +855,98 @@ image_case("decompression-bomb", "a 30,000 x 30,000 PNG of 110 KB (decompression
            r"\(900000000 pixels\) exceeds limit")
 
 
+# -- issue 24: result sets replaced whole, one writer, inputs checked (main) -------------------------
+def _analyze_into(d: Path, *extra: str) -> int:
+    from ts2.cli import main
+
+    return main(["analyze", f"scores={d}/scores.csv", "bootstrap=0", "reference=null", f"output_dir={d}/out",
+                 *extra])
+
+
+def _set_files(folder: Path) -> dict:
+    from seg_data.results import MANIFEST
+
+    return {k: v["sha256"] for k, v in json.loads((folder / MANIFEST).read_text())["files"].items()}
+
+
+def _second_run_dies_writing(d: Path):
+    """A complete analysis, then a second one into the same folder whose disk fills up after
+    its first file: (exit code, state, the old set untouched, nothing left beside the folder)."""
+    import errno
+    from unittest import mock
+
+    from seg_data import results as R
+
+    if _analyze_into(d) != 0:
+        raise AssertionError("the first analysis failed")
+    before = _set_files(d / "out")
+    real, left = R.atomic_write_bytes, [2]
+
+    def full_disk(path, data):
+        left[0] -= 1
+        if left[0] < 0:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data)
+
+    with mock.patch.object(R, "atomic_write_bytes", full_disk):
+        try:
+            rc = _analyze_into(d, "seed=7", "bootstrap=10")
+        except OSError:
+            rc = "raised"
+    return (rc != 0, R.result_set_state(d / "out")[0], _set_files(d / "out") == before,
+            sorted(p.name for p in d.iterdir() if p.name.startswith(".out")))
+
+
+def _leftovers_not_certified(d: Path):
+    """Analyze with a ranking, then again without: (ranking.csv there, listed in the manifest)."""
+    if _analyze_into(d, "ranking.enabled=true") != 0 or not (d / "out" / "ranking.csv").is_file():
+        raise AssertionError("the first analysis wrote no ranking.csv")
+    if _analyze_into(d, "ranking.enabled=false") != 0:
+        raise AssertionError("the second analysis failed")
+    return (d / "out" / "ranking.csv").exists(), "ranking.csv" in _set_files(d / "out")
+
+
+def _hold_lock(d: Path) -> None:
+    """A second live writer: another process holding out/'s lock for the length of the case."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time\nfrom seg_data.results import folder_lock\n"
+            "with folder_lock(sys.argv[1], 'ts2 analyze'):\n    print('locked', flush=True)\n    time.sleep(20)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    p = subprocess.Popen([sys.executable, "-c", code, str(d / "out")], stdout=subprocess.PIPE, text=True, env=env)
+    if p.stdout.readline().strip() != "locked":
+        raise AssertionError("the lock holder did not start")
+    import atexit
+
+    atexit.register(p.kill)  # it ends by itself after 20 s
+
+
+def _analysed_then_edited(d: Path) -> None:
+    if _analyze_into(d) != 0:
+        raise AssertionError("the analysis failed")
+    (d / "scores.csv").write_text(scores_csv({"clip": [0.1, 0.6, 0.5, 0.2, 0.8, 0.5, 0.9],
+                                              "tifa": BASE_SCORES["tifa"]}))
+
+
+add(
+    Case("set-second-run-disk-full", "result-set", "a complete analysis, then a second one into the same folder "
+         "whose disk fills up while it writes", {"scores.csv": scores_csv()}, call=labelled(
+             "analyze twice into one output_dir, the 2nd with ENOSPC", _second_run_dies_writing),
+         verdict="correct", value=(True, "complete", True, [])),
+    Case("set-leftover-ranking", "result-set", "re-analysis into a used folder with `ranking.enabled=false` "
+         "(the first run wrote ranking.csv)", {"scores.csv": scores_csv()}, call=labelled(
+             "analyze ranking.enabled=true, then =false, into one output_dir", _leftovers_not_certified),
+         verdict="correct", value=(False, False)),
+    Case("set-second-writer", "result-set", "another live process is writing the same output_dir",
+         {"scores.csv": scores_csv()}, analyze(), rc=2, setup=_hold_lock,
+         expect=r"expected no other writer, got ts2 analyze \(pid \d+"),
+    Case("set-stale-scores", "result-set", "the scores behind a finished analysis edited, then `ts2 report` on it",
+         {"scores.csv": scores_csv()}, ("report", "results=[{d}/out]", "output_dir={d}/rep", "bootstrap=0"), rc=2,
+         setup=_analysed_then_edited, expect=r"expected .*scores\.csv as it was when analysed .* got a changed file"),
+)
+
+
 def markdown_table() -> str:
     """The docs table: one row per case."""
     rows = ["| # | area | input | command | exit | verdict |", "|---:|---|---|---|---:|---|"]
