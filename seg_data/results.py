@@ -652,8 +652,10 @@ def result_set(folder: str | Path, writer: str) -> Iterator[Path]:
         stage = _sibling(final, f"{_NEW}{os.getpid()}")
         _rmtree(stage)
         stage.mkdir(parents=True)
-        atomic_write_text(stage / INCOMPLETE_MARKER, json.dumps(
-            {"writer": writer, "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
+        # A plain write: the staging folder is private until the swap, and a half-written marker
+        # marks as well as a whole one.
+        (stage / INCOMPLETE_MARKER).write_text(json.dumps(
+            {"writer": writer, "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}), encoding="utf-8")
         _ACTIVE[key] = stage
         try:
             try:

@@ -8,6 +8,7 @@ metric failed on more than ``max_failure_share`` of the images, or 2 for a confi
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 import time
@@ -83,10 +84,16 @@ def main(cfg: DictConfig) -> int:
     # One result set: scores.csv, run.json and what the metrics write beside them (answers.csv,
     # questions, usage) go to a staging folder that replaces `out` whole once scoring is done. A
     # failed or killed run leaves the folder's earlier set as it was (finished scores stay cached).
-    with result_set(out, "ts2 score") as stage:
-        rc = _score(cfg, out, stage)
-        if rc == 2:
-            raise DiscardResultSet
+    try:
+        with result_set(out, "ts2 score") as stage:
+            rc = _score(cfg, out, stage)
+            if rc == 2:
+                raise DiscardResultSet
+    except OSError as e:  # the staging folder or the swap: the disk filled up, a permission changed
+        log.error("could not write the result set to %s: %s (%s); %s is as it was, and every finished score is in "
+                  "the cache, so the same command, run again once fixed, recomputes nothing", e.filename or out,
+                  e.strerror or e, errno.errorcode.get(e.errno or 0, "?"), out)
+        return 2
     return rc
 
 
