@@ -134,6 +134,51 @@ def _check_output_override(overrides: list[str]) -> None:
             check_output_dir(value)
 
 
+# Commands whose handler writes a result folder (swapped in whole: an interrupted run leaves none).
+_RESULT_COMMANDS = frozenset({"ts2 score", "ts2 analyze", "ts2 report", "ts2 run", "ts2 reproduce"})
+
+
+def error_line(prog: str, exc: BaseException, output_dir: object = None) -> tuple[str, int] | None:
+    """The one stderr line and the exit code for an exception that reached the command line.
+
+    ``KeyboardInterrupt`` (Ctrl-C) is ``interrupted; nothing written`` and 130 (the shell's code
+    for SIGINT); a URL that cannot be reached names the reason; any other ``OSError`` (a full
+    disk ``ENOSPC``, a file-size limit ``EFBIG``, ``EACCES``, ``EROFS``, ``EDQUOT``, ...) names
+    the file (or ``output_dir`` when the error has none) and the errno's name, exit 2. ``None``
+    for anything else: a bug, left to its traceback.
+    """
+    import errno
+    import urllib.error
+
+    if isinstance(exc, KeyboardInterrupt):
+        return f"{prog}: interrupted" + ("; nothing written" if prog in _RESULT_COMMANDS else ""), 130
+    if isinstance(exc, urllib.error.URLError):
+        return f"{prog}: cannot read from the network: {getattr(exc, 'reason', exc)}", 2
+    if isinstance(exc, OSError):
+        name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
+        where = exc.filename if exc.filename is not None else (f"writing into {output_dir}" if output_dir else None)
+        what = " ".join(x for x in (name, f"({exc.strerror})" if exc.strerror else str(exc)) if x)
+        return f"{prog}: {where}: {what}" if where else f"{prog}: {what}", 2
+    return None
+
+
+def _one_line_errors(handler, prog: str):
+    """``handler`` with :func:`error_line`'s exceptions turned into one stderr line and an exit code
+    (Hydra would print them as a traceback and exit 1). Ctrl-C is re-raised for :func:`run_hydra`."""
+
+    def call(cfg):
+        try:
+            return handler(cfg)
+        except Exception as e:  # noqa: BLE001 - only those error_line knows; the rest re-raised
+            out = error_line(prog, e, cfg.get("output_dir") if hasattr(cfg, "get") else None)
+            if out is None:
+                raise
+            print(out[0], file=sys.stderr)
+            return out[1]
+
+    return call
+
+
 class JobFailed(RuntimeError):
     """A job of a multirun returned a non-zero exit code."""
 
@@ -167,7 +212,10 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     except OSError as e:
         print(f"{prog}: {e.strerror or e}", file=sys.stderr)
         return 2
-    handler = resolve(cmd.target)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; nothing written", file=sys.stderr)
+        return 130
+    handler = _one_line_errors(resolve(cmd.target), prog)
     result: dict[str, int] = {"rc": 0}
 
     def task(cfg) -> None:
@@ -184,6 +232,9 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
         hydra.main(version_base="1.3", config_path="pkg://conf", config_name=cmd.config)(task)()
     except SystemExit as e:  # hydra exits on bad overrides (and failed multirun jobs) with its message
         return max(int(e.code or 0), result["rc"])
+    except KeyboardInterrupt as e:  # Ctrl-C: Hydra lets it through
+        print(error_line(prog, e)[0], file=sys.stderr)
+        return 130
     finally:
         sys.argv = old
     return result["rc"]
