@@ -237,7 +237,7 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     Raises
     ------
     FileNotFoundError
-        No file at ``source``.
+        No file at ``source``, or ``source`` is a URL (``http://...``: not fetched).
     ValueError
         Missing ``seg_id``/``node`` columns, a bad node label, a non-numeric or infinite score
         (naming row and column), duplicated ``file_name``, unknown metric names.
@@ -250,6 +250,9 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     """
     from_file = not isinstance(source, pd.DataFrame)
     name = str(source) if from_file else "<frame>"
+    if from_file and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", name):
+        raise FileNotFoundError(f"expected a local score table file, got the URL {name}; download it first "
+                                "and pass its path")
     df = _read_file(Path(source)) if from_file else source.copy()
     _check_header([str(c) for c in df.columns], name)
     df.columns = [str(c).strip() for c in df.columns]

@@ -138,13 +138,29 @@ def _check_output_override(overrides: list[str]) -> None:
 _RESULT_COMMANDS = frozenset({"ts2 score", "ts2 analyze", "ts2 report", "ts2 run", "ts2 reproduce"})
 
 
+def _file_written(exc: BaseException) -> str | None:
+    """The file a failed ``write`` was writing (an ``OSError`` from ``write()`` names none): the
+    innermost file object opened for writing among the locals of the traceback's frames."""
+    import io
+
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        for v in tb.tb_frame.f_locals.values():
+            mode = getattr(v, "mode", "")
+            if isinstance(v, io.IOBase) and isinstance(getattr(v, "name", None), str) and isinstance(mode, str) \
+                    and any(c in mode for c in "wax+"):
+                found = v.name
+        tb = tb.tb_next
+    return found
+
+
 def error_line(prog: str, exc: BaseException, output_dir: object = None) -> tuple[str, int] | None:
     """The one stderr line and the exit code for an exception that reached the command line.
 
     ``KeyboardInterrupt`` (Ctrl-C) is ``interrupted; nothing written`` and 130 (the shell's code
     for SIGINT); a URL that cannot be reached names the reason; any other ``OSError`` (a full
     disk ``ENOSPC``, a file-size limit ``EFBIG``, ``EACCES``, ``EROFS``, ``EDQUOT``, ...) names
-    the file (or ``output_dir`` when the error has none) and the errno's name, exit 2. ``None``
+    the file (the error's, else the file being written, else ``output_dir``) and the errno's name, exit 2. ``None``
     for anything else: a bug, left to its traceback.
     """
     import errno
@@ -156,7 +172,9 @@ def error_line(prog: str, exc: BaseException, output_dir: object = None) -> tupl
         return f"{prog}: cannot read from the network: {getattr(exc, 'reason', exc)}", 2
     if isinstance(exc, OSError):
         name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
-        where = exc.filename if exc.filename is not None else (f"writing into {output_dir}" if output_dir else None)
+        where = exc.filename if exc.filename is not None else _file_written(exc)
+        if where is None and output_dir:
+            where = f"writing into {output_dir}"
         what = " ".join(x for x in (name, f"({exc.strerror})" if exc.strerror else str(exc)) if x)
         return f"{prog}: {where}: {what}" if where else f"{prog}: {what}", 2
     return None
