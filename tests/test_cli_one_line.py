@@ -2,29 +2,23 @@
 code 2 (130 for Ctrl-C), and a failure found before Hydra runs creates no folder.
 
 Covered: an unset ``${oc.env:...}`` (in ``output_dir`` and in another value), a URL whose server
-is down, Ctrl-C (a real SIGINT to a subprocess and an in-process ``KeyboardInterrupt``), a full
-disk / file-size limit / read-only file reaching the CLI (``OSError`` with ENOSPC, EFBIG, EACCES,
-EROFS, EDQUOT; one real EFBIG from ``RLIMIT_FSIZE``), an unquoted value Hydra's grammar rejects
-(with the exact quoting to use), and values of the protocol group's options.
+is down, Ctrl-C (an in-process ``KeyboardInterrupt``), a full disk / file-size limit / read-only
+file reaching the CLI (``OSError`` with ENOSPC, EFBIG, EACCES, EROFS, EDQUOT), an unquoted value
+Hydra's grammar rejects (with the exact quoting to use), and values of the protocol group's
+options. A real SIGINT to a ``ts2`` process and a real EFBIG under ``RLIMIT_FSIZE`` are the
+hostile cases ``env-ctrl-c`` and ``env-file-size-limit`` (``tests/hostile_cases.py``).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from ts2.cli import error_line, main
 from ts2.config_check import precheck
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -161,51 +155,3 @@ def test_keyboard_interrupt_in_process(capsys, scores, monkeypatch, tmp_path):
 def test_error_line_leaves_bugs_to_their_traceback():
     assert error_line("ts2 x", ValueError("bug")) is None
     assert error_line("ts2 cache", KeyboardInterrupt()) == ("ts2 cache: interrupted", 130)
-
-
-_CHILD = textwrap.dedent("""
-    import sys, time, pathlib
-    import ts2.cli as cli
-    marker = pathlib.Path(sys.argv[1])
-    def handler(cfg):
-        {body}
-    cli.resolve = lambda _t: handler
-    sys.exit(cli.main(sys.argv[2:]))
-""")
-
-
-def _child(tmp_path, body: str, argv: list[str], **kw) -> subprocess.Popen:
-    script = tmp_path / "child.py"
-    script.write_text(_CHILD.format(body=body), encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, str(script), str(tmp_path / "marker"), *argv], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child needs POSIX signals")
-def test_ctrl_c_is_exit_130_and_one_line(tmp_path, scores):
-    p = _child(tmp_path, "marker.write_text('x'); time.sleep(60)",
-               ["analyze", f"scores={scores}", f"output_dir={tmp_path / 'o'}"])
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "marker").exists() and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 130, err
-    assert err.strip().splitlines()[-1] == "ts2 analyze: interrupted; nothing written"
-    assert "Traceback" not in err
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
-def test_file_size_limit_is_one_line_naming_the_file(tmp_path, scores):
-    import resource
-
-    def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
-
-    body = "f = open(cfg.output_dir + '/big.bin', 'wb'); f.write(bytes(1 << 20))"
-    p = _child(tmp_path, body, ["analyze", f"scores={scores}", f"output_dir={tmp_path / 'o'}"], preexec_fn=limit)
-    out, err = p.communicate(timeout=120)
-    assert p.returncode == 2, err
-    assert "Traceback" not in err
-    assert err.strip().splitlines()[-1] == f"ts2 analyze: {tmp_path / 'o' / 'big.bin'}: EFBIG ({os.strerror(errno.EFBIG)})"

@@ -154,15 +154,15 @@ def _parse_hint(prog: str, overrides: list[str]) -> str | None:
         except Exception:  # noqa: BLE001 - this is the override we explain
             pass
         key, sep, value = o.partition("=")
-        if sep and key and value:
+        if sep and key and value and value[0] not in "[{=" and (any(c.isspace() or not c.isascii() for c in value)
+                                                               or any(c in "()" for c in value)):
             return (f"{prog}: cannot parse the override {o!r}: a value with spaces, non-ASCII letters or "
                     f"characters such as ()[]{{}},:'\" must be quoted; write {_shell_quoted(key, value)}")
         if not sep and i > 0 and "=" in overrides[i - 1]:
             k, _, v = overrides[i - 1].partition("=")
             return (f"{prog}: expected key=value, got {o!r} (the shell split a value at a space?); quote the whole "
                     f"value: {_shell_quoted(k, f'{v} {o}')}")
-        if not sep:
-            return f"{prog}: expected key=value, got {o!r}; see `{prog} --help` for its keys"
+        return None  # Hydra's own message says what is wrong with this one
     return None
 
 
