@@ -6,6 +6,7 @@ import io
 
 import numpy as np
 import pytest
+from hostile_cases import tiff_32bit
 from PIL import Image
 
 from metrics_adapters.images import ImageDecodeError, ImageMissingError, decode_image, decode_settings, file_sha256
@@ -106,24 +107,6 @@ def test_file_sha256_and_decode_settings(tmp_path):
 
 # -- issue 24, item 7: every Pillow mode by its real range ----------------------------------------------
 # Each expected array is computed here from the pixel values written, not by Pillow's conversion.
-def _tiff_32bit(path, a: np.ndarray, sample_format: int) -> None:
-    """A one-strip, uncompressed grey TIFF of 32-bit samples (``sample_format`` 1: unsigned, 2: signed),
-    written byte by byte (Pillow only writes signed 32-bit TIFFs)."""
-    import struct
-
-    h, w = a.shape
-    data = a.astype("<u4" if sample_format == 1 else "<i4").tobytes()
-    tags = [(256, 4, w), (257, 4, h), (258, 3, 32), (259, 3, 1), (262, 3, 1), (273, 4, 0), (277, 3, 1),
-            (278, 4, h), (279, 4, len(data)), (339, 3, sample_format)]
-    ifd_size = 2 + 12 * len(tags) + 4
-    offset = 8 + ifd_size
-    ifd = struct.pack("<H", len(tags))
-    for tag, typ, value in tags:
-        value = offset if tag == 273 else value
-        ifd += struct.pack("<HHI", tag, typ, 1) + (struct.pack("<HH", value, 0) if typ == 3 else struct.pack("<I", value))
-    path.write_bytes(b"II*\x00" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + data)
-
-
 def _grey(values) -> np.ndarray:
     v = np.asarray(values, dtype=np.uint8)
     return np.repeat(v[..., None], 3, axis=-1)
@@ -217,7 +200,7 @@ def test_mode_I_with_16bit_values_is_read_as_16bit(tmp_path):
 def test_unsigned_32bit_tiff_uses_the_full_32bit_range(tmp_path):
     # Pillow reads it as int32 (4294967295 -> -1); the old policy divided by 257 and clipped: all white.
     values = np.array([[0, 1 << 24, 1 << 31, 4294967295, 70000]], dtype=np.uint64)
-    _tiff_32bit(tmp_path / "u32.tif", values, sample_format=1)
+    tiff_32bit(tmp_path / "u32.tif", values, sample_format=1)
     assert Image.open(tmp_path / "u32.tif").mode == "I"
     expected = _grey(np.rint(values * 255.0 / 4294967295.0))  # 0, 1, 128, 255, 0
     assert expected[0, :, 0].tolist() == [0, 1, 128, 255, 0]
@@ -226,10 +209,10 @@ def test_unsigned_32bit_tiff_uses_the_full_32bit_range(tmp_path):
 
 def test_signed_32bit_tiff_uses_the_signed_range_and_refuses_negatives(tmp_path):
     values = np.array([[0, 1 << 30, 2147483647]], dtype=np.int64)
-    _tiff_32bit(tmp_path / "s32.tif", values, sample_format=2)
+    tiff_32bit(tmp_path / "s32.tif", values, sample_format=2)
     expected = _grey(np.rint(values * 255.0 / 2147483647.0))  # 0, 128, 255
     np.testing.assert_array_equal(np.asarray(decode_image(tmp_path / "s32.tif")), expected)
-    _tiff_32bit(tmp_path / "neg.tif", np.array([[5, -3]]), sample_format=2)
+    tiff_32bit(tmp_path / "neg.tif", np.array([[5, -3]]), sample_format=2)
     with pytest.raises(ImageDecodeError, match=r"neg\.tif: expected non-negative values .* minimum of -3"):
         decode_image(tmp_path / "neg.tif")
 
