@@ -188,7 +188,11 @@ def _one_line_errors(handler, prog: str):
         try:
             return handler(cfg)
         except Exception as e:  # noqa: BLE001 - only those error_line knows; the rest re-raised
-            out = error_line(prog, e, cfg.get("output_dir") if hasattr(cfg, "get") else None)
+            try:
+                where = cfg.get("output_dir")
+            except Exception:  # noqa: BLE001 - no folder to name then
+                where = None
+            out = error_line(prog, e, where)
             if out is None:
                 raise
             print(out[0], file=sys.stderr)
