@@ -237,7 +237,7 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     Raises
     ------
     FileNotFoundError
-        No file at ``source``.
+        No file at ``source``, or ``source`` is a URL (``http://...``: not fetched).
     ValueError
         Missing ``seg_id``/``node`` columns, a bad node label, a non-numeric or infinite score
         (naming row and column), duplicated ``file_name``, unknown metric names.
@@ -250,6 +250,9 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     """
     from_file = not isinstance(source, pd.DataFrame)
     name = str(source) if from_file else "<frame>"
+    if from_file and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", name):
+        raise FileNotFoundError(f"expected a local score table file, got the URL {name}; download it first "
+                                "and pass its path")
     df = _read_file(Path(source)) if from_file else source.copy()
     _check_header([str(c) for c in df.columns], name)
     df.columns = [str(c).strip() for c in df.columns]
@@ -534,12 +537,42 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
                           tuple(table.notes) + tuple(notes), max_walks)
 
 
+REFERENCE_SUFFIX = "_reference"  # a reference metric whose name a column of the user's table has: clipscore_reference
+
+
+def reference_names(mine: Sequence[str], reference: Sequence[str]) -> dict[str, str]:
+    """The name each reference metric is analysed under beside the columns ``mine``.
+
+    A reference metric keeps its name unless ``mine`` already has it; then it becomes
+    ``<name>_reference`` (``_reference2``, ... when that is taken too), so a user's own column
+    named like a published metric (their re-implementation of ``clipscore``) never replaces it.
+
+    Examples
+    --------
+    >>> reference_names(["clipscore", "mine"], ["clipscore", "tifa"])
+    {'clipscore': 'clipscore_reference', 'tifa': 'tifa'}
+    """
+    taken = set(mine) | {m for m in reference if m not in mine}
+    out = {}
+    for m in reference:
+        new, k = m, 2
+        if m in mine:
+            new = m + REFERENCE_SUFFIX
+            while new in taken:
+                new, k = f"{m}{REFERENCE_SUFFIX}{k}", k + 1
+            taken.add(new)
+        out[m] = new
+    return out
+
+
 def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
     """``table`` plus the metric columns of ``reference`` (e.g. TS2's released scores), joined on
     ``file_name``, so a new metric is analysed beside the published ones on the same images.
 
-    Reference metrics already in ``table`` are left out (``table`` wins); images of ``table``
-    missing from ``reference`` get NaN reference scores (dropped per protocol, like any NaN).
+    A reference metric whose name ``table`` already has is kept beside the user's column as
+    ``<name>_reference`` (:func:`reference_names`), with a logged warning naming both and a note
+    in the table's notes; images of ``table`` missing from ``reference`` get NaN reference scores
+    (dropped per protocol, like any NaN).
 
     Raises
     ------
@@ -549,12 +582,21 @@ def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
     for t in (table, reference):
         if not t.has_file_name:
             raise ValueError(f"{t.source}: expected a 'file_name' column to join the reference scores on, got none")
-    extra = [m for m in reference.metrics if m not in table.metrics]
-    ref = reference.frame.set_index("file_name")[extra]
+    names = reference_names(tuple(table.metrics) + tuple(c for c in table.frame.columns if c not in table.metrics),
+                            reference.metrics)
+    notes = []
+    for m, new in names.items():
+        if new != m:
+            msg = (f"{table.source} has a column {m!r} named like the reference metric {m!r} of {reference.source}: "
+                   f"yours is analysed as {m!r}, the reference one beside it as {new!r}")
+            log.warning(msg)
+            notes.append(msg)
+    ref = reference.frame.set_index("file_name")[list(names)].rename(columns=names)
+    extra = list(names.values())
     joined = table.frame.join(ref, on="file_name")
     if extra and joined[extra].notna().to_numpy().sum() == 0:
         raise ValueError(f"expected images of {table.source} in the reference {reference.source} (joined on "
                          f"file_name), found none in common")
     return ScoreTable(joined, tuple(table.metrics) + tuple(extra),
-                      frozenset(table.lower_is_better) | frozenset(m for m in reference.lower_is_better if m in extra),
-                      table.source, tuple(table.notes) + tuple(reference.notes))
+                      frozenset(table.lower_is_better) | frozenset(names[m] for m in reference.lower_is_better),
+                      table.source, tuple(table.notes) + tuple(reference.notes) + tuple(notes))

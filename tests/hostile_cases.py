@@ -985,6 +985,177 @@ def write_docs() -> None:
     DOC.write_text(text, encoding="utf-8")
 
 
+
+# -- issue 24: reference names, high-bit-depth images, one-line errors (h-inputs) ----------------
+# A user column named like a reference metric is kept beside it (the reference one as NAME_reference).
+def _beside_reference(d: Path, out: str) -> None:
+    """check: the user's `clip` keeps the clean values; the reference's `clip` (tifa's scores) is
+    analysed as `clip_reference`, so its meta-metrics equal tifa's."""
+    same_as_clean("clip")(d, out)
+    for mm in ("rank", "sep", "delta"):
+        close(value_of(d, "clip_reference", mm), value_of(d, "tifa", mm))
+    note_in_analysis_json(d, r"column 'clip' named like the reference metric 'clip'.*beside it as 'clip_reference'")
+
+
+add(Case("ref-name-collision", "reference", "a user column `clip` named like a metric of `reference=FILE`",
+         {"scores.csv": scores_csv(), "ref.csv": scores_csv({"clip": BASE_SCORES["tifa"]})},
+         analyze("scores.csv", "reference={d}/ref.csv"), rc=0, verdict="warned",
+         expect=r"column 'clip' named like the reference metric 'clip' .*the reference one beside it as 'clip_reference'",
+         check=_beside_reference),
+    Case("ref-name-collision-twice", "reference", "the user has both `clip` and `clip_reference`; the reference has `clip`",
+         {"scores.csv": scores_csv({"clip": BASE_SCORES["clip"], "clip_reference": BASE_SCORES["tifa"]}),
+          "ref.csv": scores_csv({"clip": BASE_SCORES["tifa"]})},
+         analyze("scores.csv", "reference={d}/ref.csv"), rc=0, verdict="warned", expect=r"beside it as 'clip_reference2'",
+         check=lambda d, out: close(value_of(d, "clip_reference2", "rank"), value_of(d, "clip_reference", "rank"))))
+
+
+# High-bit-depth images: each Pillow mode by its real range, or that image's failure with the reason.
+def tiff_32bit(path: Path, a, sample_format: int) -> None:
+    """A one-strip, uncompressed grey TIFF of 32-bit samples (``sample_format`` 1: unsigned, 2: signed),
+    written byte by byte (Pillow only writes signed 32-bit TIFFs)."""
+    import struct
+
+    import numpy as np
+
+    a = np.asarray(a)
+    h, w = a.shape
+    data = a.astype("<u4" if sample_format == 1 else "<i4").tobytes()
+    tags = [(256, 4, w), (257, 4, h), (258, 3, 32), (259, 3, 1), (262, 3, 1), (273, 4, 8 + 2 + 12 * 10 + 4),
+            (277, 3, 1), (278, 4, h), (279, 4, len(data)), (339, 3, sample_format)]
+    ifd = struct.pack("<H", len(tags)) + b"".join(
+        struct.pack("<HHI", tag, typ, 1) + (struct.pack("<HH", v, 0) if typ == 3 else struct.pack("<I", v))
+        for tag, typ, v in tags)
+    path.write_bytes(b"II*\x00" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + data)
+
+
+def _float_tiff(value: float):
+    def make(p: Path) -> None:
+        import numpy as np
+        from PIL import Image
+
+        Image.fromarray(np.full((8, 8), value, dtype=np.float32), mode="F").save(p)
+    return make
+
+
+def grey_scored(hostile: str, grey: int):
+    """check: the good images scored exactly, and the hostile grey image as ``grey / 255 + 1/1000``."""
+    def check(d: Path, out: str) -> None:
+        import pandas as pd
+
+        scored(hostile, True)(d, out)
+        t = pd.read_csv(d / "out" / "scores.csv", dtype={"file_name": str})
+        close(float(t.loc[t.file_name == hostile, "fake"].iloc[0]), grey / 255 + 1 / 1000)
+    return check
+
+
+for cid, what, name, make, grey in [
+        ("tiff-uint32", "an unsigned 32-bit TIFF (3e9 everywhere: 178, not all white)", "u32.tif",
+         lambda p: tiff_32bit(p, [[3_000_000_000] * 8] * 8, 1), 178),  # round(3e9 * 255 / (2**32 - 1))
+        ("tiff-int32-16bit", "a signed 32-bit TIFF holding 16-bit values (25700: 100)", "i32.tif",
+         lambda p: tiff_32bit(p, [[25700] * 8] * 8, 2), 100),
+        ("tiff-float-unit", "a float TIFF with values in [0, 1] (0.5: 128, not black)", "f01.tif", _float_tiff(0.5), 128),
+        ("tiff-float-bytes", "a float TIFF with values in [0, 255] (99.6: 100)", "f255.tif", _float_tiff(99.6), 100)]:
+    add(Case(f"image-{cid}", "images", what, {}, SCORE, rc=0, verdict="correct", setup=image_dataset(name, make),
+             check=grey_scored(name, grey), timeout=120))
+for cid, what, name, make, reason in [
+        ("tiff-int32-negative", "a signed 32-bit TIFF with a negative value", "neg.tif",
+         lambda p: tiff_32bit(p, [[-5] + [10] * 7] * 8, 2), r"expected non-negative values .* minimum of -5"),
+        ("tiff-float-nan", "a float TIFF of NaN", "nan.tif", _float_tiff(float("nan")), r"expected finite values .* NaN"),
+        ("tiff-float-inf", "a float TIFF of +inf", "inf.tif", _float_tiff(float("inf")), r"expected finite values .* infinite"),
+        ("tiff-float-range", "a float TIFF of 1000.0", "big.tif", _float_tiff(1000.0),
+         r"in \[0, 1\] or \[0, 255\], got values in \[1000, 1000\]")]:
+    image_case(cid, what, name, make, "warned", FAILED.format(name) + ".*" + reason)
+
+
+# One line on stderr (no traceback), exit 2 (130 for Ctrl-C), no folder for what the precheck finds.
+def no_out(d: Path, out: str) -> None:
+    assert not (d / "out").exists(), "expected no output folder"
+
+
+def ts2_child(d: Path, handler_body: str, argv: list[str], **popen_kw):
+    """A ``ts2`` process (``ts2.cli.main(argv)``) whose command handler is ``handler_body`` (one line of
+    Python; ``cfg`` is the composed config, ``marker`` a file in ``d``): Ctrl-C and rlimit cases."""
+    import subprocess
+    import sys
+
+    script = d / "child.py"
+    script.write_text("import sys, time, pathlib\nimport ts2.cli as cli\nmarker = pathlib.Path(sys.argv[1])\n"
+                      f"def handler(cfg):\n    {handler_body}\ncli.resolve = lambda _t: handler\n"
+                      "sys.exit(cli.main(sys.argv[2:]))\n", encoding="utf-8")
+    repo = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (repo, os.environ.get("PYTHONPATH")) if x)}
+    return subprocess.Popen([sys.executable, str(script), str(d / "marker"), *argv], cwd=d, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_kw)
+
+
+def ctrl_c(d: Path) -> tuple[int, str]:
+    """A real SIGINT to ``ts2 analyze`` while its handler runs: (exit code, last stderr line)."""
+    import signal
+    import time
+
+    (d / "scores.csv").write_text(scores_csv())
+    p = ts2_child(d, "marker.write_text('x'); time.sleep(60)", ["analyze", f"scores={d}/scores.csv", f"output_dir={d}/out"])
+    deadline = time.monotonic() + 60
+    while not (d / "marker").exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    if "Traceback" in err:
+        raise OSError(err[-2000:])
+    return p.returncode, err.strip().splitlines()[-1]
+
+
+def file_size_limit(d: Path) -> tuple[int, str]:
+    """``ts2 analyze`` whose handler writes 1 MiB under a 256 KiB ``RLIMIT_FSIZE``: (exit code, last line)."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
+
+    (d / "scores.csv").write_text(scores_csv())
+    p = ts2_child(d, "f = open(cfg.output_dir + '/big.bin', 'wb'); f.write(bytes(1 << 20))",
+                  ["analyze", f"scores={d}/scores.csv", f"output_dir={d}/out"], preexec_fn=limit)
+    _, err = p.communicate(timeout=120)
+    if "Traceback" in err:
+        raise OSError(err[-2000:])
+    return p.returncode, err.strip().splitlines()[-1].replace(str(d), "{d}")
+
+
+override_case("env-unset-output-dir", "`output_dir=${oc.env:UNSET}/x` (an unset variable)",
+              ("output_dir=${oc.env:TS2_HOSTILE_UNSET}/x",), 2,
+              r"^ts2 analyze: output_dir=\$\{oc\.env:TS2_HOSTILE_UNSET\}/x: cannot resolve the interpolation: "
+              r"Environment variable 'TS2_HOSTILE_UNSET' not found", check=no_out)
+override_case("env-unset-value", "`reference=${oc.env:UNSET}` (an unset variable in a value)",
+              ("reference=${oc.env:TS2_HOSTILE_UNSET}",), 2,
+              r"reference=\$\{oc\.env:TS2_HOSTILE_UNSET\}: cannot resolve .*'TS2_HOSTILE_UNSET' not found", check=no_out)
+override_case("non-ascii-unquoted", "`output_dir=résultats` (unquoted non-ASCII value)", ("output_dir=résultats",), 2,
+              r"cannot parse the override 'output_dir=résultats'.* write 'output_dir=\"résultats\"'$")
+override_case("parens-unquoted", "`+labels.clip=CLIP (ViT-B)` (unquoted parentheses)", ("+labels.clip=CLIP (ViT-B)",), 2,
+              r"write '\+labels\.clip=\"CLIP \(ViT-B\)\"'$", check=no_out)
+override_case("tie-method", "`protocol.tie_method=bogus` (a protocol option's value)", ("protocol.tie_method=bogus",), 2,
+              r"^ts2 analyze: protocol\.tie_method=bogus: expected one of average, min, max, dense, got 'bogus'$",
+              check=no_out)
+override_case("protocol-walks", "`protocol.walks=tree`", ("protocol.walks=tree",), 2,
+              r"protocol\.walks=tree: expected one of levels, dag, got 'tree'", check=no_out)
+override_case("protocols-unknown", "`protocols=[paper,bogus]`", ("protocols=[paper,bogus]",), 2,
+              r"protocols=\['paper', 'bogus'\]: expected a list of paper, graph", check=no_out)
+add(Case("override-split-title", "overrides", "`ts2 report title=My report` (the shell split the value)", {},
+         ("report", "results={d}/x", "title=My", "report", "output_dir={d}/out"), rc=2,
+         expect=r"expected key=value, got 'report' .*quote the whole value: 'title=\"My report\"'$", check=no_out),
+    Case("env-scores-url-down", "environment", "`scores=http://127.0.0.1:9/x.csv` (a URL, no server)", {},
+         ("analyze", "scores=http://127.0.0.1:9/x.csv", "reference=null", "bootstrap=0", "output_dir={d}/out"), rc=2,
+         expect=r"expected a local score table file, got the URL http://127\.0\.0\.1:9/x\.csv; download it first"),
+    Case("env-reproduce-url-down", "environment", "`ts2 reproduce scores=http://127.0.0.1:9/x.csv` (server down)",
+         {"rel/metadata.csv": meta_csv()},
+         ("reproduce", "path={d}/rel", "scores=http://127.0.0.1:9/x.csv", "bootstrap=0", "output_dir={d}/out"), rc=2,
+         expect=r"scores=http://127\.0\.0\.1:9/x\.csv to be readable, got: .*Connection refused"),
+    Case("env-ctrl-c", "environment", "Ctrl-C (SIGINT) while `ts2 analyze` runs", {},
+         call=labelled("SIGINT to ts2 analyze", ctrl_c), verdict="correct",
+         value=(130, "ts2 analyze: interrupted; nothing written"), timeout=120),
+    Case("env-file-size-limit", "environment", "a 256 KiB file-size limit (RLIMIT_FSIZE) while writing", {},
+         call=labelled("ts2 analyze under ulimit -f 256", file_size_limit), verdict="correct",
+         value=(2, f"ts2 analyze: {{d}}/out/big.bin: EFBIG ({os.strerror(__import__('errno').EFBIG)})"), timeout=150))
+
 if __name__ == "__main__":
     write_docs()
     print(f"wrote {len(CASES)} cases to {DOC}")

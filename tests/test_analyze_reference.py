@@ -3,11 +3,13 @@ metrics beside it (joined on file_name) and ranks it among them."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.scores_io import read_scores, with_reference
+from analysis.scores_io import read_scores, reference_names, with_reference
 from ts2.cli import main
 
 
@@ -17,8 +19,9 @@ def test_with_reference_joins_on_file_name():
     ref = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["b", "a"],
                                     "new": [7.0, 7.0], "old": [0.2, 0.8]}))
     t = with_reference(mine, ref)
-    assert t.metrics == ("new", "old")
-    assert t.frame["new"].tolist() == [0.9, 0.1, 0.5]  # the user's own column wins
+    assert t.metrics == ("new", "new_reference", "old")
+    assert t.frame["new"].tolist() == [0.9, 0.1, 0.5]  # the user's own column keeps its name
+    np.testing.assert_array_equal(t.frame["new_reference"].to_numpy(), [7.0, 7.0, np.nan])  # the reference's, beside it
     np.testing.assert_array_equal(t.frame["old"].to_numpy(), [0.8, 0.2, np.nan])
     with pytest.raises(ValueError, match="found none in common"):
         with_reference(mine, read_scores(pd.DataFrame({"seg_id": ["0"], "node": ["0"], "file_name": ["z"],
@@ -47,3 +50,46 @@ def test_new_metric_is_analysed_beside_the_released_ones(ts2_dir, tmp_path, caps
     assert main(["analyze", f"scores={f}", f"path={ts2_dir}", "reference=null", "bootstrap=0",
                  f"output_dir={out2}"]) == 0
     assert set(pd.read_csv(out2 / "metametrics.csv").metric) == {"my_metric"}
+
+
+# -- issue 24, item 5: a user column named like a reference metric never replaces it --------------------
+def test_reference_names_never_collide():
+    assert reference_names(["clipscore", "mine"], ["clipscore", "tifa"]) == {"clipscore": "clipscore_reference",
+                                                                             "tifa": "tifa"}
+    # The suffixed name is taken by the user too, or is itself a reference metric: the next free one.
+    assert reference_names(["a", "a_reference"], ["a"]) == {"a": "a_reference2"}
+    assert reference_names(["a"], ["a", "a_reference"]) == {"a": "a_reference2", "a_reference": "a_reference"}
+
+
+def test_colliding_reference_is_kept_beside_with_a_warning_and_its_own_direction(caplog):
+    mine = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["a", "b"],
+                                     "clipscore": [0.1, 0.9]}), lower_is_better=["clipscore"])
+    ref = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["a", "b"],
+                                    "clipscore": [30.0, 20.0], "err": [1.0, 2.0]}), lower_is_better=["err"])
+    with caplog.at_level("WARNING", logger="analysis.scores_io"):
+        t = with_reference(mine, ref)
+    assert t.metrics == ("clipscore", "clipscore_reference", "err")
+    assert t.frame["clipscore"].tolist() == [0.1, 0.9]
+    assert t.frame["clipscore_reference"].tolist() == [30.0, 20.0]
+    assert t.lower_is_better == {"clipscore", "err"}  # the user's direction is not given to the reference column
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "'clipscore'" in warned[0] and "'clipscore_reference'" in warned[0]
+    assert any("clipscore_reference" in n for n in t.notes)
+
+
+def test_own_clipscore_is_analysed_beside_the_published_one(ts2_dir, tmp_path):
+    released = pd.read_csv(ts2_dir / "released" / "scores_subset.csv", dtype={"seg_id": str, "node": str})
+    # A user's own CLIPScore re-implementation, reversed: it must not take the published column's place.
+    mine = released[["seg_id", "node", "file_name"]].assign(clipscore=-released["clipscore"])
+    f = tmp_path / "mine.csv"
+    mine.to_csv(f, index=False)
+    out = tmp_path / "a"
+    assert main(["analyze", f"scores={f}", f"path={ts2_dir}", "bootstrap=0", "permutations=199", "chance=0",
+                 "protocols=[paper]", f"output_dir={out}"]) == 0
+    mm = pd.read_csv(out / "metametrics.csv")
+    assert {"clipscore", "clipscore_reference"} <= set(mm.metric)
+    cell = mm[(mm.meta_metric == "rank") & (mm.subset == "Avg") & (mm.protocol == "paper")].set_index("metric")["value"]
+    assert round(100 * cell["clipscore_reference"], 1) == 71.4  # the published Table 2 cell
+    assert round(100 * cell["clipscore"], 1) == -71.4            # the user's reversed copy, under its own name
+    notes = json.loads((out / "analysis.json").read_text(encoding="utf-8"))["notes"]
+    assert any("'clipscore'" in n and "'clipscore_reference'" in n for n in notes)  # recorded beside the numbers

@@ -149,6 +149,72 @@ def _check_output_override(overrides: list[str]) -> None:
         check_output_dir(value)
 
 
+
+def _file_written(exc: BaseException) -> str | None:
+    """The file a failed ``write`` was writing (an ``OSError`` from ``write()`` names none): the
+    innermost file object opened for writing among the locals of the traceback's frames."""
+    import io
+
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        for v in tb.tb_frame.f_locals.values():
+            mode = getattr(v, "mode", "")
+            if isinstance(v, io.IOBase) and isinstance(getattr(v, "name", None), str) and isinstance(mode, str) \
+                    and any(c in mode for c in "wax+"):
+                found = v.name
+        tb = tb.tb_next
+    return found
+
+
+def error_line(prog: str, exc: BaseException, output_dir: object = None,
+               nothing_written: bool = False) -> tuple[str, int] | None:
+    """The one stderr line and the exit code for an exception that reached the command line.
+
+    ``KeyboardInterrupt`` (Ctrl-C) is ``interrupted`` (with ``; nothing written`` for a command
+    whose result set is swapped in whole: ``nothing_written``) and 130, the shell's code for
+    SIGINT; a URL that cannot be reached names the reason; any other ``OSError`` (a full disk
+    ``ENOSPC``, a file-size limit ``EFBIG``, ``EACCES``, ``EROFS``, ``EDQUOT``, ...) names the file
+    (the error's, else the file being written, else ``output_dir``) and the errno's name, exit 2.
+    ``None`` for anything else: a bug, left to its traceback.
+    """
+    import errno
+    import urllib.error
+
+    if isinstance(exc, KeyboardInterrupt):
+        return f"{prog}: interrupted" + ("; nothing written" if nothing_written else ""), 130
+    if isinstance(exc, urllib.error.URLError):
+        return f"{prog}: cannot read from the network: {getattr(exc, 'reason', exc)}", 2
+    if isinstance(exc, OSError):
+        name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
+        where = exc.filename if exc.filename is not None else _file_written(exc)
+        if where is None and output_dir:
+            where = f"writing into {output_dir}"
+        what = " ".join(x for x in (name, f"({exc.strerror})" if exc.strerror else str(exc)) if x)
+        return f"{prog}: {where}: {what}" if where else f"{prog}: {what}", 2
+    return None
+
+
+def _one_line_errors(handler, prog: str, nothing_written: bool = False):
+    """``handler`` with :func:`error_line`'s exceptions turned into one stderr line and an exit code
+    (Hydra would print them as a traceback and exit 1). Ctrl-C is re-raised for :func:`run_hydra`."""
+
+    def call(cfg):
+        try:
+            return handler(cfg)
+        except Exception as e:  # noqa: BLE001 - only those error_line knows; the rest re-raised
+            try:
+                where = cfg.get("output_dir")
+            except Exception:  # noqa: BLE001 - no folder to name then
+                where = None
+            out = error_line(prog, e, where, nothing_written)
+            if out is None:
+                raise
+            print(out[0], file=sys.stderr)
+            return out[1]
+
+    return call
+
+
 class JobFailed(RuntimeError):
     """A job of a multirun returned a non-zero exit code."""
 
@@ -182,7 +248,10 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     except OSError as e:
         print(f"{prog}: {e.strerror or e}", file=sys.stderr)
         return 2
-    handler = resolve(cmd.target)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; nothing written", file=sys.stderr)
+        return 130
+    handler = _one_line_errors(resolve(cmd.target), prog, cmd.writes_folder)
     result: dict[str, int] = {"rc": 0}
 
     def task(cfg) -> None:
@@ -218,6 +287,9 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     except FolderLockedError as e:  # only the lock above: `task` answers its own
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C: Hydra lets it through
+        print(error_line(prog, e, nothing_written=cmd.writes_folder)[0], file=sys.stderr)
+        return 130
     finally:
         sys.argv = old
     return result["rc"]

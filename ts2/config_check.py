@@ -130,6 +130,74 @@ def _hydra_message(e: Exception) -> str:
     return " ".join(lines[:6])
 
 
+def _shell_quoted(key: str, value: str) -> str:
+    """``key=value`` as one shell word with the value quoted for Hydra: ``'title="My report"'``."""
+    inner = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    word = f"{key}={inner}"
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+def _parse_hint(prog: str, overrides: list[str]) -> str | None:
+    """One line for an override Hydra's grammar rejects, with the quoting that makes it parse.
+
+    A value with spaces, non-ASCII letters or characters such as ``()`` must be quoted for Hydra
+    (``output_dir=résultats`` fails with ``LexerNoViableAltException``); a word with no ``=``
+    right after ``key=value`` is the rest of a value the shell split at a space.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for i, o in enumerate(overrides):
+        try:
+            parser.parse_override(o)
+            continue
+        except Exception:  # noqa: BLE001 - this is the override we explain
+            pass
+        key, sep, value = o.partition("=")
+        if sep and key and value and value[0] not in "[{=" and (any(c.isspace() or not c.isascii() for c in value)
+                                                               or any(c in "()" for c in value)):
+            return (f"{prog}: cannot parse the override {o!r}: a value with spaces, non-ASCII letters or "
+                    f"characters such as ()[]{{}},:'\" must be quoted; write {_shell_quoted(key, value)}")
+        if not sep and i > 0 and "=" in overrides[i - 1]:
+            k, _, v = overrides[i - 1].partition("=")
+            return (f"{prog}: expected key=value, got {o!r} (the shell split a value at a space?); quote the whole "
+                    f"value: {_shell_quoted(k, f'{v} {o}')}")
+        return None  # Hydra's own message says what is wrong with this one
+    return None
+
+
+def _check_interpolations(prog: str, cfg) -> None:
+    """Every ``${...}`` of the command's keys (and of its run folder) resolves: an unset
+    ``${oc.env:VAR}`` is one line naming the key and the variable, before any folder is made.
+
+    Interpolations only Hydra's runtime resolves (``${hydra:...}``, ``${hydra.job.num}``) are left
+    to it.
+    """
+    from omegaconf.errors import OmegaConfBaseException
+
+    for key in [*config_keys(cfg), "hydra.run.dir", "hydra.sweep.dir"]:
+        parent, _, leaf = key.rpartition(".")
+        try:
+            node = (OmegaConf.select(cfg, parent) if parent else cfg)._get_node(leaf)
+        except Exception:  # noqa: BLE001 - a parent that is itself an interpolation: checked as its own key
+            continue
+        if node is None or not node._is_interpolation():
+            continue
+        raw = str(node._value())
+        if "hydra:" in raw or "hydra." in raw:
+            continue
+        try:
+            OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+        except OmegaConfBaseException as e:
+            reason = str(e).splitlines()[0]
+            reason = reason.replace("KeyError raised while resolving interpolation: ", "").strip('"')
+            if "HydraConfig" in reason:
+                continue
+            shown = key if not key.startswith("hydra.") else f"{key} (from output_dir)"
+            raise ConfigError(f"{prog}: {shown}={raw}: cannot resolve the interpolation: {reason}; set it or pass "
+                              f"{key.removeprefix('hydra.run.')}=VALUE") from e
+
+
 def _check_additions(prog: str, config_name: str, cfg, overrides: list[str]) -> None:
     """``+key=value`` / ``++key=value`` that adds a key nothing reads (not a group, not an argument
     of an instantiated object, not an entry of an open map such as ``metrics``)."""
@@ -205,6 +273,10 @@ def precheck(prog: str, config_name: str, args: list[str]):
         cfg = compose_config(config_name, checked)
     except HydraException as e:
         msg = str(e)
+        if "Error parsing override" in msg or "LexerNoViableAlt" in msg or "mismatched input" in msg:
+            hint = _parse_hint(prog, checked)
+            if hint:
+                raise ConfigError(hint) from e
         m = re.search(r"Could not override '([^']+)'\.\s*To append to your config use", msg)
         if m:
             key = m.group(1)
@@ -217,6 +289,7 @@ def precheck(prog: str, config_name: str, args: list[str]):
                               f"{hint}; expected one of {group_options(m.group(1))}") from e
         raise ConfigError(f"{prog}: {_hydra_message(e)}") from e
     _check_additions(prog, config_name, cfg, checked)
+    _check_interpolations(prog, cfg)
     try:
         check_options(cfg, prog)
     except OptionError as e:

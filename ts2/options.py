@@ -22,7 +22,8 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class Option:
-    """What an option accepts: ``kind`` int | float | bool | choice | device | int_or_auto, bounds, null."""
+    """What an option accepts: ``kind`` int | float | bool | choice | choice_list | device | int_or_auto,
+    bounds, null (``choice_list``: a list whose every item is one of ``choices``)."""
 
     kind: str
     min: float | None = None
@@ -35,6 +36,8 @@ class Option:
     def describe(self) -> str:
         if self.kind == "choice":
             text = "one of " + ", ".join(self.choices)
+        elif self.kind == "choice_list":
+            text = "a list of " + ", ".join(self.choices)
         elif self.kind == "device":
             text = "a device: cpu, cuda, cuda:N, mps or auto"
         elif self.kind == "bool":
@@ -54,6 +57,9 @@ class Option:
             return isinstance(value, bool)
         if self.kind == "choice":
             return isinstance(value, str) and value in self.choices
+        if self.kind == "choice_list":
+            items = [value] if isinstance(value, str) else value
+            return isinstance(items, (list, tuple)) and all(isinstance(v, str) and v in self.choices for v in items)
         if self.kind == "device":
             return isinstance(value, str) and _DEVICE.match(value) is not None
         if self.kind == "int_or_auto" and value == "auto":
@@ -69,6 +75,19 @@ class Option:
         if self.max is not None and (value >= self.max if self.max_exclusive else value > self.max):
             return False
         return True
+
+
+def _protocol_options() -> dict[str, Option]:
+    """``protocol.<field>`` of :class:`analysis.protocols.Protocol`, from its own declarations
+    (``OPTION_VALUES`` for the words, the ``bool`` fields), and ``protocols`` (a list of its names)."""
+    from dataclasses import fields
+
+    from analysis.protocols import OPTION_VALUES, PROTOCOLS, Protocol
+
+    out = {f"protocol.{k}": Option("choice", choices=tuple(v)) for k, v in OPTION_VALUES.items()}
+    out |= {f"protocol.{f.name}": Option("bool") for f in fields(Protocol) if f.type in (bool, "bool")}
+    out["protocols"] = Option("choice_list", choices=tuple(PROTOCOLS), nullable=True)
+    return out
 
 
 def _num(x: float) -> str:
@@ -111,6 +130,8 @@ OPTIONS: dict[str, Option] = {
     "max_questions": POSITIVE,
     "chunk_size": POSITIVE,
     "style": Option("choice", choices=("tifa", "dsg")),
+    # the options of the protocol group (protocol.tie_method=...) and the protocols list
+    **_protocol_options(),
     # flags
     **{k: FLAG for k in ("progress", "cache", "json", "check_images", "measure_flops", "list_metrics", "images",
                          "retry_failed")},
@@ -137,6 +158,8 @@ def check_options(cfg, command: str) -> None:
             continue
         if value is absent:  # not an option of this command (or a mandatory ``???`` left to Hydra)
             continue
+        if OmegaConf.is_config(value):
+            value = OmegaConf.to_container(value, resolve=True)
         if not opt.accepts(value):
             problems.append(f"{key}={value}: expected {opt.describe()}, got {value!r}")
     if problems:

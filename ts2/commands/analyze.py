@@ -87,7 +87,9 @@ def main(cfg: DictConfig) -> int:
             from analysis.scores_io import with_reference
 
             log.info("analysing the reference metrics of %s beside %s", ref, cfg.scores)
-            table = with_reference(table, read_scores(str(ref), lower_is_better=_list(cfg.get("lower_is_better"))))
+            # lower_is_better names your columns: a reference metric of the same name keeps its own direction.
+            ref_lower = [m for m in _list(cfg.get("lower_is_better")) if m not in table.metrics]
+            table = with_reference(table, read_scores(str(ref), lower_is_better=ref_lower))
             roles |= {m: "reference" for m in table.metrics if m not in roles}
         dataset = None
         if cfg.get("path") or cfg.get("dataset") is not None:

@@ -154,8 +154,13 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     from seg_data import load_ts2_release
 
     root, score_src = locate_inputs(path, scores, revision)
+    try:
+        frame = pd.read_csv(score_src, dtype={"seg_id": str, "node": str, "file_name": str})
+    except OSError as e:  # a URL whose server is down or answers an error (URLError, HTTPError), ...
+        reason = getattr(e, "reason", None) or e.strerror or e
+        raise FileNotFoundError(f"expected the per-image score file scores={score_src} to be readable, got: "
+                                f"{reason}") from e
     ds = load_ts2_release(root)
-    frame = pd.read_csv(score_src, dtype={"seg_id": str, "node": str, "file_name": str})
     log.info("analysing %s (%d rows) with protocols %s, %d bootstrap resamples", score_src, len(frame),
              list(protocols), bootstrap)
     res = analyze(frame, dataset=ds, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed))
