@@ -201,27 +201,33 @@ def test_a_full_disk_leaves_the_old_set_and_says_so_in_one_line(tmp_path, kind):
 
 def test_a_real_full_tmpfs_leaves_the_old_set(tmp_path):
     mnt = tmp_path / "disk"
-    if not _tmpfs(mnt, 1536):
+    if not _tmpfs(mnt, 4096):
         pytest.skip("mounting a tmpfs needs root and mount(8); the injected-ENOSPC tests above cover the logic")
     try:
         env = _env()
-        src = tmp_path / "scores.csv"
-        _scores(src, n_segs=40)
+        src = _source("report", tmp_path)
         out = mnt / "out"
-        r = subprocess.run(_cmd("analyze", src, out, 1), capture_output=True, text=True, timeout=600, env=env)
+
+        def report(seed):  # every figure: a set of about 1.4 MB
+            cmd = [sys.executable, "-m", "ts2", "report", f"results=[{src}]", f"output_dir={out}", f"seed={seed}",
+                   "bootstrap=20", "chance=0"]
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+
+        r = report(1)
         assert r.returncode == 0, r.stderr[-3000:]
         before = _set_of(out)
         used = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-        # leave room for the 1 MiB pre-check and a little more, but not for a second copy of the set
+        # room for the 1 MiB pre-check and a little more, not for a second copy of the set
         free = shutil.disk_usage(mnt).free
-        filler = free - (1 << 20) - used // 3
-        assert filler > 0, (free, used)
-        (mnt / "filler").write_bytes(b"\0" * filler)
-        r = subprocess.run(_cmd("analyze", src, out, 2), capture_output=True, text=True, timeout=600, env=env)
+        room = (1 << 20) + 128 * 1024
+        assert used > room + 128 * 1024, used
+        (mnt / "filler").write_bytes(b"\0" * (free - room))
+        r = report(2)
         assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
-        assert "Traceback" not in r.stderr and ("ENOSPC" in r.stderr or "No space left" in r.stderr), r.stderr[-3000:]
+        lines = [ln for ln in r.stderr.splitlines() if "ts2 report:" in ln]
+        assert "Traceback" not in r.stderr and len(lines) == 1 and "ENOSPC" in lines[0], r.stderr[-3000:]
         assert result_set_state(out)[0] == "complete" and _set_of(out) == before
-        assert sorted(p.name for p in mnt.iterdir()) == ["filler", "out"]
+        assert sorted(p.name for p in mnt.iterdir()) == ["filler", "out"]  # no staging folder, no lock left
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
