@@ -50,7 +50,7 @@ from seg_data.validate import raise_on_errors, validate_dataset
 
 from .walks import Structure, walk_count
 
-__all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "table_format", "IGNORED_COLUMNS",
+__all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "table_format", "table_shape", "IGNORED_COLUMNS",
            "METRIC_SENTINELS", "SUBSET_SOURCES"]
 
 log = logging.getLogger(__name__)
@@ -337,6 +337,37 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     if unknown:
         raise ValueError(f"{name}: lower_is_better names {unknown}, expected metrics among {score_cols}")
     return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes))
+
+
+def table_shape(path: str | Path) -> tuple[int, int, int] | None:
+    """``(n_segs, n_metric_columns, n_subsets)`` of a wide CSV/TSV score table, read cheaply (the
+    header and the ``seg_id``/``subset`` columns), for estimating work before an analysis; None
+    when the file is not such a table (the analysis reports why).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "s.csv")
+    >>> _ = open(p, "w").write("seg_id,node,file_name,a,b\n0,0,x,1,2\n1,0,y,1,2\n1,1,z,3,4\n")
+    >>> table_shape(p)
+    (2, 2, 0)
+    """
+    p = Path(path)
+    if p.suffix.lower() not in {".csv", ".tsv", ".txt"} or not p.is_file():
+        return None
+    try:
+        sep = "\t" if p.suffix.lower() == ".tsv" else ","
+        head = [str(c).strip() for c in pd.read_csv(p, sep=sep, nrows=0).columns]
+        sid = "seg_id" if "seg_id" in head else ("id" if "id" in head else None)
+        if sid is None or "metric" in head:
+            return None
+        cols = [sid] + (["subset"] if "subset" in head else [])
+        f = pd.read_csv(p, sep=sep, usecols=cols, dtype=str, keep_default_na=False)
+    except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError):
+        return None
+    metrics = [c for c in head if c not in KEY_COLUMNS and c not in IGNORED_COLUMNS and c not in ALIASES]
+    n_sub = int(f["subset"].nunique()) if "subset" in f.columns else 0
+    return int(f[sid].nunique()), len(metrics), n_sub
 
 
 def _all_numeric(col: pd.Series) -> bool:

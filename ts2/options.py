@@ -22,7 +22,12 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class Option:
-    """What an option accepts: ``kind`` int | float | bool | choice | device | int_or_auto, bounds, null."""
+    """What an option accepts: ``kind`` int | float | bool | choice | device | int_or_auto | names,
+    bounds, null.
+
+    ``names``: a list of names among ``choices`` (or among the keys of the ``"module:attr"``
+    mapping ``choices_from``, resolved when checked), each once, at least ``min`` of them.
+    """
 
     kind: str
     min: float | None = None
@@ -31,8 +36,20 @@ class Option:
     nullable: bool = False
     min_exclusive: bool = False
     max_exclusive: bool = False
+    choices_from: str | None = None
+
+    def names(self) -> tuple[str, ...]:
+        """The names a ``names`` option accepts."""
+        if self.choices_from is None:
+            return self.choices
+        from seg_data.resolve import resolve
+
+        return tuple(resolve(self.choices_from))
 
     def describe(self) -> str:
+        if self.kind == "names":
+            least = "" if not self.min else f"at least {_num(self.min)} of "
+            return f"a list of {least}{', '.join(self.names())} (each once)"
         if self.kind == "choice":
             text = "one of " + ", ".join(self.choices)
         elif self.kind == "device":
@@ -56,6 +73,12 @@ class Option:
             return isinstance(value, str) and value in self.choices
         if self.kind == "device":
             return isinstance(value, str) and _DEVICE.match(value) is not None
+        if self.kind == "names":
+            if not isinstance(value, (list, tuple)) or any(not isinstance(v, str) for v in value):
+                return False
+            ok = set(self.names())
+            return (all(v in ok for v in value) and len(set(value)) == len(value)
+                    and (self.min is None or len(value) >= self.min))
         if self.kind == "int_or_auto" and value == "auto":
             return True
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -71,6 +94,13 @@ class Option:
         return True
 
 
+def _show(value: Any) -> str:
+    """A value as the user wrote it: lists as ``[a, b]``, everything else as ``repr``."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return repr(value)
+
+
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
@@ -80,6 +110,13 @@ _DEVICE = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
 COUNT = Option("int", min=0)            # 0 allowed (0 = off)
 POSITIVE = Option("int", min=1)
 FLAG = Option("bool")
+# Upper bounds of the options that scale work (docs/cli.md). bootstrap: also what fits in
+# memory for the table at hand (analysis.stats.check_bootstrap_size, checked by ts2/config_check.py).
+MAX_BOOTSTRAP = 100_000        # = analysis.stats.MAX_BOOTSTRAP (checked by tests/test_issue24_options.py)
+MAX_CHANCE = 10_000            # within-SEG permutations: each one is a whole analysis (100x the default)
+MAX_PERMUTATIONS = 1_000_000   # sign flips of a p-value (100x the default 9999)
+MAX_SYNTHETIC_SEGS = 100_000   # ts2 data make-synthetic n_segs
+META_METRIC_NAMES = "analysis.metametrics:META_METRICS"
 
 OPTIONS: dict[str, Option] = {
     # scoring
@@ -92,20 +129,25 @@ OPTIONS: dict[str, Option] = {
     "precision": Option("choice", choices=("auto", "fp32", "fp16", "bf16")),  # auto: the engine's policy
     "decode": Option("choice", choices=("pil", "gpu")),
     # statistics
-    "bootstrap": COUNT,
+    "bootstrap": Option("int", min=0, max=MAX_BOOTSTRAP),
+    "chance": Option("int", min=0, max=MAX_CHANCE),
+    "min_segs_ci": Option("int", min=0),
     "seed": Option("int", min=0),
-    "permutations": POSITIVE,
-    "human_permutations": COUNT,
+    "permutations": Option("int", min=1, max=MAX_PERMUTATIONS),
+    "human_permutations": Option("int", min=0, max=MAX_PERMUTATIONS),
+    "meta_metrics": Option("names", min=1, choices_from=META_METRIC_NAMES),
+    "table_meta_metrics": Option("names", choices_from=META_METRIC_NAMES),
+    "ranking.meta_metrics": Option("names", choices_from=META_METRIC_NAMES),
     "confidence": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
     "subsets": Option("choice", choices=("auto", "dataset", "column", "ts2", "none")),
     "ci_method": Option("choice", choices=("bca", "percentile")),
     "bootstrap_scheme": Option("choice", choices=("rescaled", "plain")),
-    "heatmaps": COUNT,
+    "heatmaps": Option("int", min=0, max=100),
     # nested keys are declared by their dotted path
     "ranking.enabled": FLAG,
     "ranking.alpha": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
     # data / questions
-    "n_segs": POSITIVE,
+    "n_segs": Option("int", min=1, max=MAX_SYNTHETIC_SEGS),
     "images_per_node": Option("int", min=1, nullable=True),
     "max_attempts": POSITIVE,
     "max_questions": POSITIVE,
@@ -126,7 +168,7 @@ def check_options(cfg, command: str) -> None:
         Naming the option, the value given and the expected type, e.g.
         ``ts2 score: limit=abc: expected an integer >= 1 (or null), got 'abc'``.
     """
-    from omegaconf import OmegaConf
+    from omegaconf import ListConfig, OmegaConf
 
     absent = object()
     problems = []
@@ -137,7 +179,10 @@ def check_options(cfg, command: str) -> None:
             continue
         if value is absent:  # not an option of this command (or a mandatory ``???`` left to Hydra)
             continue
+        if isinstance(value, ListConfig):
+            value = OmegaConf.to_container(value, resolve=True)
+        written = _show(value) if isinstance(value, list) else value
         if not opt.accepts(value):
-            problems.append(f"{key}={value}: expected {opt.describe()}, got {value!r}")
+            problems.append(f"{key}={written}: expected {opt.describe()}, got {_show(value)}")
     if problems:
         raise OptionError(f"{command}: " + "; ".join(problems))

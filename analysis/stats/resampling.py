@@ -164,5 +164,5 @@ def check_bootstrap_size(n_boot: int, n_segs: int, n_cells: int, n_groups: int,
         return
     gib = bootstrap_bytes(n_boot, n_segs, n_cells, n_groups) / 2**30
     raise ValueError(f"expected bootstrap <= {fits} (about {gib:,.1f} GiB for this table: {n_segs} SEGs, "
-                     f"{n_cells} metric x meta-metric cells, {n_groups} subset(s); at most {max_gib:g} GiB and "
+                     f"{n_cells} metric x meta-metric cells, {n_groups} groups (Avg and the subsets); at most {max_gib:g} GiB and "
                      f"{MAX_BOOTSTRAP} resamples), got {n_boot}")

@@ -139,7 +139,7 @@ def printed_figure4_html(fig_dir: Path) -> str:
 
 def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | None = None,
               protocols=("paper", "graph"), bootstrap: int = 1000, seed: int = 0, revision: str | None = None,
-              figures=None, pareto=None) -> dict:
+              figures=None, pareto=None, min_segs_ci: int | None = None) -> dict:
     """Run the reproduction (the Python API of ``ts2 reproduce``); returns what was written.
 
     Returns
@@ -150,7 +150,7 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     """
     from analysis import report as rp
     from analysis.paper_table2 import FAMILIES, FLOPS, LABELS, compare_with_printed
-    from analysis.pipeline import analyze
+    from analysis.pipeline import MIN_SEGS_CI, analyze
     from analysis.tables import write_tables
     from seg_data import load_ts2_release
 
@@ -161,7 +161,8 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     frame = pd.read_csv(score_src, dtype={"seg_id": str, "node": str, "file_name": str})
     log.info("analysing %s (%d rows) with protocols %s, %d bootstrap resamples", score_src, len(frame),
              list(protocols), bootstrap)
-    res = analyze(frame, dataset=ds, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed))
+    res = analyze(frame, dataset=ds, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed),
+                  min_segs_ci=MIN_SEGS_CI if min_segs_ci is None else int(min_segs_ci))
     mm, ps = res.metametrics_frame(), res.per_seg_frame()
     disc = compare_with_printed(mm)
     disc.to_csv(out / "discrepancies.csv", index=False)
@@ -197,7 +198,8 @@ def main(cfg: DictConfig) -> int:
                       bootstrap=int(cfg.bootstrap), seed=int(cfg.seed),
                       revision=cfg.get("revision"),
                       figures=None if cfg.get("figures") is None else list(cfg.figures),
-                      pareto=None if cfg.get("pareto") is None else list(cfg.pareto))
+                      pareto=None if cfg.get("pareto") is None else list(cfg.pareto),
+                      min_segs_ci=cfg.get("min_segs_ci"))
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         log.error("%s", e)
         return 2
