@@ -49,7 +49,6 @@ import pandas as pd
 from analysis.report import MergedResults, RunInfo
 from seg_data.results import (
     BASE_COLUMNS,
-    NON_METRIC_COLUMNS,
     FolderSchema,
     RunRecord,
     check_result_set,
@@ -325,7 +324,7 @@ def _concat_shards(group: list[ResultDir], notes: list[str]) -> pd.DataFrame | N
         raise ValueError(f"shards {[d.name for d in group]}: expected a file_name column to merge on, got {list(df.columns)}")
     dup = df["file_name"].duplicated(keep=False)
     if dup.any():
-        metric_cols = [c for c in df.columns if c not in NON_METRIC_COLUMNS]
+        metric_cols = metric_columns(df.columns)
         clash = df[dup].groupby("file_name")[metric_cols].nunique(dropna=False)
         bad = clash[(clash > 1).any(axis=1)]
         if len(bad):
@@ -511,7 +510,7 @@ def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame |
                              f"(columns {list(f.columns)})")
     out = frames[0]
     for f in frames[1:]:
-        metric_cols = [c for c in f.columns if c not in NON_METRIC_COLUMNS]
+        metric_cols = metric_columns(f.columns)
         base = [c for c in BASE_COLUMNS if c in f.columns and c != "file_name"]
         n_before = len(out)
         out = out.merge(f[["file_name", *base, *metric_cols]], on="file_name", how="outer", suffixes=("", "__r"))
