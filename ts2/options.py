@@ -37,6 +37,7 @@ class Option:
     min_exclusive: bool = False
     max_exclusive: bool = False
     choices_from: str | None = None
+    cap: bool = False  # ``max`` bounds the work, not the meaning: named only to a value over it
 
     def names(self) -> tuple[str, ...]:
         """The names a ``names`` option accepts."""
@@ -46,7 +47,8 @@ class Option:
 
         return tuple(resolve(self.choices_from))
 
-    def describe(self) -> str:
+    def describe(self, value: Any = None) -> str:
+        """What the option accepts, in words (a ``cap`` bound only when ``value`` exceeds it)."""
         if self.kind == "names":
             least = "" if not self.min else f"at least {_num(self.min)} of "
             return f"a list of {least}{', '.join(self.names())} (each once)"
@@ -59,7 +61,10 @@ class Option:
         else:
             word = {"int": "an integer", "float": "a number", "int_or_auto": "auto or an integer"}[self.kind]
             lo = None if self.min is None else f"{'>' if self.min_exclusive else '>='} {_num(self.min)}"
-            hi = None if self.max is None else f"{'<' if self.max_exclusive else '<='} {_num(self.max)}"
+            over = isinstance(value, (int, float)) and not isinstance(value, bool) and self.max is not None \
+                and value > self.max
+            hi = None if self.max is None or (self.cap and not over) else \
+                f"{'<' if self.max_exclusive else '<='} {_num(self.max)}"
             bounds = " and ".join(b for b in (lo, hi) if b)
             text = word + (f" {bounds}" if bounds else "")
         return text + (" (or null)" if self.nullable else "")
@@ -129,12 +134,12 @@ OPTIONS: dict[str, Option] = {
     "precision": Option("choice", choices=("auto", "fp32", "fp16", "bf16")),  # auto: the engine's policy
     "decode": Option("choice", choices=("pil", "gpu")),
     # statistics
-    "bootstrap": Option("int", min=0, max=MAX_BOOTSTRAP),
-    "chance": Option("int", min=0, max=MAX_CHANCE),
+    "bootstrap": Option("int", min=0, max=MAX_BOOTSTRAP, cap=True),
+    "chance": Option("int", min=0, max=MAX_CHANCE, cap=True),
     "min_segs_ci": Option("int", min=0),
     "seed": Option("int", min=0),
-    "permutations": Option("int", min=1, max=MAX_PERMUTATIONS),
-    "human_permutations": Option("int", min=0, max=MAX_PERMUTATIONS),
+    "permutations": Option("int", min=1, max=MAX_PERMUTATIONS, cap=True),
+    "human_permutations": Option("int", min=0, max=MAX_PERMUTATIONS, cap=True),
     "meta_metrics": Option("names", min=1, choices_from=META_METRIC_NAMES),
     "table_meta_metrics": Option("names", choices_from=META_METRIC_NAMES),
     "ranking.meta_metrics": Option("names", choices_from=META_METRIC_NAMES),
@@ -142,12 +147,12 @@ OPTIONS: dict[str, Option] = {
     "subsets": Option("choice", choices=("auto", "dataset", "column", "ts2", "none")),
     "ci_method": Option("choice", choices=("bca", "percentile")),
     "bootstrap_scheme": Option("choice", choices=("rescaled", "plain")),
-    "heatmaps": Option("int", min=0, max=100),
+    "heatmaps": Option("int", min=0, max=100, cap=True),
     # nested keys are declared by their dotted path
     "ranking.enabled": FLAG,
     "ranking.alpha": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
     # data / questions
-    "n_segs": Option("int", min=1, max=MAX_SYNTHETIC_SEGS),
+    "n_segs": Option("int", min=1, max=MAX_SYNTHETIC_SEGS, cap=True),
     "images_per_node": Option("int", min=1, nullable=True),
     "max_attempts": POSITIVE,
     "max_questions": POSITIVE,
@@ -183,6 +188,6 @@ def check_options(cfg, command: str) -> None:
             value = OmegaConf.to_container(value, resolve=True)
         written = _show(value) if isinstance(value, list) else value
         if not opt.accepts(value):
-            problems.append(f"{key}={written}: expected {opt.describe()}, got {_show(value)}")
+            problems.append(f"{key}={written}: expected {opt.describe(value)}, got {_show(value)}")
     if problems:
         raise OptionError(f"{command}: " + "; ".join(problems))
