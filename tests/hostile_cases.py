@@ -942,9 +942,10 @@ add(Case("override-reproduce-bootstrap-huge", "overrides", "`ts2 reproduce boots
          ("reproduce", "path={d}", "bootstrap=100000000", "output_dir={d}/out"), rc=2,
          expect=r"ts2 reproduce: bootstrap=100000000: expected an integer >= 0 and <= 100000"))
 override_case("meta-metrics-empty", "`meta_metrics=[]` (empty tables)", ("meta_metrics=[]",), 2,
-              r"meta_metrics=\[\]: expected a list of at least 1 of rank, sep, delta, kendall, pair_acc")
+              r"meta_metrics=\[\]: expected a meta-metric among \['rank', 'sep', 'delta', 'kendall', 'pair_acc'\] "
+              r"\(a list of at least 1, each name once\)")
 override_case("table-meta-metrics-unknown", "`table_meta_metrics=[rank,bogus]`", ("table_meta_metrics=[rank,bogus]",), 2,
-              r"table_meta_metrics=\[rank, bogus\]: expected a list of rank, sep, delta, kendall, pair_acc")
+              r"table_meta_metrics=\[rank, bogus\]: expected a meta-metric among \['rank', 'sep', 'delta', 'kendall'")
 override_case("key-twice", "`bootstrap=10 bootstrap=20` (Hydra keeps the last)", ("bootstrap=10", "bootstrap=20"), 2,
               r"ts2 analyze: expected each key once, got 'bootstrap' twice \('bootstrap=10' and 'bootstrap=20'\)")
 override_case("key-twice-plus", "`seed=1 +seed=2`", ("seed=1", "+seed=2"), 2, r"expected each key once, got 'seed' twice")

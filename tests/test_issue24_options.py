@@ -165,10 +165,11 @@ def test_bootstrap_memory_estimated_from_the_table(capsys, tmp_path):
 
 # -- item 10: options and columns taken silently ----------------------------------------------------------
 @pytest.mark.parametrize("extra, msg", [
-    (("meta_metrics=[]",), "meta_metrics=[]: expected a list of at least 1 of rank, sep, delta, kendall, pair_acc"),
-    (("table_meta_metrics=[rank,bogus]",), "table_meta_metrics=[rank, bogus]: expected a list of rank, sep, delta"),
-    (("ranking.meta_metrics=[rnk]",), "ranking.meta_metrics=[rnk]: expected a list of rank, sep"),
-    (("meta_metrics=[rank,rank]",), "(each once), got [rank, rank]"),
+    (("meta_metrics=[]",), "meta_metrics=[]: expected a meta-metric among ['rank', 'sep', 'delta', 'kendall', "
+                           "'pair_acc'] (a list of at least 1, each name once), got []"),
+    (("table_meta_metrics=[rank,bogus]",), "table_meta_metrics=[rank, bogus]: expected a meta-metric among ['rank', "),
+    (("ranking.meta_metrics=[rnk]",), "ranking.meta_metrics=[rnk]: expected a meta-metric among ['rank', 'sep'"),
+    (("meta_metrics=[rank,rank]",), "(a list of at least 1, each name once), got [rank, rank]"),
     (("bootstrap=10", "bootstrap=20"), "expected each key once, got 'bootstrap' twice ('bootstrap=10' and 'bootstrap=20')"),
     (("seed=1", "+seed=2"), "got 'seed' twice"),
 ])

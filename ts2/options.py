@@ -38,6 +38,7 @@ class Option:
     max_exclusive: bool = False
     choices_from: str | None = None
     cap: bool = False  # ``max`` bounds the work, not the meaning: named only to a value over it
+    what: str = "name"  # what a ``names`` option lists, in words
 
     def names(self) -> tuple[str, ...]:
         """The names a ``names`` option accepts."""
@@ -50,8 +51,8 @@ class Option:
     def describe(self, value: Any = None) -> str:
         """What the option accepts, in words (a ``cap`` bound only when ``value`` exceeds it)."""
         if self.kind == "names":
-            least = "" if not self.min else f"at least {_num(self.min)} of "
-            return f"a list of {least}{', '.join(self.names())} (each once)"
+            least = "" if not self.min else f" of at least {_num(self.min)}"
+            return f"a {self.what} among {list(self.names())} (a list{least}, each name once)"
         if self.kind == "choice":
             text = "one of " + ", ".join(self.choices)
         elif self.kind == "device":
@@ -140,9 +141,9 @@ OPTIONS: dict[str, Option] = {
     "seed": Option("int", min=0),
     "permutations": Option("int", min=1, max=MAX_PERMUTATIONS, cap=True),
     "human_permutations": Option("int", min=0, max=MAX_PERMUTATIONS, cap=True),
-    "meta_metrics": Option("names", min=1, choices_from=META_METRIC_NAMES),
-    "table_meta_metrics": Option("names", choices_from=META_METRIC_NAMES),
-    "ranking.meta_metrics": Option("names", choices_from=META_METRIC_NAMES),
+    "meta_metrics": Option("names", min=1, choices_from=META_METRIC_NAMES, what="meta-metric"),
+    "table_meta_metrics": Option("names", choices_from=META_METRIC_NAMES, what="meta-metric"),
+    "ranking.meta_metrics": Option("names", choices_from=META_METRIC_NAMES, what="meta-metric"),
     "confidence": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
     "subsets": Option("choice", choices=("auto", "dataset", "column", "ts2", "none")),
     "ci_method": Option("choice", choices=("bca", "percentile")),
