@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .pipeline import AnalysisResult
-from .stats import holm, percentile_ci, sign_flip_pvalues
+from .stats import holm, percentile_ci, sign_flip_pvalues, withhold_small_cis
 
 __all__ = ["compare_metrics", "pairwise_comparisons", "rank_metrics"]
 
@@ -32,7 +32,7 @@ def pairwise_comparisons(result: AnalysisResult, pairs: Sequence[tuple[str, str]
 
     Columns: ``protocol, meta_metric, subset, metric_a, metric_b, value_a, value_b, diff,
     ci_low, ci_high, p_value, n_segs``; ``diff = value_a - value_b``; CIs from the shared
-    bootstrap replicates (NaN without bootstrap); p-values from :func:`sign_flip_pvalues` on the
+    bootstrap replicates (NaN without bootstrap, and for fewer than ``min_segs_ci`` paired SEGs); p-values from :func:`sign_flip_pvalues` on the
     per-SEG values (delta: normalised, signed).
     """
     pr, sv = _cell_arrays(result, protocol)
@@ -63,14 +63,15 @@ def pairwise_comparisons(result: AnalysisResult, pairs: Sequence[tuple[str, str]
     out = []
     for j, (a, b, k, g) in enumerate(rows):
         va, vb = pr.estimates[mi[a], k, g], pr.estimates[mi[b], k, g]
+        n_pair = int((~np.isnan(cols[j])).sum())
         if pr.replicates is not None:
             diff_reps = pr.replicates[:, mi[a], k, g] - pr.replicates[:, mi[b], k, g]
             ci = percentile_ci(diff_reps, result.confidence)
-            lo, hi = ci.low, ci.high
+            lo, hi, _ = withhold_small_cis(ci.low, ci.high, np.array(n_pair), result.min_segs_ci)
         else:
             lo = hi = np.nan
         out.append((pr.protocol.name, result.meta_metrics[k], pr.group_names[g], a, b, va, vb, va - vb, float(lo),
-                    float(hi), pvals[j], int((~np.isnan(cols[j])).sum())))
+                    float(hi), pvals[j], n_pair))
     return pd.DataFrame(out, columns=["protocol", "meta_metric", "subset", "metric_a", "metric_b", "value_a", "value_b",
                                       "diff", "ci_low", "ci_high", "p_value", "n_segs"])
 

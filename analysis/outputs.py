@@ -18,7 +18,7 @@ import pandas as pd
 from seg_data.results import atomic_write_text, input_fingerprints, published_path, result_set
 
 from .pipeline import AnalysisResult
-from .tables import write_tables
+from .tables import seg_count_text, write_tables
 
 __all__ = ["write_outputs", "write_frame", "summary_text", "compare_text"]
 
@@ -69,6 +69,7 @@ def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFr
         "ci_method": result.ci_method,
         "bootstrap_scheme": result.bootstrap_scheme,
         "chance_permutations": result.chance,
+        "min_segs_ci": result.min_segs_ci,
         "notes": list(result.notes),
     }
     p = out / "analysis.json"
@@ -86,17 +87,24 @@ def _pct(v: float) -> str:
     return f"{x + 0.0 if x != 0 else 0.0:.1f}"  # never "-0.0"
 
 
-def _fmt(v: float, lo: float, hi: float, with_ci: bool) -> str:
+def _fmt(v: float, lo: float, hi: float, with_ci: bool, na: bool = False) -> str:
+    """``v [lo, hi]`` in %; ``v [n/a]`` when ``na`` (a CI withheld: too few SEGs)."""
     if np.isnan(v):
         return "-"
     s = _pct(v)
     if with_ci and not (np.isnan(lo) or np.isnan(hi)):
         s += f" [{_pct(lo)}, {_pct(hi)}]"
+    elif with_ci and na:
+        s += " [n/a]"
     return s
 
 
 def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), subset: str = "Avg") -> str:
     """A small fixed-width table per protocol: one line per metric, ``subset`` values in %.
+
+    The header and the column ``SEGs`` give the SEGs behind each metric's values (those where
+    the shown meta-metrics are defined, not the dataset's count). A CI withheld because a cell has
+    fewer than ``min_segs_ci`` SEGs shows as ``[n/a]``, with the reason under the table.
 
     With chance levels, a second table per protocol gives each cell's chance level, its band and
     the chance-adjusted value ``(v - chance) / (max - chance)`` (in %; "-" for delta, unbounded).
@@ -105,23 +113,30 @@ def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), 
     mms = [m for m in meta_metrics if m in result.meta_metrics]
     lines = []
 
-    def block(title: str, header: list[str], cells: list[list[str]]) -> None:
+    def block(title: str, header: list[str], cells: list[list[str]], foot: str = "") -> None:
         lines.append(title)
         widths = [max(len(str(r[j])) for r in [header] + cells) for j in range(len(header))]
         lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
         for r in cells:
             lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+        if foot:
+            lines.append(foot)
         lines.append("")
 
     level = f"{result.confidence * 100:g}%"
     for name, pr in result.protocols.items():
         g = list(pr.group_names).index(subset)
-        n_segs = len(pr.seg_values.seg_ids)
         kk = [result.meta_metrics.index(mm) for mm in mms]
+        n = [int(pr.n_segs[i, kk, g].max()) if kk else 0 for i in range(len(result.metrics))]
         ci = f", {level} CI over {result.bootstrap} SEG resamples" if with_ci else ""
-        cells = [[m] + [_fmt(pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g], with_ci) for k in kk]
+        na = with_ci and any(pr.n_segs[i, k, g] < result.min_segs_ci and not np.isnan(pr.estimates[i, k, g])
+                             for i in range(len(result.metrics)) for k in kk)
+        cells = [[m, str(n[i])] + [_fmt(pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g], with_ci,
+                                        pr.n_segs[i, k, g] < result.min_segs_ci) for k in kk]
                  for i, m in enumerate(result.metrics)]
-        block(f"protocol={name}: {subset} over {n_segs} SEGs, values in %{ci}", ["metric"] + mms, cells)
+        foot = (f"n/a: no CI for a value from fewer than {result.min_segs_ci} SEGs (min_segs_ci={result.min_segs_ci})"
+                if na else "")
+        block(f"protocol={name}: {seg_count_text(n, subset)}, values in %{ci}", ["metric", "SEGs"] + mms, cells, foot)
         if pr.chance is not None:
             ch, lo, hi, adj = pr.chance_arrays()
             cells = [[m] + [f"{_fmt(ch[i, k, g], lo[i, k, g], hi[i, k, g], True)} -> "
@@ -132,12 +147,16 @@ def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), 
     return "\n".join(lines)
 
 
-def compare_text(frame: pd.DataFrame, meta_metrics=("rank", "sep", "delta"), subset: str = "Avg") -> str:
-    """One line per (protocol, meta-metric) of a :func:`analysis.compare.compare_metrics` frame."""
+def compare_text(frame: pd.DataFrame, meta_metrics=("rank", "sep", "delta"), subset: str = "Avg",
+                 min_segs_ci: int | None = None) -> str:
+    """One line per (protocol, meta-metric) of a :func:`analysis.compare.compare_metrics` frame;
+    with ``min_segs_ci``, a difference of fewer SEGs says ``[n/a: ...]`` where its CI would be."""
     f = frame[(frame["subset"] == subset) & frame["meta_metric"].isin(meta_metrics)]
     lines = []
     for r in f.itertuples(index=False):
         ci = "" if np.isnan(r.ci_low) else f" [{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}]"
+        if not ci and min_segs_ci is not None and r.n_segs < min_segs_ci:
+            ci = f" [n/a: no CI from fewer than {min_segs_ci} SEGs (min_segs_ci)]"
         lines.append(f"{r.protocol} {r.meta_metric} {r.subset}: {r.metric_a} - {r.metric_b} = {100 * r.diff:+.1f}{ci} "
                      f"points, p = {r.p_value:.4g} (n = {r.n_segs} SEGs)")
     return "\n".join(lines) + ("\n" if lines else "")

@@ -119,7 +119,7 @@ def table2(metrics=None):
     return pd.DataFrame(rows)
 
 
-def compare_with_printed(metametrics, tolerance: float = 0.05):
+def compare_with_printed(metametrics, tolerance: float = 0.05, missing=None):
     """Every cell of ``metametrics`` that Table 2 prints, next to the printed number.
 
     Parameters
@@ -130,6 +130,9 @@ def compare_with_printed(metametrics, tolerance: float = 0.05):
     tolerance : float
         Largest difference in percentage points that still counts as equal. The default 0.05
         means "equal after rounding to the printed 0.1" (up to the half-way case).
+    missing : mapping, optional
+        Metric -> why it has no values (e.g. its column is missing from the score file): its
+        printed cells are listed anyway, unreproduced, with that reason in ``known``.
 
     Returns
     -------
@@ -151,7 +154,17 @@ def compare_with_printed(metametrics, tolerance: float = 0.05):
     import numpy as np
     import pandas as pd
 
+    missing = dict(missing or {})
     rows = []
+    for proto in dict.fromkeys(metametrics["protocol"]) if missing else ():
+        for m, why in missing.items():
+            if m in set(metametrics["metric"]):
+                continue
+            for key, p in _TABLE.items():
+                if key[0] == m:
+                    rows.append({"metric": m, "protocol": str(proto), "meta_metric": key[1], "subset": key[2],
+                                 "printed": p, "reproduced": np.nan, "difference": np.nan, "match": False,
+                                 "known": why})
     for r in metametrics.itertuples(index=False):
         key = (str(r.metric), str(r.meta_metric), str(r.subset))
         if key not in _TABLE:
@@ -161,7 +174,9 @@ def compare_with_printed(metametrics, tolerance: float = 0.05):
         diff = v - p
         ok = bool(np.isfinite(v) and abs(diff) <= tolerance + 1e-9)
         known = ""
-        if not ok and (key[1], key[2]) in IRREPRODUCIBLE:
+        if not ok and key[0] in missing:
+            known = missing[key[0]]
+        elif not ok and (key[1], key[2]) in IRREPRODUCIBLE:
             known = "delta subset rows of the print cannot be reproduced from the released scores"
         elif not ok and str(r.protocol) != "paper":
             known = "another protocol than the authors' code behind the print"

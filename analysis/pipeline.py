@@ -32,16 +32,27 @@ from .metametrics import META_METRICS, get_meta_metric
 from .protocols import Protocol, get_protocol
 from .release import TS2_LAST_SEG, is_ts2_release
 from .scores_io import AnalysisInputs, ScoreTable, prepare_inputs, read_scores
-from .stats import BOOTSTRAP_SCHEMES, bca_ci, bootstrap_group_means, percentile_ci, stratified_counts
+from .stats import (
+    BOOTSTRAP_SCHEMES,
+    bca_ci,
+    bootstrap_group_means,
+    check_bootstrap_size,
+    percentile_ci,
+    stratified_counts,
+    withhold_small_cis,
+)
 from .walks import build_walk_table
 
-__all__ = ["ProtocolResult", "AnalysisResult", "analyze", "run_protocol", "included_segs"]
+__all__ = ["ProtocolResult", "AnalysisResult", "analyze", "run_protocol", "included_segs", "MIN_SEGS_CI"]
 
 log = logging.getLogger(__name__)
 
 METAMETRICS_COLUMNS = ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs",
                        "chance", "chance_low", "chance_high", "adjusted"]
 PER_SEG_COLUMNS = ["metric", "protocol", "meta_metric", "seg_id", "subset", "value"]
+#: Fewest SEGs a cell needs for a bootstrap CI (``min_segs_ci``): below it a resample of the few
+#: SEGs says nothing about the spread (one SEG gives an interval of width 0), so the CI is NaN.
+MIN_SEGS_CI = 10
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,7 @@ class ProtocolResult:
     ci_high: np.ndarray
     chance: ChanceLevels | None = None
     excluded: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what this protocol withheld (CIs of cells with too few SEGs)
 
     @property
     def protocol(self) -> Protocol:
@@ -96,6 +108,7 @@ class AnalysisResult:
     chance: int = 0
     ci_method: str = "percentile"
     bootstrap_scheme: str = "rescaled"
+    min_segs_ci: int = MIN_SEGS_CI
 
     def get(self, protocol: str | None = None) -> ProtocolResult:
         """The result of ``protocol`` (default: the only/first one)."""
@@ -170,10 +183,27 @@ def included_segs(inputs: AnalysisInputs, protocol: Protocol) -> list[str]:
     return ids
 
 
+def _withheld_note(protocol: str, withheld: np.ndarray, n_segs: np.ndarray, metrics: Sequence[str],
+                   meta_metrics: Sequence[str], groups: Sequence[str], min_segs: int) -> str:
+    cells = np.argwhere(withheld)
+    per_metric: dict[str, int] = {}
+    for i, k, g in cells:
+        per_metric[metrics[i]] = max(per_metric.get(metrics[i], 0), int(n_segs[i, k, g]))
+    shown = ", ".join(f"{m} ({n} SEG{'s' if n != 1 else ''} at most)" for m, n in list(per_metric.items())[:8])
+    more = f" and {len(per_metric) - 8} more metric(s)" if len(per_metric) > 8 else ""
+    return (f"protocol {protocol}: no CI (n/a) for {len(cells)} cell(s) with fewer than {min_segs} SEGs "
+            f"(min_segs_ci={min_segs}): {shown}{more}")
+
+
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
                  seed: int = 0, confidence: float = 0.95, chance: int = 0,
-                 ci_method: str = "percentile", bootstrap_scheme: str = "rescaled") -> ProtocolResult:
-    """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked."""
+                 ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
+                 min_segs_ci: int = MIN_SEGS_CI) -> ProtocolResult:
+    """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked.
+
+    A cell computed from fewer than ``min_segs_ci`` SEGs gets no CI (NaN), recorded in the
+    result's ``notes``.
+    """
     if ci_method not in CI_METHODS:
         raise ValueError(f"expected ci_method one of {list(CI_METHODS)}, got {ci_method!r}")
     if bootstrap_scheme not in BOOTSTRAP_SCHEMES:
@@ -214,26 +244,32 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
         est[i, k] = np.abs(est[i, k])
     reps = None
     lo = hi = np.full(est.shape, np.nan)
+    notes: tuple[str, ...] = ()
     if bootstrap and n_s:
+        check_bootstrap_size(int(bootstrap), n_s, n_m * n_k, len(groups))
         reps = recompute(stratified_counts(sv.subsets, int(bootstrap), np.random.default_rng(seed), bootstrap_scheme))
         if ci_method == "bca":
             # the jackknife (each SEG left out once) gives BCa its acceleration
             ci = bca_ci(reps, est, recompute(1.0 - np.eye(n_s)), confidence)
         else:
             ci = percentile_ci(reps, confidence)
-        lo, hi = ci.low, ci.high
+        lo, hi, withheld = withhold_small_cis(ci.low, ci.high, counts, min_segs_ci)
+        if withheld.any():
+            notes = (_withheld_note(protocol.name, withheld, counts, inputs.metrics, meta_metrics,
+                                    [name for name, _ in groups], min_segs_ci),)
     levels = None
     if chance and n_s:
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
                                sorted(inputs.lower_is_better), int(chance), seed, confidence, progress=True)
-    return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded)
+    return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded, notes)
 
 
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,
             protocols: Iterable[str | Protocol | dict] = ("paper",), meta_metrics: Sequence[str] | None = None,
             bootstrap: int = 1000, seed: int = 0, subsets: str = "auto", confidence: float = 0.95,
             metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (), chance: int = 0,
-            ci_method: str = "percentile", bootstrap_scheme: str = "rescaled") -> AnalysisResult:
+            ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
+            min_segs_ci: int = MIN_SEGS_CI) -> AnalysisResult:
     """TS2 meta-metrics of a score table.
 
     Parameters
@@ -271,6 +307,9 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
     chance : int
         Within-SEG permutations for the chance level of every cell (:mod:`analysis.chance`);
         0 leaves the chance columns NaN.
+    min_segs_ci : int
+        Fewest SEGs a cell needs for a CI (default :data:`MIN_SEGS_CI`); a cell of fewer SEGs
+        gets NaN bounds (``n/a`` in the tables), and a note names the metrics.
 
     Returns
     -------
@@ -290,7 +329,8 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         if protocol.name in results:
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
         results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
-                                              int(chance), ci_method, bootstrap_scheme)
+                                              int(chance), ci_method, bootstrap_scheme, int(min_segs_ci))
+    notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.notes)
     return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
-                          float(confidence), inputs.source, inputs.subset_source, inputs.notes, int(chance),
-                          ci_method, bootstrap_scheme)
+                          float(confidence), inputs.source, inputs.subset_source, notes, int(chance),
+                          ci_method, bootstrap_scheme, int(min_segs_ci))

@@ -45,18 +45,18 @@ from seg_data import SEG, ImageRecord, SEGDataset, ts2_subset
 from seg_data.graph import MAX_WALKS, build_graph
 from seg_data.ids import normalize_id, normalize_label
 from seg_data.model import label_sort_key
-from seg_data.results import DESCRIPTIVE_COLUMNS, run_record_beside
+from seg_data.results import DESCRIPTIVE_COLUMNS, KEY_ALIASES, UNNAMED_COLUMN, non_metric_reason, run_record_beside
 from seg_data.validate import raise_on_errors, validate_dataset
 
 from .walks import Structure, walk_count
 
-__all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "table_format", "IGNORED_COLUMNS",
-           "METRIC_SENTINELS", "SUBSET_SOURCES"]
+__all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "table_format", "table_shape", "IGNORED_COLUMNS",
+           "METRIC_SENTINELS", "SUBSET_SOURCES", "degenerate_metrics"]
 
 log = logging.getLogger(__name__)
 
 KEY_COLUMNS = ("seg_id", "node", "file_name", "subset")
-ALIASES = {"id": "seg_id", "rank": "node", "image_id": "file_name"}
+ALIASES = KEY_ALIASES  # TS2 metadata names of the keys (seg_data.results)
 # Descriptive columns a score table may carry that are not metrics (the one list: seg_data.results).
 IGNORED_COLUMNS = DESCRIPTIVE_COLUMNS
 # Per metric column: score values that are failure codes, not scores (one place for all readers).
@@ -298,21 +298,36 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
             i = int(np.flatnonzero(dup.to_numpy())[0])
             raise ValueError(f"{_row_label(name, i, from_file)}: expected each file_name once, got "
                              f"{df['file_name'].iloc[i]!r} {int((df['file_name'] == df['file_name'].iloc[i]).sum())} times")
+    blank = [c for c in df.columns if UNNAMED_COLUMN.match(c) and not _has_value(df[c])]
+    if blank and (metrics is None or not set(blank) & {str(m) for m in metrics}):
+        msg = (f"{name}: column(s) {blank} have no header name and no value (a trailing separator, as "
+               "Excel writes): dropped")
+        log.warning(msg)
+        notes.append(msg)
+        df = df.drop(columns=blank)
     candidates = [c for c in df.columns if c not in KEY_COLUMNS]
-    score_cols = [c for c in candidates if c not in IGNORED_COLUMNS]
+    why = {c: non_metric_reason(c, df.columns) for c in candidates}
+    score_cols = [c for c in candidates if why[c] is None]
     if metrics is not None:
         metrics = [str(m) for m in metrics]
         unknown = [m for m in metrics if m not in candidates]
         if unknown:
             raise ValueError(f"{name}: expected metrics among {score_cols}, got unknown {unknown}")
         score_cols = metrics
-    left_out = [c for c in candidates if c not in score_cols and c in IGNORED_COLUMNS]
+    left_out = [c for c in candidates if c not in score_cols and why[c] is not None]
     numeric = [c for c in left_out if _all_numeric(df[c])]
-    if numeric:
-        msg = (f"{name}: column(s) {numeric} hold only numbers but are descriptive names ({sorted(IGNORED_COLUMNS)}) "
+    named = [c for c in numeric if c in IGNORED_COLUMNS]
+    if named:
+        msg = (f"{name}: column(s) {named} hold only numbers but are descriptive names ({sorted(IGNORED_COLUMNS)}) "
                f"and are not analysed; pass metrics=[...] naming them to analyse them as metrics")
         log.warning(msg)
         notes.append(msg)
+    for c in numeric:
+        if c not in IGNORED_COLUMNS:
+            msg = (f"{name}: column {c!r} holds only numbers but is {why[c]}, not a metric, and is not analysed; "
+                   f"pass metrics=[...] naming it to analyse it as a metric")
+            log.warning(msg)
+            notes.append(msg)
     if left_out and len(left_out) > len(numeric):
         log.info("%s: descriptive column(s) not analysed: %s", name, [c for c in left_out if c not in numeric])
     if not score_cols:
@@ -340,6 +355,45 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     if unknown:
         raise ValueError(f"{name}: lower_is_better names {unknown}, expected metrics among {score_cols}")
     return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes))
+
+
+def table_shape(path: str | Path) -> tuple[int, int, int] | None:
+    """``(n_segs, n_metric_columns, n_subsets)`` of a wide CSV/TSV score table, read cheaply (the
+    header and the ``seg_id``/``subset`` columns), for estimating work before an analysis; None
+    when the file is not such a table (the analysis reports why).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "s.csv")
+    >>> _ = open(p, "w").write("seg_id,node,file_name,a,b\n0,0,x,1,2\n1,0,y,1,2\n1,1,z,3,4\n")
+    >>> table_shape(p)
+    (2, 2, 0)
+    """
+    p = Path(path)
+    if p.suffix.lower() not in {".csv", ".tsv", ".txt"} or not p.is_file():
+        return None
+    try:
+        sep = "\t" if p.suffix.lower() == ".tsv" else ","
+        head = [str(c).strip() for c in pd.read_csv(p, sep=sep, nrows=0).columns]
+        sid = "seg_id" if "seg_id" in head else ("id" if "id" in head else None)
+        if sid is None or "metric" in head:
+            return None
+        cols = [sid] + (["subset"] if "subset" in head else [])
+        f = pd.read_csv(p, sep=sep, usecols=cols, dtype=str, keep_default_na=False)
+    except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError):
+        return None
+    metrics = [c for c in head if c not in KEY_COLUMNS and c not in IGNORED_COLUMNS and c not in ALIASES]
+    n_sub = int(f["subset"].nunique()) if "subset" in f.columns else 0
+    return int(f[sid].nunique()), len(metrics), n_sub
+
+
+def _has_value(col: pd.Series) -> bool:
+    """Whether a column holds any cell that is not a missing token."""
+    if not pd.api.types.is_object_dtype(col) and not pd.api.types.is_string_dtype(col):
+        return bool(col.notna().any())
+    text = col.astype("string").str.strip()
+    return bool((text.notna() & ~text.isin(MISSING_TOKENS)).any())
 
 
 def _all_numeric(col: pd.Series) -> bool:
@@ -372,7 +426,8 @@ def table_format(df: pd.DataFrame, source: str = "<frame>") -> str:
     if _all_numeric(df["metric"]):
         log.info("%s: column 'metric' holds only numbers: read as a wide table with a metric named 'metric'", source)
         return "wide"
-    others = sorted(cols - set(KEY_COLUMNS) - LONG_EXTRA_COLUMNS - IGNORED_COLUMNS - set(ALIASES))
+    others = sorted(c for c in cols - set(KEY_COLUMNS) - LONG_EXTRA_COLUMNS - set(ALIASES)
+                    if non_metric_reason(c) is None)
     if others:
         raise ValueError(f"{source}: ambiguous score table: columns 'metric' (names) and 'score'/'value' make it look long "
                          f"(one row per image and metric), but columns {others} look like scores of a wide table; "
@@ -533,6 +588,9 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
                        f"over max_walks={max_walks}, so a protocol enumerating that many leaves it out (NaN)")
                 log.warning(msg)
                 notes.append(msg)
+    for msg in degenerate_metrics(x, structure, table.metrics):
+        log.warning(msg)
+        notes.append(msg)
     return AnalysisInputs(structure, x, table.metrics, table.lower_is_better, how, table.source,
                           tuple(table.notes) + tuple(notes), max_walks)
 
@@ -562,6 +620,36 @@ def reference_names(mine: Sequence[str], reference: Sequence[str]) -> dict[str, 
                 new, k = f"{m}{REFERENCE_SUFFIX}{k}", k + 1
             taken.add(new)
         out[m] = new
+    return out
+
+
+def degenerate_metrics(scores: np.ndarray, structure: Structure, metrics: Sequence[str]) -> list[str]:
+    """One message per metric that cannot order images: every score the same (a constant), or no
+    score on any level-0 (error-free) image, so no walk starts where it should.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (n_rows, n_metrics)
+        The analysed scores (NaN = missing).
+    structure : Structure
+        Which rows are which SEG's nodes, and their levels.
+    metrics : sequence of str
+        Column names of ``scores``.
+    """
+    rows = [r for s in structure.segs for r in s.rows]
+    used = np.unique(np.concatenate(rows)) if rows else np.zeros(0, dtype=int)
+    top = [r for s in structure.segs for r, lv in zip(s.rows, s.levels) if lv == 0]
+    top = np.unique(np.concatenate(top)) if top else np.zeros(0, dtype=int)
+    out = []
+    for j, m in enumerate(metrics):
+        v = scores[used, j]
+        v = v[~np.isnan(v)]
+        if len(v) >= 2 and np.all(v == v[0]):
+            out.append(f"metric {m!r}: every one of its {len(v)} scores is {float(v[0]):g} (a constant): it cannot "
+                       "order images, so its meta-metrics are ties or undefined")
+        elif len(v) and len(top) and np.isnan(scores[top, j]).all():
+            out.append(f"metric {m!r}: none of the {len(top)} level-0 (error-free) images has a score: every walk "
+                       "lacks its error-free end, so its meta-metrics compare erroneous images only")
     return out
 
 

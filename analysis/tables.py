@@ -16,7 +16,7 @@ from seg_data.results import atomic_write_text
 from .metametrics import PAPER_META_METRICS
 from .pipeline import AnalysisResult
 
-__all__ = ["paper_table", "to_markdown", "to_latex", "write_tables"]
+__all__ = ["paper_table", "to_markdown", "to_latex", "write_tables", "seg_count_text", "seg_counts"]
 
 _TEX_NAMES = {"rank": r"rank$_m$", "sep": r"sep$_m$", "delta": r"delta$_m$", "kendall": r"$\tau_b$",
               "pair_acc": "pair acc."}
@@ -62,6 +62,33 @@ def paper_table(source: AnalysisResult | pd.DataFrame, protocol: str | None = No
         table.columns = [labels.get(c, c) for c in table.columns]
     table.columns.name = None
     return table
+
+
+def seg_count_text(counts, subset: str = "Avg", note: str = " (per metric: column SEGs)") -> str:
+    """``Avg over 12 SEGs`` (one count) or ``Avg over 1 to 164 SEGs (per metric: column SEGs)``.
+
+    Examples
+    --------
+    >>> seg_count_text([12, 12]), seg_count_text([1, 164])
+    ('Avg over 12 SEGs', 'Avg over 1 to 164 SEGs (per metric: column SEGs)')
+    """
+    c = sorted({int(x) for x in counts})
+    if not c:
+        return f"{subset} over 0 SEGs"
+    if len(c) == 1:
+        return f"{subset} over {c[0]} SEG{'s' if c[0] != 1 else ''}"
+    return f"{subset} over {c[0]} to {c[-1]} SEGs{note}"
+
+
+def seg_counts(source: AnalysisResult | pd.DataFrame, protocol: str, subset: str = "Avg",
+               meta_metrics: Sequence[str] = PAPER_META_METRICS) -> dict[str, int]:
+    """SEGs behind each metric's ``subset`` values under ``protocol`` (the most over ``meta_metrics``;
+    0 when the table has no ``n_segs`` column)."""
+    mm = _long_frame(source)
+    if "n_segs" not in mm.columns:
+        return {}
+    d = mm[(mm["protocol"] == protocol) & (mm["subset"] == subset) & mm["meta_metric"].isin(list(meta_metrics))]
+    return {str(m): int(v) for m, v in d.groupby("metric", sort=False)["n_segs"].max().items()}
 
 
 def _cells(row: np.ndarray, decimals: int, bold: tuple[str, str]) -> list[str]:
@@ -125,8 +152,13 @@ def write_tables(source: AnalysisResult | pd.DataFrame, out_dir: str | Path, lab
     md, tex, frames = [], [], []
     for name in dict.fromkeys(mm["protocol"]):
         t = paper_table(mm, name, meta_metrics, labels)
-        md.append(f"### protocol={name}\n\nValues in %; best of each row in bold.\n\n" + to_markdown(t, decimals))
-        tex.append(to_latex(t, decimals, caption=f"protocol={name}; values in %"))
+        counts = seg_counts(mm, name, meta_metrics=meta_metrics)
+        segs = ""
+        if counts:
+            per = ", ".join(f"{(labels or {}).get(m, m)} {n}" for m, n in counts.items())
+            segs = f"{seg_count_text(counts.values(), note='')}; SEGs per metric: {per}. "
+        md.append(f"### protocol={name}\n\n{segs}Values in %; best of each row in bold.\n\n" + to_markdown(t, decimals))
+        tex.append(to_latex(t, decimals, caption=f"protocol={name}; {segs}values in %"))
         f = t.reset_index()
         f.insert(0, "protocol", name)
         frames.append(f)

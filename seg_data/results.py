@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -45,6 +46,9 @@ __all__ = [
     "KEY_COLUMNS",
     "MANIFEST",
     "NON_METRIC_COLUMNS",
+    "KEY_ALIASES",
+    "UNNAMED_COLUMN",
+    "non_metric_reason",
     "ROLES",
     "RUN_FILE",
     "RUN_FORMAT",
@@ -86,11 +90,41 @@ DESCRIPTIVE_COLUMNS: frozenset[str] = frozenset({
     "Unnamed: 0", "index"})
 #: Every non-metric column: keys and descriptive columns.
 NON_METRIC_COLUMNS: frozenset[str] = frozenset(BASE_COLUMNS) | frozenset(KEY_COLUMNS) | DESCRIPTIVE_COLUMNS
+#: Other names of key columns (the TS2 metadata's ``id``/``rank``): read as the key when the key
+#: column is absent, and never a metric beside it (``id`` beside ``seg_id`` is a row id).
+KEY_ALIASES: dict[str, str] = {"id": "seg_id", "rank": "node", "image_id": "file_name"}
+#: A blank header as pandas names it (``Unnamed: 4``: an index column, Excel's trailing comma).
+UNNAMED_COLUMN = re.compile(r"^Unnamed: \d+(_level_\d+)?$")
+
+
+def non_metric_reason(name: str, columns: Iterable[str] = ()) -> str | None:
+    """Why column ``name`` of a table with ``columns`` is not a metric (None: it is one).
+
+    Examples
+    --------
+    >>> non_metric_reason("clip", ["seg_id", "id", "clip"]) is None
+    True
+    >>> non_metric_reason("id", ["seg_id", "id", "clip"])
+    "another name of the key column 'seg_id', which the table has"
+    >>> non_metric_reason("Unnamed: 4")
+    'a column without a header name'
+    """
+    name = str(name)
+    if name in NON_METRIC_COLUMNS:
+        return "a key or descriptive column"
+    if UNNAMED_COLUMN.match(name):
+        return "a column without a header name"
+    cols = {str(c) for c in columns}
+    if name in KEY_ALIASES and KEY_ALIASES[name] in cols:
+        return f"another name of the key column {KEY_ALIASES[name]!r}, which the table has"
+    return None
 
 
 def metric_columns(columns: Iterable[str]) -> list[str]:
-    """The metric columns among ``columns`` (order kept): every column not in :data:`NON_METRIC_COLUMNS`."""
-    return [str(c) for c in columns if str(c) not in NON_METRIC_COLUMNS]
+    """The metric columns among ``columns`` (order kept): every column without a
+    :func:`non_metric_reason` (keys, descriptive names, blank headers, key aliases beside their key)."""
+    columns = [str(c) for c in columns]
+    return [c for c in columns if non_metric_reason(c, columns) is None]
 
 
 # -- roles ---------------------------------------------------------------------------------------

@@ -133,8 +133,9 @@ def info(target: str = "metadata.csv", *extra: str) -> tuple[str, ...]:
 
 
 def analyze(scores: str = "scores.csv", *extra: str) -> tuple[str, ...]:
-    return ("analyze", f"scores={{d}}/{scores}", "bootstrap=0", "ranking.enabled=false", "reference=null",
-            "output_dir={d}/out", *extra)
+    given = {e.lstrip("+").split("=", 1)[0] for e in extra}  # a key given twice is refused
+    base = [a for a in ("bootstrap=0", "ranking.enabled=false", "reference=null") if a.split("=", 1)[0] not in given]
+    return ("analyze", f"scores={{d}}/{scores}", *base, "output_dir={d}/out", *extra)
 
 
 def metametrics(d: Path):
@@ -1155,6 +1156,96 @@ add(Case("override-split-title", "overrides", "`ts2 report title=My report` (the
     Case("env-file-size-limit", "environment", "a 256 KiB file-size limit (RLIMIT_FSIZE) while writing", {},
          call=labelled("ts2 analyze under ulimit -f 256", file_size_limit), verdict="correct",
          value=(2, f"ts2 analyze: {{d}}/out/big.bin: EFBIG ({os.strerror(__import__('errno').EFBIG)})"), timeout=150))
+
+
+# -- issue 24: too little data, unbounded options, silent options (h-analysis) ------------------------
+def _ci_withheld(d: Path, out: str) -> None:
+    t = metametrics(d)
+    assert t["n_segs"].max() == 1 and t[["ci_low", "ci_high"]].isna().all().all(), t
+    assert "Avg over 1 SEG," in out and "[n/a]" in out, out
+    note_in_analysis_json(d, r"no CI \(n/a\) for \d+ cell\(s\) with fewer than 10 SEGs")
+
+
+def _metrics_are(d: Path, names: list[str]) -> None:
+    got = json.loads((d / "out" / "analysis.json").read_text())["metrics"]
+    assert got == names, f"expected metrics {names}, got {got}"
+
+
+def _header_counts(d: Path, out: str) -> None:
+    assert "Avg over 1 to 2 SEGs (per metric: column SEGs)" in out, out
+    rows = {ln.split()[0]: ln.split()[1] for ln in out.splitlines() if ln.startswith(("clip ", "tifa "))}
+    assert rows == {"clip": "1", "tifa": "2"}, rows
+
+
+ONE_SEG = scores_csv({m: v[:4] for m, v in BASE_SCORES.items()}, seg_ids=["0"] * 4, nodes=[r[4] for r in BASE_META[:4]],
+                     files=[r[2] for r in BASE_META[:4]])
+score_case("ci-one-seg", "one SEG analysed with `bootstrap=100`", ONE_SEG, 0,
+           r"no CI \(n/a\) for \d+ cell\(s\) with fewer than 10 SEGs \(min_segs_ci=10\)", verdict="warned",
+           extra=("bootstrap=100", "chance=0"), check=_ci_withheld)
+score_case("ci-seg-count-per-metric", "joined to a 2-SEG dataset, `clip` scored in SEG 0 only: the header's count",
+           scores_csv({"clip": BASE_SCORES["clip"][:4] + ["", "", ""], "tifa": BASE_SCORES["tifa"]}), 0,
+           verdict="correct", files={"metadata.csv": meta_csv()}, extra=("path={d}/metadata.csv", "chance=0"),
+           check=_header_counts)
+override_case("min-segs-ci-text", "`min_segs_ci=abc`", ("min_segs_ci=abc",), 2,
+              r"ts2 analyze: min_segs_ci=abc: expected an integer >= 0, got 'abc'")
+override_case("bootstrap-huge", "`bootstrap=100000000` (122 GiB of replicates)", ("bootstrap=100000000",), 2,
+              r"ts2 analyze: expected bootstrap <= 100000 \(about 122\.2 GiB for this table: 2 SEGs, 10 metric x "
+              r"meta-metric cells.*got 100000000")
+score_case("bootstrap-huge-jsonl", "`bootstrap=100000000` on a JSONL table (not sized before the run)", "{}\n", 2,
+           r"ts2 analyze: bootstrap=100000000: expected an integer >= 0 and <= 100000, got 100000000",
+           name="s.jsonl", extra=("bootstrap=100000000",))
+override_case("chance-huge", "`chance=100000000` (weeks of permutations)", ("chance=100000000",), 2,
+              r"ts2 analyze: chance=100000000: expected an integer >= 0 and <= 10000, got 100000000")
+override_case("permutations-huge", "`permutations=10000000000`", ("permutations=10000000000",), 2,
+              r"permutations=10000000000: expected an integer >= 1 and <= 1000000")
+WIDE_200 = scores_csv({f"m{j}": BASE_SCORES["clip"] for j in range(200)})
+score_case("bootstrap-memory", "200 metric columns with `bootstrap=90000` (about 11 GiB of replicates)", WIDE_200, 2,
+           r"ts2 analyze: expected bootstrap <= \d+ \(about [\d.]+ GiB for this table: 2 SEGs, 1000 metric x "
+           r"meta-metric cells.*got 90000", extra=("bootstrap=90000",))
+add(Case("override-reproduce-bootstrap-huge", "overrides", "`ts2 reproduce bootstrap=100000000`", {},
+         ("reproduce", "path={d}", "bootstrap=100000000", "output_dir={d}/out"), rc=2,
+         expect=r"ts2 reproduce: bootstrap=100000000: expected an integer >= 0 and <= 100000"))
+override_case("meta-metrics-empty", "`meta_metrics=[]` (empty tables)", ("meta_metrics=[]",), 2,
+              r"meta_metrics=\[\]: expected a meta-metric among \['rank', 'sep', 'delta', 'kendall', 'pair_acc'\] "
+              r"\(a list of at least 1, each name once\)")
+override_case("table-meta-metrics-unknown", "`table_meta_metrics=[rank,bogus]`", ("table_meta_metrics=[rank,bogus]",), 2,
+              r"table_meta_metrics=\[rank, bogus\]: expected a meta-metric among \['rank', 'sep', 'delta', 'kendall'")
+override_case("key-twice", "`bootstrap=10 bootstrap=20` (Hydra keeps the last)", ("bootstrap=10", "bootstrap=20"), 2,
+              r"ts2 analyze: expected each key once, got 'bootstrap' twice \('bootstrap=10' and 'bootstrap=20'\)")
+override_case("key-twice-plus", "`seed=1 +seed=2`", ("seed=1", "+seed=2"), 2, r"expected each key once, got 'seed' twice")
+score_case("id-beside-seg-id", "a row-number column `id` beside `seg_id`",
+           "seg_id,id,file_name,node,clip,tifa\n" + "".join(
+               f"{r[0]},{i + 1},{r[2]},{r[4]},{BASE_SCORES['clip'][i]},{BASE_SCORES['tifa'][i]}\n"
+               for i, r in enumerate(BASE_META)), 0,
+           r"column 'id' holds only numbers but is another name of the key column 'seg_id'", verdict="warned",
+           check=lambda d, out: (same_as_clean("clip")(d, out), same_as_clean("tifa")(d, out),
+                                 _metrics_are(d, ["clip", "tifa"])))
+score_case("excel-trailing-column", "Excel's trailing empty column (`Unnamed: 5`)",
+           "".join(line + ",\n" for line in BASE.splitlines()), 0,
+           r"column\(s\) \['Unnamed: 5'\] have no header name and no value .*dropped", verdict="warned",
+           check=lambda d, out: (same_as_clean("clip")(d, out), _metrics_are(d, ["clip", "tifa"])))
+score_case("blank-header-numbers", "a numeric column with a blank header beside the metrics",
+           "".join(line + ("," if i == 0 else ",7") + "\n" for i, line in enumerate(BASE.splitlines())), 0,
+           r"column 'Unnamed: 5' holds only numbers but is a column without a header name", verdict="warned",
+           check=lambda d, out: _metrics_are(d, ["clip", "tifa"]))
+score_case("constant-metric", "a metric giving every image 0.5", scores_csv({**BASE_SCORES, "flat": [0.5] * 7}), 0,
+           r"metric 'flat': every one of its 7 scores is 0.5 \(a constant\)", verdict="warned",
+           check=same_as_clean("clip"))
+score_case("level0-unscored", "no level-0 image scored in `tifa`",
+           scores_csv({"clip": BASE_SCORES["clip"], "tifa": ["", 0.6, 0.5, 0.9, "", 0.2, 0.7]}), 0,
+           r"metric 'tifa': none of the 2 level-0 \(error-free\) images has a score", verdict="warned",
+           check=same_as_clean("clip"))
+RELEASE_3 = "seg_id,file_name,node,clipscore,alignscore,blip1_tifa\n" + "".join(
+    f"{r[0]},{r[2]},{r[4]},{BASE_SCORES['clip'][i]},{BASE_SCORES['tifa'][i]},{BASE_SCORES['clip'][i]}\n"
+    for i, r in enumerate(BASE_META))
+add(Case("reproduce-missing-column", "scores", "`ts2 reproduce` on a release copy without the `blip1_dsg` column",
+         {"metadata.csv": meta_csv(), "released/scores_subset.csv": RELEASE_3},
+         ("reproduce", "path={d}", "bootstrap=0", "chance=0", "figures=[]", "output_dir={d}/out"), rc=0,
+         verdict="warned", timeout=120,
+         expect=r"protocol paper: \d+/\d+ printed Table 2 cells reproduced; 12 not reproduced because published "
+                r"column\(s\) \['blip1_dsg'\] are missing"))
+
+
 
 if __name__ == "__main__":
     write_docs()

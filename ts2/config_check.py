@@ -228,6 +228,57 @@ def _check_additions(prog: str, config_name: str, cfg, overrides: list[str]) -> 
         raise ConfigError(f"{o}: {prog} reads no key {key!r}{hint or f'; see `{prog} --help` for its keys'}")
 
 
+def _check_repeated(prog: str, overrides: list[str]) -> None:
+    """A key given twice (``bootstrap=10 bootstrap=20``): Hydra keeps the last one silently."""
+    seen: dict[str, str] = {}
+    for o in overrides:
+        key, sep, _ = o.partition("=")
+        if not sep:
+            continue
+        key = key.lstrip("+~").strip()
+        if key in seen:
+            raise ConfigError(f"{prog}: expected each key once, got {key!r} twice ({seen[key]!r} and {o!r}); "
+                              "keep the one you mean (or use -m with a,b for a sweep)")
+        seen[key] = o
+
+
+def _scores_file(cfg) -> str | None:
+    """The score table a command will analyse, when the config names a local one."""
+    scores = OmegaConf.select(cfg, "scores", default=None, throw_on_resolution_failure=False)
+    if scores:
+        return str(scores)
+    path = OmegaConf.select(cfg, "path", default=None, throw_on_resolution_failure=False)
+    if path and OmegaConf.select(cfg, "hydra.job.config_name", default=None) == "reproduce":
+        p = Path(str(path)).expanduser()
+        return str((p if p.is_dir() else p.parent) / "released" / "scores_subset.csv")
+    return None
+
+
+def _check_work(prog: str, cfg) -> None:
+    """``bootstrap`` against the memory its replicates need for the table at hand (read cheaply
+    from its header and seg_id column); beyond the fixed bounds of :mod:`ts2.options`."""
+    n_boot = OmegaConf.select(cfg, "bootstrap", default=None, throw_on_resolution_failure=False)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot <= 0:
+        return  # absent, off, or a wrong type check_options reports
+    scores = _scores_file(cfg)
+    if not scores or str(scores).startswith(("http://", "https://")):
+        return
+    from analysis.scores_io import table_shape
+    from analysis.stats import check_bootstrap_size
+
+    shape = table_shape(Path(scores).expanduser())
+    if shape is None:
+        return
+    n_segs, n_metrics, n_subsets = shape
+    mms = OmegaConf.select(cfg, "meta_metrics", default=None, throw_on_resolution_failure=False)
+    n_mm = len(mms) if isinstance(mms, (list, tuple)) or OmegaConf.is_list(mms) else 5
+    n_groups = 1 + (n_subsets or 3)  # Avg + the subsets (TS2: Synth, Nat, Real)
+    try:
+        check_bootstrap_size(n_boot, n_segs, max(n_metrics, 1) * max(n_mm, 1), n_groups)
+    except ValueError as e:
+        raise ConfigError(f"{prog}: {e}") from e
+
+
 def _check_output_dir(prog: str, cfg, overrides: list[str]) -> None:
     """The run folder (``output_dir``) can be created: its nearest existing ancestor is writable.
 
@@ -260,13 +311,15 @@ def precheck(prog: str, config_name: str, args: list[str]):
     Raises
     ------
     ConfigError
-        An unknown key (with close matches), a ``+key`` nothing reads, an option of the wrong
-        type (see :mod:`ts2.options`), an unknown group option, an output folder that cannot be
+        A key given twice, an unknown key (with close matches), a ``+key`` nothing reads, an
+        option of the wrong type or over its bound (see :mod:`ts2.options`), a ``bootstrap``
+        whose replicates would not fit in memory for the score table given, an unknown group option, an output folder that cannot be
         created, or any other composition error Hydra reports.
     """
     from hydra.errors import HydraException
 
     flags, overrides = split_args(args)
+    _check_repeated(prog, overrides)
     multirun = any(f in ("-m", "--multirun") for f in flags)
     checked = _first_of_sweeps(overrides) if multirun else overrides
     try:
@@ -289,11 +342,12 @@ def precheck(prog: str, config_name: str, args: list[str]):
                               f"{hint}; expected one of {group_options(m.group(1))}") from e
         raise ConfigError(f"{prog}: {_hydra_message(e)}") from e
     _check_additions(prog, config_name, cfg, checked)
-    _check_interpolations(prog, cfg)
+    _check_interpolations(prog, cfg)  # first: an unset ${oc.env:...} would break the checks below
     try:
         check_options(cfg, prog)
     except OptionError as e:
         raise ConfigError(str(e)) from e
+    _check_work(prog, cfg)
     if not multirun:
         _check_output_dir(prog, cfg, overrides)
     return cfg

@@ -22,8 +22,13 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class Option:
-    """What an option accepts: ``kind`` int | float | bool | choice | choice_list | device | int_or_auto,
-    bounds, null (``choice_list``: a list whose every item is one of ``choices``)."""
+    """What an option accepts: ``kind`` int | float | bool | choice | device | int_or_auto | names,
+    bounds, null.
+
+    ``names``: a list of names among ``choices`` (or among the keys of the ``"module:attr"``
+    mapping ``choices_from``, resolved when checked), each once, at least ``min`` of them; a
+    single name stands for a list of one.
+    """
 
     kind: str
     min: float | None = None
@@ -32,12 +37,26 @@ class Option:
     nullable: bool = False
     min_exclusive: bool = False
     max_exclusive: bool = False
+    choices_from: str | None = None
+    cap: bool = False  # ``max`` bounds the work, not the meaning: named only to a value over it
+    what: str = "name"  # what a ``names`` option lists, in words
 
-    def describe(self) -> str:
+    def names(self) -> tuple[str, ...]:
+        """The names a ``names`` option accepts."""
+        if self.choices_from is None:
+            return self.choices
+        from seg_data.resolve import resolve
+
+        return tuple(resolve(self.choices_from))
+
+    def describe(self, value: Any = None) -> str:
+        """What the option accepts, in words (a ``cap`` bound only when ``value`` exceeds it)."""
+        if self.kind == "names":
+            least = "" if not self.min else f" of at least {_num(self.min)}"
+            null = " (or null)" if self.nullable else ""
+            return f"a {self.what} among {list(self.names())} (a list{least}, each name once){null}"
         if self.kind == "choice":
             text = "one of " + ", ".join(self.choices)
-        elif self.kind == "choice_list":
-            text = "a list of " + ", ".join(self.choices)
         elif self.kind == "device":
             text = "a device: cpu, cuda, cuda:N, mps or auto"
         elif self.kind == "bool":
@@ -45,7 +64,10 @@ class Option:
         else:
             word = {"int": "an integer", "float": "a number", "int_or_auto": "auto or an integer"}[self.kind]
             lo = None if self.min is None else f"{'>' if self.min_exclusive else '>='} {_num(self.min)}"
-            hi = None if self.max is None else f"{'<' if self.max_exclusive else '<='} {_num(self.max)}"
+            over = isinstance(value, (int, float)) and not isinstance(value, bool) and self.max is not None \
+                and value > self.max
+            hi = None if self.max is None or (self.cap and not over) else \
+                f"{'<' if self.max_exclusive else '<='} {_num(self.max)}"
             bounds = " and ".join(b for b in (lo, hi) if b)
             text = word + (f" {bounds}" if bounds else "")
         return text + (" (or null)" if self.nullable else "")
@@ -57,11 +79,15 @@ class Option:
             return isinstance(value, bool)
         if self.kind == "choice":
             return isinstance(value, str) and value in self.choices
-        if self.kind == "choice_list":
-            items = [value] if isinstance(value, str) else value
-            return isinstance(items, (list, tuple)) and all(isinstance(v, str) and v in self.choices for v in items)
         if self.kind == "device":
             return isinstance(value, str) and _DEVICE.match(value) is not None
+        if self.kind == "names":
+            value = [value] if isinstance(value, str) else value
+            if not isinstance(value, (list, tuple)) or any(not isinstance(v, str) for v in value):
+                return False
+            ok = set(self.names())
+            return (all(v in ok for v in value) and len(set(value)) == len(value)
+                    and (self.min is None or len(value) >= self.min))
         if self.kind == "int_or_auto" and value == "auto":
             return True
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -86,8 +112,15 @@ def _protocol_options() -> dict[str, Option]:
 
     out = {f"protocol.{k}": Option("choice", choices=tuple(v)) for k, v in OPTION_VALUES.items()}
     out |= {f"protocol.{f.name}": Option("bool") for f in fields(Protocol) if f.type in (bool, "bool")}
-    out["protocols"] = Option("choice_list", choices=tuple(PROTOCOLS), nullable=True)
+    out["protocols"] = Option("names", min=1, choices=tuple(PROTOCOLS), nullable=True, what="protocol")
     return out
+
+
+def _show(value: Any) -> str:
+    """A value as the user wrote it: lists as ``[a, b]``, everything else as ``repr``."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return repr(value)
 
 
 def _num(x: float) -> str:
@@ -99,6 +132,13 @@ _DEVICE = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
 COUNT = Option("int", min=0)            # 0 allowed (0 = off)
 POSITIVE = Option("int", min=1)
 FLAG = Option("bool")
+# Upper bounds of the options that scale work (docs/cli.md). bootstrap: also what fits in
+# memory for the table at hand (analysis.stats.check_bootstrap_size, checked by ts2/config_check.py).
+MAX_BOOTSTRAP = 100_000        # = analysis.stats.MAX_BOOTSTRAP (checked by tests/test_issue24_options.py)
+MAX_CHANCE = 10_000            # within-SEG permutations: each one is a whole analysis (100x the default)
+MAX_PERMUTATIONS = 1_000_000   # sign flips of a p-value (100x the default 9999)
+MAX_SYNTHETIC_SEGS = 100_000   # ts2 data make-synthetic n_segs
+META_METRIC_NAMES = "analysis.metametrics:META_METRICS"
 
 OPTIONS: dict[str, Option] = {
     # scoring
@@ -111,20 +151,25 @@ OPTIONS: dict[str, Option] = {
     "precision": Option("choice", choices=("auto", "fp32", "fp16", "bf16")),  # auto: the engine's policy
     "decode": Option("choice", choices=("pil", "gpu")),
     # statistics
-    "bootstrap": COUNT,
+    "bootstrap": Option("int", min=0, max=MAX_BOOTSTRAP, cap=True),
+    "chance": Option("int", min=0, max=MAX_CHANCE, cap=True),
+    "min_segs_ci": Option("int", min=0),
     "seed": Option("int", min=0),
-    "permutations": POSITIVE,
-    "human_permutations": COUNT,
+    "permutations": Option("int", min=1, max=MAX_PERMUTATIONS, cap=True),
+    "human_permutations": Option("int", min=0, max=MAX_PERMUTATIONS, cap=True),
+    "meta_metrics": Option("names", min=1, choices_from=META_METRIC_NAMES, what="meta-metric"),
+    "table_meta_metrics": Option("names", choices_from=META_METRIC_NAMES, what="meta-metric"),
+    "ranking.meta_metrics": Option("names", choices_from=META_METRIC_NAMES, what="meta-metric"),
     "confidence": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
     "subsets": Option("choice", choices=("auto", "dataset", "column", "ts2", "none")),
     "ci_method": Option("choice", choices=("bca", "percentile")),
     "bootstrap_scheme": Option("choice", choices=("rescaled", "plain")),
-    "heatmaps": COUNT,
+    "heatmaps": Option("int", min=0, max=100, cap=True),
     # nested keys are declared by their dotted path
     "ranking.enabled": FLAG,
     "ranking.alpha": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
     # data / questions
-    "n_segs": POSITIVE,
+    "n_segs": Option("int", min=1, max=MAX_SYNTHETIC_SEGS, cap=True),
     "images_per_node": Option("int", min=1, nullable=True),
     "max_attempts": POSITIVE,
     "max_questions": POSITIVE,
@@ -160,7 +205,8 @@ def check_options(cfg, command: str) -> None:
             continue
         if OmegaConf.is_config(value):
             value = OmegaConf.to_container(value, resolve=True)
+        written = _show(value) if isinstance(value, list) else value
         if not opt.accepts(value):
-            problems.append(f"{key}={value}: expected {opt.describe()}, got {value!r}")
+            problems.append(f"{key}={written}: expected {opt.describe(value)}, got {_show(value)}")
     if problems:
         raise OptionError(f"{command}: " + "; ".join(problems))

@@ -49,7 +49,6 @@ import pandas as pd
 from analysis.report import MergedResults, RunInfo
 from seg_data.results import (
     BASE_COLUMNS,
-    NON_METRIC_COLUMNS,
     FolderSchema,
     RunRecord,
     check_inputs,
@@ -330,7 +329,7 @@ def _concat_shards(group: list[ResultDir], notes: list[str]) -> pd.DataFrame | N
         raise ValueError(f"shards {[d.name for d in group]}: expected a file_name column to merge on, got {list(df.columns)}")
     dup = df["file_name"].duplicated(keep=False)
     if dup.any():
-        metric_cols = [c for c in df.columns if c not in NON_METRIC_COLUMNS]
+        metric_cols = metric_columns(df.columns)
         clash = df[dup].groupby("file_name")[metric_cols].nunique(dropna=False)
         bad = clash[(clash > 1).any(axis=1)]
         if len(bad):
@@ -516,7 +515,7 @@ def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame |
                              f"(columns {list(f.columns)})")
     out = frames[0]
     for f in frames[1:]:
-        metric_cols = [c for c in f.columns if c not in NON_METRIC_COLUMNS]
+        metric_cols = metric_columns(f.columns)
         base = [c for c in BASE_COLUMNS if c in f.columns and c != "file_name"]
         n_before = len(out)
         out = out.merge(f[["file_name", *base, *metric_cols]], on="file_name", how="outer", suffixes=("", "__r"))
@@ -532,8 +531,10 @@ def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame |
 
 def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Sequence[str] = ("paper",),
                       bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto",
-                      confidence: float = 0.95, chance: int = 0) -> MergedResults:
+                      confidence: float = 0.95, chance: int = 0, min_segs_ci: int | None = None) -> MergedResults:
     """Compute the meta-metrics of ``todo`` metrics on the merged scores and add them.
+
+    ``min_segs_ci``: fewest SEGs a value needs for a CI (None: :data:`analysis.pipeline.MIN_SEGS_CI`).
 
     ``chance`` within-SEG permutations give each cell its chance level (0: none).
 
@@ -546,13 +547,14 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Seq
         return merged
     if merged.scores is None:
         raise ValueError(f"metrics {list(todo)} need analysis but no scores.csv was found for them")
-    from analysis.pipeline import analyze
+    from analysis.pipeline import MIN_SEGS_CI, analyze
 
     cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
     frame = merged.scores[cols + list(todo)]
     res = analyze(frame, dataset=dataset, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed),
                   subsets=subsets, lower_is_better=[m for m in todo if m in merged.lower_is_better],
-                  confidence=float(confidence), chance=int(chance))
+                  confidence=float(confidence), chance=int(chance),
+                  min_segs_ci=MIN_SEGS_CI if min_segs_ci is None else int(min_segs_ci))
     if merged.metametrics is not None and merged.confidence not in (None, float(confidence)):
         notes_ci = [(f"confidence intervals at two levels: {100 * merged.confidence:g}% (reused) and "
                      f"{100 * float(confidence):g}% (computed)")]

@@ -11,15 +11,20 @@ module                 what
 Pure functions on arrays; results are small frozen dataclasses.
 """
 
-from .intervals import Interval, bca_ci, percentile_ci
+from .intervals import Interval, bca_ci, percentile_ci, withhold_small_cis
 from .resampling import (
            BOOTSTRAP_SCHEMES,
+           MAX_BOOTSTRAP,
+           MAX_BOOTSTRAP_GIB,
+           bootstrap_bytes,
            bootstrap_group_means,
+           check_bootstrap_size,
            cluster_draws,
            draw_counts,
            stratified_counts,
 )
 from .significance import WilliamsResult, holm, sign_flip_pvalues, williams_test
 
-__all__ = ["Interval", "percentile_ci", "bca_ci", "BOOTSTRAP_SCHEMES", "bootstrap_group_means", "cluster_draws", "draw_counts", "stratified_counts",
+__all__ = ["Interval", "percentile_ci", "bca_ci", "withhold_small_cis", "BOOTSTRAP_SCHEMES", "MAX_BOOTSTRAP",
+           "MAX_BOOTSTRAP_GIB", "bootstrap_bytes", "check_bootstrap_size", "bootstrap_group_means", "cluster_draws", "draw_counts", "stratified_counts",
            "WilliamsResult", "holm", "sign_flip_pvalues", "williams_test"]

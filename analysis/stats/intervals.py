@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Interval", "percentile_ci", "bca_ci"]
+__all__ = ["Interval", "percentile_ci", "bca_ci", "withhold_small_cis"]
 
 
 @dataclass(frozen=True)
@@ -164,3 +164,36 @@ def bca_ci(replicates, estimate, jackknife, confidence: float = 0.95) -> Interva
         return Interval(lo, hi, int((~ok).sum()), confidence)
     lo, hi = (_quantiles_per_cell(r, q) for q in levels)
     return Interval(lo, hi, (~ok).sum(axis=0), confidence)
+
+
+def withhold_small_cis(low: np.ndarray, high: np.ndarray, n_segs: np.ndarray,
+                       min_segs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CI bounds with every cell of fewer than ``min_segs`` SEGs set to NaN.
+
+    Parameters
+    ----------
+    low, high : ndarray
+        CI bounds, any shape.
+    n_segs : ndarray
+        SEGs behind each cell (same shape).
+    min_segs : int
+        Fewest SEGs a cell needs for an interval (>= 0; 0 keeps every interval).
+
+    Returns
+    -------
+    low, high, withheld : ndarray
+        New bounds and the boolean mask of the cells whose interval was withheld.
+
+    Examples
+    --------
+    >>> lo, hi, w = withhold_small_cis(np.array([0.1, 0.2]), np.array([0.3, 0.4]), np.array([1, 12]), 10)
+    >>> lo.tolist(), w.tolist()
+    ([nan, 0.2], [True, False])
+    """
+    if min_segs < 0:
+        raise ValueError(f"expected min_segs_ci >= 0, got {min_segs}")
+    withheld = np.asarray(n_segs) < min_segs
+    low, high = np.array(low, dtype=float), np.array(high, dtype=float)
+    low[withheld] = np.nan
+    high[withheld] = np.nan
+    return low, high, withheld

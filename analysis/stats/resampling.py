@@ -15,7 +15,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP_SCHEMES", "cluster_draws", "draw_counts", "stratified_counts", "bootstrap_group_means"]
+__all__ = ["BOOTSTRAP_SCHEMES", "cluster_draws", "draw_counts", "stratified_counts", "bootstrap_group_means",
+           "MAX_BOOTSTRAP", "MAX_BOOTSTRAP_GIB", "bootstrap_bytes", "check_bootstrap_size"]
+
+#: Largest ``bootstrap`` accepted whatever the table (``ts2/options.py`` declares it): 100 times
+#: the default 1000; the CI's Monte-Carlo error is far below its width long before.
+MAX_BOOTSTRAP = 100_000
+#: Memory the replicates of one protocol may take (:func:`bootstrap_bytes`), in GiB.
+MAX_BOOTSTRAP_GIB = 8.0
 
 
 def cluster_draws(n_clusters: int, n_boot: int, rng: np.random.Generator, n_draws: int | None = None) -> np.ndarray:
@@ -123,3 +130,39 @@ def bootstrap_group_means(values: np.ndarray, counts: np.ndarray,
         with np.errstate(invalid="ignore", divide="ignore"):
             out[:, :, g] = np.where(den > 0, num / den, np.nan)
     return out
+
+
+def bootstrap_bytes(n_boot: int, n_segs: int, n_cells: int, n_groups: int) -> int:
+    """Peak memory, in bytes, of a SEG bootstrap with ``n_boot`` replicates (an estimate).
+
+    Per replicate, float64: the counts row and the draws behind it (``2 * n_segs``), the kept
+    replicates (``n_cells * n_groups``), the products of :func:`bootstrap_group_means` and the
+    normaliser ratio (about ``n_cells * 4``), and the copies the interval takes (``2 * n_cells * n_groups``):
+    ``8 * (2 * n_segs + n_cells * (3 * n_groups + 4))``.
+
+    Examples
+    --------
+    >>> bootstrap_bytes(1000, 164, 20, 4)
+    5184000
+    """
+    return 8 * int(n_boot) * (2 * int(n_segs) + int(n_cells) * (3 * int(n_groups) + 4))
+
+
+def check_bootstrap_size(n_boot: int, n_segs: int, n_cells: int, n_groups: int,
+                         max_gib: float = MAX_BOOTSTRAP_GIB) -> None:
+    """Refuse a bootstrap whose replicates would not fit in ``max_gib`` GiB (or over :data:`MAX_BOOTSTRAP`).
+
+    Raises
+    ------
+    ValueError
+        ``expected bootstrap <= N (about X GiB for this table: ...), got B``, N the largest
+        count that fits.
+    """
+    per = bootstrap_bytes(1, n_segs, n_cells, n_groups)
+    fits = min(MAX_BOOTSTRAP, int(max_gib * 2**30 // max(per, 1)))
+    if n_boot <= fits:
+        return
+    gib = bootstrap_bytes(n_boot, n_segs, n_cells, n_groups) / 2**30
+    raise ValueError(f"expected bootstrap <= {fits} (about {gib:,.1f} GiB for this table: {n_segs} SEGs, "
+                     f"{n_cells} metric x meta-metric cells, {n_groups} groups (Avg and the subsets); at most {max_gib:g} GiB and "
+                     f"{MAX_BOOTSTRAP} resamples), got {n_boot}")

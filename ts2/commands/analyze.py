@@ -70,7 +70,7 @@ def main(cfg: DictConfig) -> int:
 
     from analysis.compare import compare_metrics, rank_metrics
     from analysis.outputs import compare_text, summary_text, write_outputs
-    from analysis.pipeline import analyze
+    from analysis.pipeline import MIN_SEGS_CI, analyze
     from analysis.scores_io import prepare_inputs, read_scores
     from seg_data import SEGValidationError
 
@@ -105,7 +105,8 @@ def main(cfg: DictConfig) -> int:
         result = analyze(inputs, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
                          bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence),
                          chance=int(cfg.get("chance") or 0), ci_method=str(cfg.get("ci_method", "percentile")),
-                         bootstrap_scheme=str(cfg.get("bootstrap_scheme", "rescaled")))
+                         bootstrap_scheme=str(cfg.get("bootstrap_scheme", "rescaled")),
+                         min_segs_ci=int(cfg.get("min_segs_ci", MIN_SEGS_CI)))
     except (FileNotFoundError, ValueError, SEGValidationError, RuntimeError) as e:
         log.error("%s", e)
         return 2
@@ -147,9 +148,15 @@ def main(cfg: DictConfig) -> int:
                   score_files=[str(cfg.scores)] + ([str(ref)] if ref is not None else []))
     for note in result.notes:
         log.warning("%s", note)
-    text = summary_text(result, meta_metrics=_list(cfg.get("table_meta_metrics")) or ("rank", "sep", "delta"))
+    shown = _list(cfg.get("table_meta_metrics")) or ["rank", "sep", "delta"]
+    absent = [m for m in shown if m not in result.meta_metrics]
+    if absent:
+        log.warning("table_meta_metrics names %s, not among the meta-metrics computed (meta_metrics=%s): "
+                    "left out of the printed table", absent, list(result.meta_metrics))
+        shown = [m for m in shown if m in result.meta_metrics] or list(result.meta_metrics[:3])
+    text = summary_text(result, meta_metrics=shown)
     if "compare" in extra:
-        text += "\n" + compare_text(extra["compare"])
+        text += "\n" + compare_text(extra["compare"], min_segs_ci=result.min_segs_ci)
     if "ranking" in extra:
         r = extra["ranking"]
         first = r[(r["meta_metric"] == r["meta_metric"].iloc[0]) & (r["protocol"] == r["protocol"].iloc[0])]

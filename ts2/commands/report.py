@@ -46,7 +46,8 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  figures: Sequence[str] | None = None, pareto: Sequence[str] | None = None,
                  extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
                  human_statistic: str = "kendall_b", human_grouping: str = "prompt",
-                 seg_meta_metric: str = "rank", confidence: float = 0.95, chance: int = 0):
+                 seg_meta_metric: str = "rank", confidence: float = 0.95, chance: int = 0,
+                 min_segs_ci: int | None = None):
     """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
 
     ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
@@ -74,7 +75,7 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
     merged = rs.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
                                   dataset=dataset, subsets=subsets, confidence=confidence,
-                                  chance=chance)
+                                  chance=chance, min_segs_ci=min_segs_ci)
     extra_files = {}
     if human is not None:
         protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
@@ -119,7 +120,7 @@ def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path
         pareto=None if cfg.pareto is None else _as_list(cfg.pareto), human=cfg.human,
         human_statistic=str(cfg.human_statistic), human_grouping=str(cfg.human_grouping),
         seg_meta_metric=str(cfg.seg_meta_metric), confidence=float(cfg.confidence),
-        chance=int(cfg.chance or 0))
+        chance=int(cfg.chance or 0), min_segs_ci=cfg.get("min_segs_ci"))
 
 
 def main(cfg: DictConfig) -> int:

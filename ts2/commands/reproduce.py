@@ -140,7 +140,7 @@ def printed_figure4_html(fig_dir: Path) -> str:
 
 def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | None = None,
               protocols=("paper", "graph"), bootstrap: int = 1000, seed: int = 0, revision: str | None = None,
-              figures=None, pareto=None) -> dict:
+              figures=None, pareto=None, min_segs_ci: int | None = None) -> dict:
     """Run the reproduction (the Python API of ``ts2 reproduce``); returns what was written.
 
     Returns
@@ -150,7 +150,7 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
         ``tables`` (protocol -> list of paths), ``discrepancy_files``.
     """
     from analysis.paper_table2 import compare_with_printed
-    from analysis.pipeline import analyze
+    from analysis.pipeline import MIN_SEGS_CI, analyze
     from seg_data import load_ts2_release
 
     root, score_src = locate_inputs(path, scores, revision)
@@ -163,15 +163,20 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     ds = load_ts2_release(root)
     log.info("analysing %s (%d rows) with protocols %s, %d bootstrap resamples", score_src, len(frame),
              list(protocols), bootstrap)
-    res = analyze(frame, dataset=ds, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed))
+    res = analyze(frame, dataset=ds, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed),
+                  min_segs_ci=MIN_SEGS_CI if min_segs_ci is None else int(min_segs_ci))
     mm, ps = res.metametrics_frame(), res.per_seg_frame()
-    disc = compare_with_printed(mm)
+    missing = missing_published_columns(frame, score_src)
+    for why in missing.values():
+        log.warning("%s: its printed Table 2 cells are not reproduced", why)
+    disc = compare_with_printed(mm, missing=missing)
     # One result set: the tables, the discrepancy list and the report, swapped in whole.
     with result_set(output_dir, "ts2 reproduce") as out:
         r = _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out, output_dir, protocols, figures,
                                 pareto)
         r["tables"] = {proto: [published_path(p) for p in paths] for proto, paths in r["tables"].items()}
         r["discrepancy_files"] = [published_path(p) for p in r["discrepancy_files"]]
+        r["missing"] = missing
         return r
 
 
@@ -205,6 +210,22 @@ def _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out: Path
             "discrepancy_files": [out / "discrepancies.csv", out / "discrepancies.md"]}
 
 
+def missing_published_columns(frame: pd.DataFrame, source: str) -> dict[str, str]:
+    """Released metrics (:data:`analysis.paper_table2.RELEASED_METRICS`) absent from, or without
+    any score in, a table holding the others: metric -> why, for the summary and the discrepancies.
+    A table with none of them (another metric's scores) misses nothing."""
+    from analysis.paper_table2 import RELEASED_METRICS
+
+    present = [m for m in RELEASED_METRICS if m in frame.columns]
+    if not present:
+        return {}
+    out = {m: f"published column {m!r} missing from {source}" for m in RELEASED_METRICS if m not in frame.columns}
+    for m in present:
+        if pd.to_numeric(frame[m], errors="coerce").isna().all():
+            out[m] = f"published column {m!r} of {source} has no score"
+    return out
+
+
 def main(cfg: DictConfig) -> int:
     protocols = cfg.protocols  # conf/analysis/default.yaml
     protocols = [str(p) for p in protocols] if isinstance(protocols, (list, tuple, ListConfig)) else [str(protocols)]
@@ -214,15 +235,22 @@ def main(cfg: DictConfig) -> int:
                       bootstrap=int(cfg.bootstrap), seed=int(cfg.seed),
                       revision=cfg.get("revision"),
                       figures=None if cfg.get("figures") is None else list(cfg.figures),
-                      pareto=None if cfg.get("pareto") is None else list(cfg.pareto))
+                      pareto=None if cfg.get("pareto") is None else list(cfg.pareto),
+                      min_segs_ci=cfg.get("min_segs_ci"))
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         log.error("%s", e)
         return 2
     disc = r["discrepancies"]
     for proto, d in disc.groupby("protocol", sort=False):
         bad = d[~d["match"]]
-        irreproducible = int(bad["known"].str.startswith("delta subset rows").sum())
         line = f"protocol {proto}: {int(d['match'].sum())}/{len(d)} printed Table 2 cells reproduced"
+        absent = [m for m in r.get("missing", {}) if m in set(d["metric"])]
+        if absent:
+            n_abs = int(d["metric"].isin(absent).sum())
+            line += (f"; {n_abs} not reproduced because published column(s) {absent} are missing or empty in "
+                     f"the score file")
+            bad = bad[~bad["metric"].isin(absent)]
+        irreproducible = int(bad["known"].str.startswith("delta subset rows").sum())
         if proto == "paper" and len(bad) and irreproducible == len(bad):
             line += f" (the other {len(bad)} are the delta subset rows no aggregation of the released scores gives)"
         elif proto == "paper" and len(bad):
