@@ -366,7 +366,7 @@ def table_shape(path: str | Path) -> tuple[int, int, int] | None:
     --------
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "s.csv")
-    >>> _ = open(p, "w").write("seg_id,node,file_name,a,b\n0,0,x,1,2\n1,0,y,1,2\n1,1,z,3,4\n")
+    >>> _ = open(p, "w").write("seg_id,node,file_name,a,b\\n0,0,x,1,2\\n1,0,y,1,2\\n1,1,z,3,4\\n")
     >>> table_shape(p)
     (2, 2, 0)
     """

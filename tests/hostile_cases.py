@@ -134,8 +134,9 @@ def info(target: str = "metadata.csv", *extra: str) -> tuple[str, ...]:
 
 def analyze(scores: str = "scores.csv", *extra: str) -> tuple[str, ...]:
     given = {e.lstrip("+").split("=", 1)[0] for e in extra}  # a key given twice is refused
-    base = [a for a in ("bootstrap=0", "ranking.enabled=false", "reference=null") if a.split("=", 1)[0] not in given]
-    return ("analyze", f"scores={{d}}/{scores}", *base, "output_dir={d}/out", *extra)
+    base = [a for a in ("bootstrap=0", "ranking.enabled=false", "reference=null", "output_dir={d}/out")
+            if a.split("=", 1)[0] not in given]
+    return ("analyze", f"scores={{d}}/{scores}", *base, *extra)
 
 
 def metametrics(d: Path):
@@ -672,7 +673,8 @@ override_case("subsets-column", "`subsets=column` without a subset column", ("su
 override_case("meta-metric", "`meta_metrics=[bogus]`", ("meta_metrics=[bogus]",), 2, r"expected a meta-metric among \['rank'")
 override_case("compare-one", "`compare=[clip]` (one name)", ("compare=[clip]",), 2, r"expected compare=\[metric_a,metric_b\]")
 override_case("compare-unknown", "`compare=[clip,nope]`", ("compare=[clip,nope]",), 2, r"expected metrics among \['clip', 'tifa'\], got 'nope'")
-override_case("protocols-dup", "`protocols=[paper,paper]`", ("protocols=[paper,paper]",), 2, r"expected distinct protocol names")
+override_case("protocols-dup", "`protocols=[paper,paper]`", ("protocols=[paper,paper]",), 2,
+              r"protocols=\[paper, paper\]: expected a protocol among .*each name once")
 override_case("confidence-range", "`confidence=2` (with a bootstrap)", ("confidence=2", "bootstrap=10"), 2, r"confidence=2: expected a number > 0 and < 1, got 2")
 override_case("bootstrap-negative", "`bootstrap=-1`", ("bootstrap=-1",), 2, r"bootstrap=-1: expected an integer >= 0, got -1")
 override_case("max-walks-text", "`max_walks=abc`", ("max_walks=abc",), 2, r"expected max_walks to be a positive integer or null, got 'abc'")
@@ -1139,7 +1141,8 @@ override_case("tie-method", "`protocol.tie_method=bogus` (a protocol option's va
 override_case("protocol-walks", "`protocol.walks=tree`", ("protocol.walks=tree",), 2,
               r"protocol\.walks=tree: expected one of levels, dag, got 'tree'", check=no_out)
 override_case("protocols-unknown", "`protocols=[paper,bogus]`", ("protocols=[paper,bogus]",), 2,
-              r"protocols=\['paper', 'bogus'\]: expected a list of paper, graph", check=no_out)
+              r"protocols=\[paper, bogus\]: expected a protocol among \['paper', 'graph'\] \(a list of at least 1, each "
+              r"name once\) \(or null\), got \[paper, bogus\]", check=no_out)
 add(Case("override-split-title", "overrides", "`ts2 report title=My report` (the shell split the value)", {},
          ("report", "results={d}/x", "title=My", "report", "output_dir={d}/out"), rc=2,
          expect=r"expected key=value, got 'report' .*quote the whole value: 'title=\"My report\"'$", check=no_out),

@@ -86,7 +86,8 @@ def test_the_suggested_quoting_parses():
     ("protocol.tie_method=bogus", "protocol.tie_method=bogus: expected one of average, min, max, dense, got 'bogus'"),
     ("protocol.walks=tree", "protocol.walks=tree: expected one of levels, dag, got 'tree'"),
     ("protocol.root_duplication=maybe", "protocol.root_duplication=maybe: expected true or false, got 'maybe'"),
-    ("protocols=[paper,bogus]", "protocols=['paper', 'bogus']: expected a list of paper, graph (or null)"),
+    ("protocols=[paper,bogus]", "protocols=[paper, bogus]: expected a protocol among ['paper', 'graph'] (a list of at "
+                                "least 1, each name once) (or null), got [paper, bogus]"),
 ])
 def test_protocol_group_values_are_checked_before_any_folder(capsys, scores, override, expected):
     rc, line = _one_line(capsys, ["analyze", f"scores={scores}", override, "bootstrap=0"])

@@ -237,14 +237,20 @@ def test_two_writers_at_once_one_refuses_nothing_lost(tmp_path, kind):
     env = _env()
     src = _source(kind, tmp_path)
     out = tmp_path / "out"
-    first = subprocess.Popen(_cmd(kind, src, out, 1) + (["bootstrap=400"] if kind == "analyze" else []),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = subprocess.Popen(_cmd(kind, src, out, 1), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env)
     lock = tmp_path / ".out.ts2-lock"
     t0 = time.perf_counter()
     while not (lock.is_file() and lock.stat().st_size) and first.poll() is None and time.perf_counter() - t0 < 60:
-        time.sleep(0.005)
-    assert first.poll() is None, "the first writer ended before the second could start"
-    second = subprocess.run(_cmd(kind, src, out, 2), capture_output=True, text=True, timeout=300, env=env)
+        time.sleep(0.002)
+    # Freeze the first writer while it holds the lock (a slow run, deterministically), start the
+    # second, then let the first go on.
+    first.send_signal(signal.SIGSTOP)
+    try:
+        assert first.poll() is None, "the first writer ended before the second could start"
+        second = subprocess.run(_cmd(kind, src, out, 2), capture_output=True, text=True, timeout=300, env=env)
+    finally:
+        first.send_signal(signal.SIGCONT)
     _, err1 = first.communicate(timeout=600)
     assert first.returncode == 0, err1[-3000:]
     assert second.returncode == 2, second.stderr[-3000:]

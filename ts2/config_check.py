@@ -343,11 +343,11 @@ def precheck(prog: str, config_name: str, args: list[str]):
         raise ConfigError(f"{prog}: {_hydra_message(e)}") from e
     _check_additions(prog, config_name, cfg, checked)
     _check_interpolations(prog, cfg)  # first: an unset ${oc.env:...} would break the checks below
+    _check_work(prog, cfg)  # before the fixed bounds: the memory a bootstrap needs says more
     try:
         check_options(cfg, prog)
     except OptionError as e:
         raise ConfigError(str(e)) from e
-    _check_work(prog, cfg)
     if not multirun:
         _check_output_dir(prog, cfg, overrides)
     return cfg
