@@ -212,6 +212,10 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)*")
 # Where a statement ends (a "." or ":" before a digit does not: "3.5", "4:3"; two spaces do, where a
 # model's line breaks were flattened: "2  how are the men standing? side by side") and a clause.
 _STATEMENT_END = re.compile(r"\?|[!;\n]|[.:](?!\d)| {2,}")
+# In a sentence ending in "?", only words before its first question word state anything (LLaVA
+# glues an answer to the next question it invents: "2 what are the men eating? food").
+_QUESTION_WORD = re.compile(r"\b(?:what|how|where|who|whom|whose|which|why|when|is|are|was|were|do|does|did|can"
+                            r"|could|would|will|should|has|have)\b")
 _CLAUSE_BREAK = re.compile(r",(?!\d)|" + _CLAUSE_END.pattern)
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -281,7 +285,8 @@ def stated_choice(answer: object, choices: Sequence[str]) -> tuple[int | None, s
 
     Occurrences are taken longest first: one inside a longer choice's occurrence does not count
     (``ground-level`` beats ``level``, ``black and white`` beats ``white``). Sentences ending
-    in ``?`` are skipped (an echoed question states nothing). An occurrence is *negated* when its
+    in ``?`` state nothing (an echoed question), except the words before their first question
+    word (what, how, is, are, ...: "2 what are the men eating?" states ``2``). An occurrence is *negated* when its
     clause holds a negation (as in :func:`decide_yes_no`: not, no, never, none, without, n't,
     ...), before or after it: "not aerial", "it isn't a pine tree", "the boy is not kicking the
     ball". Statements end at ``. ? ! ; :`` (not before a digit) and at two or more spaces (flattened
@@ -322,7 +327,8 @@ def stated_choice(answer: object, choices: Sequence[str]) -> tuple[int | None, s
         stop = end.end() if end is not None else len(text)
         sentence, pos = text[pos:stop], stop
         if end is not None and "?" in end.group():
-            continue
+            q = _QUESTION_WORD.search(sentence)
+            sentence = sentence[:q.start()] if q is not None else ""
         start = 0
         for cut in [*(m.start() for m in _CLAUSE_BREAK.finditer(sentence)), len(sentence)]:
             toks = _WORD.findall(sentence, start, cut) if cut > start else []
