@@ -72,9 +72,14 @@ def test_replay_run_outputs(replay):
     assert m["fingerprint"]["matcher"]["matcher_model"] == "pypi:all-mpnet-base-v2"
     answers = pd.read_csv(replay["tifa"] / "answers.csv", dtype=str, keep_default_na=False)
     assert len(answers) == 21466  # one row per released raw answer
-    assert set(answers["match_method"]) <= {"exact", "yes_no", "embedding"}
-    assert set(answers["match_rule"]) <= {"exact", "yes_no_word", "yes_no_token", "negation", "embedding",
-                                          "embedding_fallback"}
+    assert set(answers["match_method"]) <= {"exact", "yes_no", "stated", "embedding"}
+    assert set(answers["match_rule"]) <= {"exact", "yes_no_word", "yes_no_token", "negation", "stated_choice",
+                                          "embedding", "embedding_fallback"}
+    # BLIP's short answers that state one choice: "mountains" -> mountain, "middle aged" -> middle-aged.
+    stated = answers[answers.match_rule == "stated_choice"]
+    assert len(stated) > 300 and (stated.match_method == "stated").all()
+    row = stated[(stated.raw_answer == "middle aged") & (stated.choices.str.contains("middle-aged"))].iloc[0]
+    assert row.matched == "middle-aged"
     # The released example: BLIP said "christmas" to "what type of tree is this?".
     row = answers[(answers.file_name == "images/000-00.jpg") & (answers.question_id == "1")].iloc[0]
     assert (row.raw_answer, row.matched, row.correct) == ("christmas", "Christmas tree", "True")
