@@ -338,6 +338,9 @@ def stated_choice(answer: object, choices: Sequence[str]) -> tuple[int | None, s
             negated += [neg] * len(toks)
     if not words:
         return None, "none"
+    at: dict[str, list[int]] = {}  # word -> its positions
+    for k, w in enumerate(words):
+        at.setdefault(w, []).append(k)
     spans: list[tuple[int, int, int]] = []  # (length in words, start, choice index)
     seen: set[tuple[tuple[str, ...], frozenset[str]]] = set()
     for i, c in enumerate(choices):
@@ -347,9 +350,10 @@ def stated_choice(answer: object, choices: Sequence[str]) -> tuple[int | None, s
         seen.add(pats[0])
         for head, last in pats:
             n = len(head) + 1
-            for s in range(len(words) - n + 1):
-                if words[s + n - 1] in last and tuple(words[s:s + n - 1]) == head:
-                    spans.append((n, s, i))
+            for form in last:
+                for e in at.get(form, ()):
+                    if e >= n - 1 and tuple(words[e - n + 1:e]) == head:
+                        spans.append((n, e - n + 1, i))
     if not spans:
         return None, "none"
     taken = [False] * len(words)
