@@ -259,6 +259,15 @@ def _inflections(word: str) -> frozenset[str]:
     return frozenset(forms)
 
 
+_DIGIT_WORDS = {d: w for w, d in _NUMBER_WORDS.items()}
+
+
+@functools.lru_cache(maxsize=65536)
+def _spellings(forms: frozenset[str]) -> tuple[str, ...]:
+    """Word forms as they may be written in an answer (a digit also as its number word)."""
+    return tuple(forms | {_DIGIT_WORDS[f] for f in forms if f in _DIGIT_WORDS})
+
+
 @functools.lru_cache(maxsize=65536)
 def _choice_patterns(choice: str) -> tuple[tuple[tuple[str, ...], frozenset[str]], ...]:
     """A choice as patterns (leading words, forms of the last word): its words, and for a choice of
@@ -317,6 +326,9 @@ def stated_choice(answer: object, choices: Sequence[str]) -> tuple[int | None, s
     (None, 'several')
     """
     text = strip_markup(answer).lower()
+    # Quick exit: no form of any choice's last word occurs in the text even as a substring.
+    if not any(f in text for c in choices for _, last in _choice_patterns(str(c)) for f in _spellings(last)):
+        return None, "none"
     if _HEDGE.search(text):
         return None, "hedge"
     # The words of the statements, each marked with whether its clause holds a negation.
