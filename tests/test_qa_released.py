@@ -54,15 +54,21 @@ def _scores(run_dir, col):
     return pd.read_csv(run_dir / "scores.csv", dtype={"seg_id": str, "node": str}).set_index("file_name")[col]
 
 
-@pytest.mark.parametrize("kind, threshold", [("tifa", 0.99), ("dsg", 0.99)])
+@pytest.mark.parametrize("kind, threshold", [("tifa", 0.98), ("dsg", 0.99)])
 def test_replay_reproduces_released_per_image_scores(replay, released, kind, threshold):
     ours = _scores(replay[kind], kind)
     assert len(ours) == 2840 and ours.notna().all()
     theirs = released[f"blip1_{kind}"].reindex(ours.index)
     agree = np.isclose(ours.to_numpy(), theirs.to_numpy(), atol=1e-6)
-    # Measured: TIFA 2823/2840 (99.40%), DSG 2833/2840 (99.75%); the misses are whole SEGs (18, 120;
-    # 10, 65) where the released run evidently used other question data.
+    # Measured: TIFA 2795/2840 (98.42%), DSG 2833/2840 (99.75%). The misses are whole SEGs (18, 120;
+    # 10, 65) where the released run evidently used other question data, and (TIFA) 28 images where
+    # the default records the choice BLIP states and the release's embedding did not ("tennis
+    # court" -> court, released gym, 25 images; "on his head" -> on, released next to).
     assert agree.mean() >= threshold, f"{kind}: {agree.sum()} of {len(agree)} images agree"
+    if kind == "tifa":
+        answers = pd.read_csv(replay[kind] / "answers.csv", dtype=str, keep_default_na=False)
+        court = answers[(answers.raw_answer == "tennis court") & (answers.choices == "court|field|gym|pool")]
+        assert len(court) == 25 and set(court.matched) == {"court"} and set(court.match_rule) == {"stated_choice"}
 
 
 def test_replay_run_outputs(replay):
@@ -72,9 +78,14 @@ def test_replay_run_outputs(replay):
     assert m["fingerprint"]["matcher"]["matcher_model"] == "pypi:all-mpnet-base-v2"
     answers = pd.read_csv(replay["tifa"] / "answers.csv", dtype=str, keep_default_na=False)
     assert len(answers) == 21466  # one row per released raw answer
-    assert set(answers["match_method"]) <= {"exact", "yes_no", "embedding"}
-    assert set(answers["match_rule"]) <= {"exact", "yes_no_word", "yes_no_token", "negation", "embedding",
-                                          "embedding_fallback"}
+    assert set(answers["match_method"]) <= {"exact", "yes_no", "stated", "embedding"}
+    assert set(answers["match_rule"]) <= {"exact", "yes_no_word", "yes_no_token", "negation", "stated_choice",
+                                          "embedding", "embedding_fallback"}
+    # BLIP's short answers that state one choice: "mountains" -> mountain, "middle aged" -> middle-aged.
+    stated = answers[answers.match_rule == "stated_choice"]
+    assert len(stated) > 300 and (stated.match_method == "stated").all()
+    row = stated[(stated.raw_answer == "middle aged") & (stated.choices.str.contains("middle-aged"))].iloc[0]
+    assert row.matched == "middle-aged"
     # The released example: BLIP said "christmas" to "what type of tree is this?".
     row = answers[(answers.file_name == "images/000-00.jpg") & (answers.question_id == "1")].iloc[0]
     assert (row.raw_answer, row.matched, row.correct) == ("christmas", "Christmas tree", "True")

@@ -11,7 +11,10 @@ The policy depends on the question's kind (documented in ``docs/qa.md``, "Answer
   decides nothing). An answer with no decisive token ("The eyes are blue", "100%") falls back to
   the embedding similarity below and is recorded as ``embedding_fallback``.
 * **other questions** (multi-choice, and two-choice questions that are not yes/no such as
-  young|old): a normalised exact match, else the choice whose sentence embedding (SBERT, default
+  young|old): a normalised exact match; else, with ``yes_no="rules"``, the choice the answer
+  states (:func:`stated_choice`: the only choice present as whole words, longest first, not
+  negated in its clause: "This is an aerial photo of an island" -> aerial); else the choice whose
+  sentence embedding (SBERT, default
   ``all-mpnet-base-v2``) has the highest cosine with the answer, as in TIFA (section 3.3). The
   model matters: with all-MiniLM-L6-v2 only ~71% of TS2 images get the released BLIP1 TIFA score
   back, with all-mpnet-base-v2 99.4%.
@@ -25,6 +28,7 @@ Every decision carries the rule that made it (:data:`RULES`), written to ``answe
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import unicodedata
@@ -35,7 +39,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["normalize_answer", "strip_markup", "yes_no_variant", "decide_yes_no", "is_yes_no_question",
-           "MatchResult", "AnswerMatcher", "YES_WORDS", "NO_WORDS", "RULES", "YES_NO_MODES"]
+           "stated_choice", "MatchResult", "AnswerMatcher", "YES_WORDS", "NO_WORDS", "RULES", "YES_NO_MODES"]
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,8 @@ RULES = {
     "yes_no_word": "yes/no question; the whole answer is a yes/no variant (yep, nope, not at all, ...)",
     "yes_no_token": "yes/no question; a yes-word anywhere, or a sentence-initial no/nope/nah",
     "negation": "yes/no question; a negation in a statement's main clause (not, no, never, none, n't, ...)",
-    "embedding": "not a yes/no question; highest embedding cosine",
+    "stated_choice": "not a yes/no question; the answer states exactly one choice (whole words), not negated",
+    "embedding": "not a yes/no question; no single stated choice; highest embedding cosine",
     "embedding_fallback": "yes/no question without a decisive token (or a hedge); highest embedding cosine",
     "paper_substring": "yes_no=paper, two-choice question: right exactly when 'yes' in answer.lower()",
     "none": "empty answer: no choice, never right",
@@ -58,7 +63,7 @@ RULES = {
 #: ``yes_no`` modes: ``rules`` (default, the policy above) or ``paper`` (the release's rule).
 YES_NO_MODES = ("rules", "paper")
 # Bump when the rules change: it is part of the matcher's fingerprint (the cache key).
-_RULES_VERSION = "yes-no-rules-v1"
+_RULES_VERSION = "yes-no-rules-v1+stated-choice-v1"
 
 _SHARED_EMBEDDINGS: dict[tuple[str, str | None], dict[str, np.ndarray]] = {}
 _WS = re.compile(r"\s+")
@@ -200,12 +205,189 @@ def is_yes_no_question(choices: Sequence[str]) -> bool:
     return len(norm) == 2 and set(norm) == {"yes", "no"}
 
 
+# -- the choice an answer states (multi-choice questions) ----------------------------------------------
+# Words are runs of letters and digits (an apostrophe inside a word is kept: "isn't", "man's"), so
+# "ground-level" is the two words "ground level" and "4Yes" is "4yes".
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)*")
+# Where a statement ends (a "." or ":" before a digit does not: "3.5", "4:3"; two spaces do, where a
+# model's line breaks were flattened: "2  how are the men standing? side by side") and a clause.
+_STATEMENT_END = re.compile(r"\?|[!;\n]|[.:](?!\d)| {2,}")
+# In a sentence ending in "?", only words before its first question word state anything (LLaVA
+# glues an answer to the next question it invents: "2 what are the men eating? food").
+_QUESTION_WORD = re.compile(r"\b(?:what|how|where|who|whom|whose|which|why|when|is|are|was|were|do|does|did|can"
+                            r"|could|would|will|should|has|have)\b")
+_CLAUSE_BREAK = re.compile(r",(?!\d)|" + _CLAUSE_END.pattern)
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())} | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100"}
+_IRREGULAR_PLURAL = {"man": "men", "woman": "women", "person": "people", "child": "children", "mouse": "mice",
+                     "foot": "feet", "tooth": "teeth", "goose": "geese", "ox": "oxen", "knife": "knives",
+                     "leaf": "leaves", "wolf": "wolves", "shelf": "shelves", "loaf": "loaves", "half": "halves",
+                     "life": "lives", "wife": "wives", "calf": "calves", "thief": "thieves", "cactus": "cacti",
+                     "fish": "fish", "sheep": "sheep", "deer": "deer"}
+_IRREGULAR_SINGULAR = {v: k for k, v in _IRREGULAR_PLURAL.items()}
+
+
+def _word(token: str) -> str:
+    """A word's key: possessive 's dropped, number words as digits ("two" -> "2")."""
+    if token.endswith("'s"):
+        token = token[:-2]
+    return _NUMBER_WORDS.get(token, token)
+
+
+def _inflections(word: str) -> frozenset[str]:
+    """A (choice's last) word with its regular and irregular plural and singular forms."""
+    forms = {word}
+    if word.isdigit() or len(word) < 3:
+        return frozenset(forms)
+    if word in _IRREGULAR_PLURAL:
+        forms.add(_IRREGULAR_PLURAL[word])
+    if word in _IRREGULAR_SINGULAR:
+        forms.add(_IRREGULAR_SINGULAR[word])
+    if word.endswith(("s", "x", "z", "ch", "sh", "o")):
+        forms.add(word + "es")
+    if word[-1] == "y" and word[-2] not in "aeiou":
+        forms.add(word[:-1] + "ies")
+    elif not word.endswith(("ss", "us", "is")):
+        forms.add(word + "s")
+    if word.endswith("ies") and len(word) > 4:
+        forms.add(word[:-3] + "y")
+    elif word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh", "o")):
+        forms.add(word[:-2])
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
+        forms.add(word[:-1])
+    return frozenset(forms)
+
+
+_DIGIT_WORDS = {d: w for w, d in _NUMBER_WORDS.items()}
+
+
+@functools.lru_cache(maxsize=65536)
+def _spellings(forms: frozenset[str]) -> tuple[str, ...]:
+    """Word forms as they may be written in an answer (a digit also as its number word)."""
+    return tuple(forms | {_DIGIT_WORDS[f] for f in forms if f in _DIGIT_WORDS})
+
+
+@functools.lru_cache(maxsize=65536)
+def _choice_patterns(choice: str) -> tuple[tuple[tuple[str, ...], frozenset[str]], ...]:
+    """A choice as patterns (leading words, forms of the last word): its words, and for a choice of
+    several words also the words written as one ("surf boards" -> "surfboards"); none without words."""
+    words = tuple(_word(t) for t in _WORD.findall(normalize_answer(choice)))
+    if not words:
+        return ()
+    if len(words) == 1:
+        return (((), _inflections(words[0])),)
+    return (words[:-1], _inflections(words[-1])), ((), _inflections("".join(words)))
+
+
+def stated_choice(answer: object, choices: Sequence[str]) -> tuple[int | None, str]:
+    """The index of the choice an answer states, and why it is (or is not) decided.
+
+    A choice is *stated* where its words occur in the answer as whole words, in order, after
+    :func:`normalize_answer` (markup stripped, lower case). Words are runs of letters and digits,
+    so a hyphen or a space between words is the same ("ground-level" == "ground level"). A word's
+    possessive ``'s`` is dropped; number words zero..twenty, thirty, forty, fifty and hundred
+    equal their digits ("two" == "2"); a choice's last word also matches its plural or singular
+    (regular: +s, +es, y -> ies; irregular: man/men, person/people, knife/knives, ...:
+    "two cats" states ``cat``, "a red shirt" states ``red shirts``); a choice of several words
+    also matches them written as one word ("surfboards" states ``surf boards``).
+
+    Occurrences are taken longest first: one inside a longer choice's occurrence does not count
+    (``ground-level`` beats ``level``, ``black and white`` beats ``white``). Sentences ending
+    in ``?`` state nothing (an echoed question), except the words before their first question
+    word (what, how, is, are, ...: "2 what are the men eating?" states ``2``). An occurrence is *negated* when its
+    clause holds a negation (as in :func:`decide_yes_no`: not, no, never, none, without, n't,
+    ...), before or after it: "not aerial", "it isn't a pine tree", "the boy is not kicking the
+    ball". Statements end at ``. ? ! ; :`` (not before a digit) and at two or more spaces (flattened
+    line breaks); clauses also at a comma and the words
+    but/however/although/though/whereas/while/which/as/because/since/rather. A choice negated at
+    any of its occurrences counts as negated.
+
+    Returns
+    -------
+    (index, reason) : tuple
+        ``(i, "stated")`` when exactly one choice is stated and it is not negated (choices with
+        the same words count as one, the first); else ``(None, reason)`` with reason
+        ``"none"`` (no choice stated), ``"several"`` (two or more different choices stated,
+        negated or not), ``"negated"`` (the one stated choice is negated), or ``"hedge"`` (the
+        answer hedges: "hard to tell", "not clear", ...; nothing is decided).
+
+    Examples
+    --------
+    >>> stated_choice("This is an aerial photo of a small island.</s>", ["aerial", "ground-level", "underwater"])
+    (0, 'stated')
+    >>> stated_choice("It is a ground level photo", ["level", "ground-level"])
+    (1, 'stated')
+    >>> stated_choice("There are two cats", ["1", "2", "3"])
+    (1, 'stated')
+    >>> stated_choice("This is not an aerial photo.", ["aerial", "ground-level"])
+    (None, 'negated')
+    >>> stated_choice("It is not aerial, it is ground-level.", ["aerial", "ground-level"])
+    (None, 'several')
+    """
+    text = strip_markup(answer).lower()
+    # Quick exit: no form of any choice's last word occurs in the text even as a substring.
+    if not any(f in text for c in choices for _, last in _choice_patterns(str(c)) for f in _spellings(last)):
+        return None, "none"
+    if _HEDGE.search(text):
+        return None, "hedge"
+    # The words of the statements, each marked with whether its clause holds a negation.
+    words: list[str] = []
+    negated: list[bool] = []
+    pos = 0
+    for end in [*_STATEMENT_END.finditer(text), None]:
+        stop = end.end() if end is not None else len(text)
+        sentence, pos = text[pos:stop], stop
+        if end is not None and "?" in end.group():
+            q = _QUESTION_WORD.search(sentence)
+            sentence = sentence[:q.start()] if q is not None else ""
+        start = 0
+        for cut in [*(m.start() for m in _CLAUSE_BREAK.finditer(sentence)), len(sentence)]:
+            toks = _WORD.findall(sentence, start, cut) if cut > start else []
+            start = cut
+            neg = any(t.replace("'", "") in _NEGATIONS or t.endswith("n't") for t in toks)
+            words += [_word(t) for t in toks]
+            negated += [neg] * len(toks)
+    if not words:
+        return None, "none"
+    at: dict[str, list[int]] = {}  # word -> its positions
+    for k, w in enumerate(words):
+        at.setdefault(w, []).append(k)
+    spans: list[tuple[int, int, int]] = []  # (length in words, start, choice index)
+    seen: set[tuple[tuple[str, ...], frozenset[str]]] = set()
+    for i, c in enumerate(choices):
+        pats = _choice_patterns(str(c))
+        if not pats or pats[0] in seen:  # a choice with the words of an earlier one is that one
+            continue
+        seen.add(pats[0])
+        for head, last in pats:
+            n = len(head) + 1
+            for form in last:
+                for e in at.get(form, ()):
+                    if e >= n - 1 and tuple(words[e - n + 1:e]) == head:
+                        spans.append((n, e - n + 1, i))
+    if not spans:
+        return None, "none"
+    taken = [False] * len(words)
+    found: dict[int, bool] = {}  # choice index -> negated at any of its occurrences
+    for n, s, i in sorted(spans, key=lambda x: (-x[0], x[1])):
+        if any(taken[s:s + n]):
+            continue
+        taken[s:s + n] = [True] * n
+        found[i] = found.get(i, False) or any(negated[s:s + n])
+    if len(found) > 1:
+        return None, "several"
+    (i, neg), = found.items()
+    return (None, "negated") if neg else (i, "stated")
+
+
 @dataclass(frozen=True)
 class MatchResult:
     """The choice an answer was mapped to, and how.
 
     ``method`` is the coarse kind, as in earlier versions of ``answers.csv``: ``"exact"``,
-    ``"yes_no"`` (decided by a yes/no rule), ``"embedding"`` (highest cosine; ``similarity``
+    ``"yes_no"`` (decided by a yes/no rule), ``"stated"`` (the answer states the choice,
+    :func:`stated_choice`), ``"embedding"`` (highest cosine; ``similarity``
     holds it), ``"paper"`` (the release's substring rule) or ``"none"`` (empty answer: no choice,
     never correct). ``rule`` names the rule that decided (a key of :data:`RULES`).
     """
@@ -221,7 +403,7 @@ class MatchResult:
 
 
 class AnswerMatcher:
-    """Answer -> choice: exact match, yes/no rules, then sentence-embedding similarity.
+    """Answer -> choice: exact match, yes/no rules or the stated choice, then sentence-embedding similarity.
 
     Parameters
     ----------
@@ -237,6 +419,10 @@ class AnswerMatcher:
         reproduce the released TIFA/DSG columns, known to be wrong ("eyes" counts as yes).
     yes_no_variants : bool
         ``rules`` mode only: apply the yes/no rules at all (``False``: exact match, then embedding).
+    stated_choices : bool
+        ``rules`` mode only: for questions that are not yes/no, take the choice the answer states
+        (:func:`stated_choice`) before the embedding (``False``: exact match, then embedding, as
+        before). ``paper`` mode never does.
     device : str
         Where the embedding model runs.
     batch_size : int
@@ -254,7 +440,7 @@ class AnswerMatcher:
     """
 
     def __init__(self, model: str = "sentence-transformers/all-mpnet-base-v2", yes_no: str = "rules",
-                 yes_no_variants: bool = True, device: str = "cpu", batch_size: int = 64,
+                 yes_no_variants: bool = True, stated_choices: bool = True, device: str = "cpu", batch_size: int = 64,
                  encoder: Callable[[list[str]], Any] | None = None,
                  revision: str | None = None) -> None:
         if yes_no not in YES_NO_MODES:
@@ -263,6 +449,7 @@ class AnswerMatcher:
         self.revision = revision
         self.yes_no = yes_no
         self.yes_no_variants = bool(yes_no_variants)
+        self.stated_choices = bool(stated_choices)
         self.device = device
         self.batch_size = int(batch_size)
         self._encoder = encoder
@@ -278,7 +465,7 @@ class AnswerMatcher:
         s = {"matcher_model": self.model, "matcher_revision": self.revision, "yes_no": self.yes_no,
              "normalize": "nfkc-markup-lower-ws-edgepunct-v2"}
         if self.yes_no == "rules":
-            s.update(yes_no_variants=self.yes_no_variants, rules=_RULES_VERSION)
+            s.update(yes_no_variants=self.yes_no_variants, stated_choices=self.stated_choices, rules=_RULES_VERSION)
         return s
 
     def load(self, device: str | None = None) -> None:
@@ -360,6 +547,11 @@ class AnswerMatcher:
                 v, rule = decide_yes_no(a)
                 if v is not None:
                     results[i] = MatchResult(cs[norm_cs.index(v)], "yes_no", 1.0, rule=rule)
+                    continue
+            elif not yes_no_q and not paper and self.stated_choices:
+                j, _ = stated_choice(a, cs)
+                if j is not None:
+                    results[i] = MatchResult(cs[j], "stated", 1.0, rule="stated_choice")
                     continue
             need.append((i, "embedding_fallback" if yes_no_q else "embedding"))
         if need:
