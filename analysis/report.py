@@ -148,6 +148,9 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
     subsets = (["Avg"] if "Avg" in subsets else []) + [s for s in subsets if s != "Avg"]
     idx = d.set_index(["meta_metric", "subset", "metric"])
     has_chance = {"chance", "adjusted"} <= set(d.columns)
+    # With a bootstrap, a value without an interval had too few SEGs for one (min_segs_ci): say so.
+    has_ci = "ci_low" in d.columns and bool(np.isfinite(pd.to_numeric(d["ci_low"], errors="coerce")).any())
+    withheld = False
 
     def head(m):
         tag = {"control": "<br><small>control</small>", "reference": "<br><small>reference</small>"}
@@ -187,6 +190,12 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                 lo, hi = r.get("ci_low"), r.get("ci_high")
                 if lo is not None and hi is not None and np.isfinite(float(lo)) and np.isfinite(float(hi)):
                     txt += f"<br><small>[{_fmt_pct(float(lo))}, {_fmt_pct(float(hi))}]</small>"
+                elif has_ci:
+                    n = r.get("n_segs")
+                    seg_text = f"{int(n)} SEG{'s' if int(n) != 1 else ''}" if n is not None and np.isfinite(float(n)) \
+                        else "too few SEGs"
+                    txt += f"<br><small class=na>[n/a: {seg_text}]<sup>&dagger;</sup></small>"
+                    withheld = True
                 if has_chance and np.isfinite(float(r["chance"])):
                     txt += (f"<br><small class=chance>chance {_fmt_pct(float(r['chance']))}; "
                             f"adj. {_fmt_pct(float(r['adjusted']))}</small>")
@@ -197,6 +206,10 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
         foot = ("<p class='foot'><sup>*</sup> Blank: the value is undefined for " + html.escape(", ".join(sorted(blank)))
                 + " (e.g. delta_m of a metric whose scores do not vary within the SEGs: there is no spread to "
                 "normalise the gap by; such SEGs are left out, and a cell with none left is blank).</p>")
+    if withheld:
+        foot += ("<p class='foot'><sup>&dagger;</sup> n/a: no confidence interval for a value from fewer SEGs than "
+                 "<code>min_segs_ci</code> (default 10): a bootstrap over so few SEGs gives intervals of no meaning "
+                 "(zero width with one SEG).</p>")
     return "<table class='mm'>" + "".join(rows) + "</table>" + foot
 
 

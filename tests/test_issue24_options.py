@@ -283,3 +283,17 @@ def test_reproduce_names_the_missing_column(capsys, tmp_path):
     assert rc == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("protocol paper:"))
     assert "/48 printed Table 2 cells reproduced; 12 not reproduced because published column(s) ['blip1_dsg']" in line
+
+
+def test_report_table_says_na_where_an_interval_was_withheld():
+    from analysis.report import metametrics_html
+
+    rows = [{"metric": "full", "protocol": "graph", "meta_metric": "rank", "subset": "Avg", "value": 0.5,
+             "ci_low": 0.4, "ci_high": 0.6, "n_segs": 30},
+            {"metric": "few", "protocol": "graph", "meta_metric": "rank", "subset": "Avg", "value": 0.7,
+             "ci_low": float("nan"), "ci_high": float("nan"), "n_segs": 3}]
+    page = metametrics_html(pd.DataFrame(rows), "graph")
+    assert "[40.0, 60.0]" in page and "[n/a: 3 SEGs]" in page and "min_segs_ci" in page
+    # without any bootstrap there is no interval anywhere, and no n/a either
+    none = metametrics_html(pd.DataFrame(rows).assign(ci_low=float("nan"), ci_high=float("nan")), "graph")
+    assert "n/a" not in none
