@@ -195,6 +195,23 @@ def _withheld_note(protocol: str, withheld: np.ndarray, n_segs: np.ndarray, metr
             f"(min_segs_ci={min_segs}): {shown}{more}")
 
 
+def failure_notes(inputs: AnalysisInputs, protocol: Protocol) -> tuple[str, ...]:
+    """One note per metric with cells holding a failure code, saying how ``protocol`` reads them.
+
+    Examples
+    --------
+    >>> from analysis.scores_io import prepare_inputs, read_scores
+    >>> t = read_scores(pd.DataFrame({"seg_id": ["0"] * 3, "node": ["0", "1", "2"], "viescore": [0.8, -1, 0.2]}))
+    >>> failure_notes(prepare_inputs(t), get_protocol("graph"))
+    ("protocol graph: 1 cell(s) of 'viescore' hold a failure code (-1): read as missing (failure_codes=missing)",)
+    """
+    how = ("analysed as the score written, as the authors' code did (failure_codes=score)"
+           if protocol.failure_codes == "score" else "read as missing (failure_codes=missing)")
+    return tuple(f"protocol {protocol.name}: {n} cell(s) of {m!r} hold a failure code "
+                 f"({', '.join(f'{c:g}' for c in inputs.failure_codes.get(m, ()))}): {how}"
+                 for m, n in inputs.failure_counts().items())
+
+
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
                  seed: int = 0, confidence: float = 0.95, chance: int = 0,
                  ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
@@ -208,6 +225,8 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
         raise ValueError(f"expected ci_method one of {list(CI_METHODS)}, got {ci_method!r}")
     if bootstrap_scheme not in BOOTSTRAP_SCHEMES:
         raise ValueError(f"expected bootstrap_scheme one of {list(BOOTSTRAP_SCHEMES)}, got {bootstrap_scheme!r}")
+    fail_notes = failure_notes(inputs, protocol)
+    inputs = inputs.for_protocol(protocol)  # failure codes: scores or missing, as the protocol says
     seg_ids = included_segs(inputs, protocol)
     excluded = tuple(i for i in inputs.structure.seg_ids if i not in set(seg_ids))
     wt = build_walk_table(inputs.structure, protocol.walks, protocol.root_duplication, seg_ids, inputs.max_walks)
@@ -261,7 +280,8 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
     if chance and n_s:
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
                                sorted(inputs.lower_is_better), int(chance), seed, confidence, progress=True)
-    return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded, notes)
+    return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded,
+                          fail_notes + notes)
 
 
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,

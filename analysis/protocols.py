@@ -11,7 +11,8 @@ Two named protocols exist (``conf/protocol/paper.yaml`` and ``conf/protocol/grap
 ``graph``
     The paper's equations (2, 4, 5) on the SEG's DAG: root-to-sink walks, no duplicated root,
     Spearman with average ranks for ties (see below), KS between
-    adjacent nodes of a walk, plain mean over walks, every SEG included. Ties are ranked with
+    adjacent nodes of a walk, plain mean over walks, every SEG included, failure codes read as
+    missing scores. Ties are ranked with
     ``average`` ranks (``scipy.stats.spearmanr``), not eq. 1's ``min`` ranks: ``min`` ranks give
     the paper's own section 6.4 example (errors 0,1,1,2; scores 1,.5,.5,0), a perfect ordering,
     rank_m 0.895 instead of 1, and make the value depend on the sign convention
@@ -26,7 +27,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-__all__ = ["Protocol", "PROTOCOLS", "get_protocol", "OPTION_VALUES"]
+import numpy as np
+
+__all__ = ["Protocol", "PROTOCOLS", "get_protocol", "OPTION_VALUES", "FAILURE_CODES", "failure_cells"]
+
+# Per metric column: score values that are failure codes, not scores. VIEScore writes -1 when the
+# judge's reply cannot be parsed. Whether such a cell is a score or missing is the protocol's
+# ``failure_codes`` option; readers only count them (analysis.scores_io).
+FAILURE_CODES: dict[str, tuple[float, ...]] = {"viescore": (-1.0,)}
 
 # Allowed values of each categorical option; the first word of each docstring line in
 # Protocol says what they mean.
@@ -38,6 +46,7 @@ OPTION_VALUES: dict[str, tuple[str, ...]] = {
     "degenerate_walk": ("zero", "skip"),
     "delta_norm": ("std_all", "std_included", "none"),
     "lower_is_better_delta": ("magnitude", "signed"),
+    "failure_codes": ("score", "missing"),
 }
 
 
@@ -85,6 +94,10 @@ class Protocol:
         ``False`` reproduces that on the TS2 release only, recognised by its data
         (:func:`analysis.release.is_ts2_release`), with a log line and a record in
         ``analysis.json``; any other dataset keeps every SEG.
+    failure_codes : {"score", "missing"}
+        Cells holding a metric's failure code (:data:`FAILURE_CODES`, e.g. VIEScore's ``-1``):
+        ``score`` analyses them as the score they are written as (the paper's code, which read
+        the column as numbers), ``missing`` drops them like an empty cell.
     """
 
     name: str = "custom"
@@ -97,6 +110,7 @@ class Protocol:
     delta_norm: str = "std_all"
     lower_is_better_delta: str = "magnitude"
     include_seg_164: bool = False
+    failure_codes: str = "score"
 
     def __post_init__(self) -> None:
         for key, allowed in OPTION_VALUES.items():
@@ -123,8 +137,34 @@ PROTOCOLS: dict[str, Protocol] = {
     "paper": Protocol(name="paper"),
     "graph": Protocol(name="graph", walks="dag", root_duplication=False, tie_method="average", walk_weighting="uniform",
                       ks_pairs="adjacent", degenerate_walk="skip", delta_norm="std_included",
-                      lower_is_better_delta="signed", include_seg_164=True),
+                      lower_is_better_delta="signed", include_seg_164=True, failure_codes="missing"),
 }
+
+
+def failure_cells(values: np.ndarray, codes: tuple[float, ...]) -> np.ndarray:
+    """Where ``values`` (raw scores, as written) hold one of the failure ``codes``.
+
+    Parameters
+    ----------
+    values : ndarray
+        Scores of one metric, before any negation.
+    codes : tuple of float
+        The metric's failure codes (:data:`FAILURE_CODES`); empty for none.
+
+    Returns
+    -------
+    ndarray of bool
+        Same shape as ``values``.
+
+    Examples
+    --------
+    >>> failure_cells(np.array([0.5, -1.0, np.nan]), (-1.0,)).tolist()
+    [False, True, False]
+    """
+    values = np.asarray(values, dtype=float)
+    if not codes:
+        return np.zeros(values.shape, dtype=bool)
+    return np.isin(values, np.asarray(codes, dtype=float))
 
 
 def get_protocol(protocol: str | Protocol | dict) -> Protocol:

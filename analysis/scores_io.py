@@ -26,8 +26,9 @@ it. Ids and labels follow :mod:`seg_data.ids` (``007`` and ``7`` are refused, no
 Cells: empty, ``nan``, ``NA``, ``null``, ``None`` are missing scores (NaN, dropped by the
 meta-metrics). Quotes around a number, even unbalanced ones (``"0.5"``, ``0.5"``, ``"0.5``), are
 dropped. Any other non-numeric cell, or an infinite value, is an error naming the row and
-column. Values a metric declares as failure codes (:data:`METRIC_SENTINELS`, e.g. VIEScore's
-``-1``) become NaN, counted in the log and in the analysis notes (``run.json``).
+column. Values a metric declares as failure codes (:data:`analysis.protocols.FAILURE_CODES`,
+e.g. VIEScore's ``-1``) are kept as written and counted in the log and the analysis notes; each
+protocol decides whether they are scores or missing (its ``failure_codes`` option).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from seg_data.model import label_sort_key
 from seg_data.results import DESCRIPTIVE_COLUMNS, KEY_ALIASES, UNNAMED_COLUMN, non_metric_reason, run_record_beside
 from seg_data.validate import raise_on_errors, validate_dataset
 
+from .protocols import FAILURE_CODES, Protocol, failure_cells
 from .walks import Structure, walk_count
 
 __all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "table_format", "table_shape", "IGNORED_COLUMNS",
@@ -59,9 +61,8 @@ KEY_COLUMNS = ("seg_id", "node", "file_name", "subset")
 ALIASES = KEY_ALIASES  # TS2 metadata names of the keys (seg_data.results)
 # Descriptive columns a score table may carry that are not metrics (the one list: seg_data.results).
 IGNORED_COLUMNS = DESCRIPTIVE_COLUMNS
-# Per metric column: score values that are failure codes, not scores (one place for all readers).
-# VIEScore writes -1 when the judge's reply cannot be parsed (the TS2 release has one at images/084-33.jpg).
-METRIC_SENTINELS: dict[str, tuple[float, ...]] = {"viescore": (-1.0,)}
+# Failure codes per metric column: one list, in analysis.protocols (which decides what they mean).
+METRIC_SENTINELS = FAILURE_CODES
 LONG_EXTRA_COLUMNS = frozenset({"metric", "score", "value", "higher_is_better"})
 MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "null", "NULL", "None", "none"})
 SUBSET_SOURCES = ("auto", "dataset", "column", "ts2", "none")
@@ -81,7 +82,16 @@ class ScoreTable:
     metrics: tuple[str, ...]
     lower_is_better: frozenset[str] = frozenset()
     source: str = "<frame>"
-    notes: tuple[str, ...] = ()  # what the reader changed or left out (sentinels, ignored columns)
+    notes: tuple[str, ...] = ()  # what the reader changed or left out (failure codes, ignored columns)
+    failure_codes: dict[str, tuple[float, ...]] = field(default_factory=dict)  # metric -> its failure codes
+
+    def failure_mask(self) -> np.ndarray:
+        """``(n_rows, n_metrics)``: True where a cell holds its metric's failure code (as written)."""
+        x = self.frame[list(self.metrics)].to_numpy(dtype=float)
+        out = np.zeros(x.shape, dtype=bool)
+        for j, m in enumerate(self.metrics):
+            out[:, j] = failure_cells(x[:, j], self.failure_codes.get(m, ()))
+        return out
 
     @property
     def has_file_name(self) -> bool:
@@ -335,15 +345,13 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     out = df[[c for c in KEY_COLUMNS if c in df.columns]].copy()
     for c in score_cols:
         vals = _to_float(df[c], c, name, from_file)
-        codes = METRIC_SENTINELS.get(c, ())
-        if codes:
-            hit = np.isin(vals, codes)
-            if hit.any():
-                msg = (f"{name}: metric {c!r}: {int(hit.sum())} cell(s) hold the failure code(s) {list(codes)} "
-                       "(not scores) and are read as missing")
-                log.warning(msg)
-                notes.append(msg)
-                vals = np.where(hit, np.nan, vals)
+        n_fail = int(failure_cells(vals, FAILURE_CODES.get(c, ())).sum())
+        if n_fail:
+            msg = (f"{name}: metric {c!r}: {n_fail} cell(s) hold the failure code(s) {list(FAILURE_CODES[c])}: "
+                   "scores under protocol.failure_codes=score (paper, as the authors' code), missing under "
+                   "failure_codes=missing (graph)")
+            log.warning(msg)
+            notes.append(msg)
         out[c] = vals
         if np.isnan(out[c].to_numpy()).all():
             log.warning("%s: metric %r has no score at all (every cell is missing)", name, c)
@@ -354,7 +362,8 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     unknown = sorted(lower - set(score_cols))
     if unknown:
         raise ValueError(f"{name}: lower_is_better names {unknown}, expected metrics among {score_cols}")
-    return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes))
+    codes = {c: FAILURE_CODES[c] for c in score_cols if c in FAILURE_CODES}
+    return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes), codes)
 
 
 def table_shape(path: str | Path) -> tuple[int, int, int] | None:
@@ -447,6 +456,23 @@ class AnalysisInputs:
     source: str = "<frame>"
     notes: tuple[str, ...] = field(default_factory=tuple)
     max_walks: int | None = MAX_WALKS  # SEGs with more walks are left out of the walk-based meta-metrics
+    failures: np.ndarray | None = None  # (n_rows, n_metrics) bool: cells holding a failure code; None = none
+    failure_codes: dict[str, tuple[float, ...]] = field(default_factory=dict)  # metric -> its failure codes
+
+    def for_protocol(self, protocol: Protocol) -> "AnalysisInputs":
+        """These inputs as ``protocol`` reads them: failure-code cells set missing (NaN) under
+        ``failure_codes=missing``, kept as scores under ``failure_codes=score``."""
+        if protocol.failure_codes == "score" or self.failures is None or not self.failures.any():
+            return self
+        from dataclasses import replace
+
+        return replace(self, scores=np.where(self.failures, np.nan, self.scores))
+
+    def failure_counts(self) -> dict[str, int]:
+        """Metric -> number of cells holding one of its failure codes (metrics with none left out)."""
+        if self.failures is None:
+            return {}
+        return {m: int(n) for m, n in zip(self.metrics, self.failures.sum(axis=0)) if n}
 
 
 def _seg_order(ids: Iterable[str]) -> list[str]:
@@ -543,6 +569,7 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
     notes: list[str] = []
     frame = table.frame
     x = table.oriented()
+    fail = table.failure_mask()
     if dataset is None:
         ds = _dataset_from_table(table)
         keys = frame["file_name"] if table.has_file_name else pd.Series([f"row:{i}" for i in range(len(frame))])
@@ -564,7 +591,7 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
             log.warning(msg)
             notes.append(msg)
         kept = np.flatnonzero(in_ds)
-        x = x[kept]
+        x, fail = x[kept], fail[kept]
         sub = frame.iloc[kept]
         row_of = {fn: i for i, fn in enumerate(sub["file_name"])}
         where = [known[fn] for fn in sub["file_name"]]
@@ -592,7 +619,8 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
         log.warning(msg)
         notes.append(msg)
     return AnalysisInputs(structure, x, table.metrics, table.lower_is_better, how, table.source,
-                          tuple(table.notes) + tuple(notes), max_walks)
+                          tuple(table.notes) + tuple(notes), max_walks, fail if fail.any() else None,
+                          dict(table.failure_codes))
 
 
 REFERENCE_SUFFIX = "_reference"  # a reference metric whose name a column of the user's table has: clipscore_reference
@@ -687,4 +715,5 @@ def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
                          f"file_name), found none in common")
     return ScoreTable(joined, tuple(table.metrics) + tuple(extra),
                       frozenset(table.lower_is_better) | frozenset(names[m] for m in reference.lower_is_better),
-                      table.source, tuple(table.notes) + tuple(reference.notes) + tuple(notes))
+                      table.source, tuple(table.notes) + tuple(reference.notes) + tuple(notes),
+                      dict(table.failure_codes) | {names[m]: c for m, c in reference.failure_codes.items()})

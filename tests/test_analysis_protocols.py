@@ -228,7 +228,7 @@ def test_protocol_options_are_validated():
     paper, graph = PROTOCOLS["paper"].to_dict(), PROTOCOLS["graph"].to_dict()
     assert {k for k in paper if paper[k] != graph[k]} == {
         "name", "walks", "root_duplication", "walk_weighting", "ks_pairs", "degenerate_walk",
-        "delta_norm", "lower_is_better_delta", "include_seg_164"}
+        "delta_norm", "lower_is_better_delta", "include_seg_164", "failure_codes"}
 
 
 def test_section_6_4_example_is_perfect_in_both_protocols():
@@ -246,3 +246,27 @@ def test_section_6_4_example_is_perfect_in_both_protocols():
     assert walk_rank(errors, scores) == pytest.approx(-stats.spearmanr(errors, scores).statistic) == 1.0
     # eq. 1's min ranks stay an option, and they are what made the graph protocol read 0.895
     assert walk_rank(errors, scores, tie_method="min") == pytest.approx(0.8947, abs=1e-4)
+
+
+def test_failure_codes_are_scores_under_paper_and_missing_under_graph():
+    # VIEScore's -1 (an unparsed judge reply): the authors' code read the column as numbers, so
+    # protocol=paper keeps it as a score; protocol=graph (and failure_codes=missing) drops it.
+    spec = {"0": {"0": [0.9, 0.7], "1": [0.6, -1.0], "2": [0.1]}}
+    r = analyze(table(spec, metric="viescore"),
+                protocols=["paper", "graph", PROTOCOLS["paper"].replace(name="drop", failure_codes="missing")],
+                meta_metrics=["rank"], bootstrap=0)
+    # one paper walk: the root node twice, then levels 1 and 2
+    kept = -stats.spearmanr([0, 0, 0, 0, 1, 1, 2], [0.9, 0.7, 0.9, 0.7, 0.6, -1.0, 0.1]).statistic
+    dropped = -stats.spearmanr([0, 0, 0, 0, 1, 2], [0.9, 0.7, 0.9, 0.7, 0.6, 0.1]).statistic
+    assert r.value("viescore", "rank", protocol="paper") == pytest.approx(kept)
+    assert r.value("viescore", "rank", protocol="drop") == pytest.approx(dropped)
+    assert r.value("viescore", "rank", protocol="graph") == pytest.approx(
+        -stats.spearmanr([0, 0, 1, 2], [0.9, 0.7, 0.6, 0.1]).statistic)  # -1 dropped, no duplicated root
+    assert any("protocol paper: 1 cell(s) of 'viescore' hold a failure code (-1): analysed as the score" in n
+               for n in r.notes)
+    assert any("protocol graph: 1 cell(s) of 'viescore' hold a failure code (-1): read as missing" in n
+               for n in r.notes)
+    # the same -1 in a metric without failure codes is a score under every protocol
+    other = analyze(table(spec, metric="clip"), protocols=["graph"], meta_metrics=["rank"], bootstrap=0)
+    assert other.value("clip", "rank", protocol="graph") == pytest.approx(
+        -stats.spearmanr([0, 0, 1, 1, 2], [0.9, 0.7, 0.6, -1.0, 0.1]).statistic)
