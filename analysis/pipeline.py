@@ -76,6 +76,7 @@ class ProtocolResult:
     chance: ChanceLevels | None = None
     excluded: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what this protocol withheld (CIs of cells with too few SEGs)
+    failure_notes: tuple[str, ...] = ()  # how this protocol read failure-code cells (failure_notes())
 
     @property
     def protocol(self) -> Protocol:
@@ -281,7 +282,7 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
                                sorted(inputs.lower_is_better), int(chance), seed, confidence, progress=True)
     return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded,
-                          fail_notes + notes)
+                          notes, fail_notes)
 
 
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,
@@ -350,7 +351,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
         results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
                                               int(chance), ci_method, bootstrap_scheme, int(min_segs_ci))
-    notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.notes)
+    notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.failure_notes + r.notes)
     return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
                           float(confidence), inputs.source, inputs.subset_source, notes, int(chance),
                           ci_method, bootstrap_scheme, int(min_segs_ci))

@@ -115,3 +115,30 @@ def test_reproduce_missing_input_is_a_clear_error(tmp_path):
     (tmp_path / "metadata.csv").write_text("id,target_prompt,file_name,rank\n")
     with pytest.raises(FileNotFoundError, match="released/scores_subset.csv.*scores=FILE_OR_URL"):
         locate_inputs(tmp_path)
+
+
+def test_reproduce_keeps_failure_codes_as_scores_under_paper_and_says_how_many(ts2_dir, tmp_path):
+    # A release whose score file also has VIEScore, with its failure code -1 in two cells.
+    from ts2.commands.reproduce import reproduce
+
+    frame = pd.read_csv(ts2_dir / "released" / "scores_subset.csv", dtype={"seg_id": str, "node": str})
+    fail = frame["file_name"].isin(["images/084-33.jpg", "images/010-02.jpg"])
+    assert fail.sum() == 2
+    frame["viescore"] = frame["clipscore"].where(~fail, -1.0)
+    frame["as_written"] = frame["viescore"]  # no failure code: -1 is a score
+    frame["as_missing"] = frame["viescore"].where(~fail)  # the -1 cells left empty
+    scores = tmp_path / "scores.csv"
+    frame.to_csv(scores, index=False)
+    r = reproduce(ts2_dir, tmp_path / "out", scores=str(scores), bootstrap=0, figures=[])
+    assert r["failure_codes"]["paper"] == ("protocol paper: 2 cell(s) of 'viescore' hold a failure code (-1): analysed "
+                                           "as the score written, as the authors' code did (failure_codes=score)",)
+    assert r["failure_codes"]["graph"] == ("protocol graph: 2 cell(s) of 'viescore' hold a failure code (-1): read as "
+                                           "missing (failure_codes=missing)",)
+    md = (tmp_path / "out" / "discrepancies.md").read_text()
+    assert "- protocol paper: 2 cell(s) of 'viescore' hold a failure code (-1)" in md
+    mm = pd.read_csv(tmp_path / "out" / "metametrics.csv")
+    for proto, twin in (("paper", "as_written"), ("graph", "as_missing")):
+        d = mm[mm.protocol == proto].set_index(["metric", "meta_metric", "subset"])["value"]
+        assert d.loc["viescore"].to_numpy() == pytest.approx(d.loc[twin].to_numpy(), nan_ok=True)
+    d = mm[mm.protocol == "paper"].set_index(["metric", "meta_metric", "subset"])["value"]
+    assert d.loc[("viescore", "delta", "Avg")] != pytest.approx(d.loc[("as_missing", "delta", "Avg")])

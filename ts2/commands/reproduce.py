@@ -74,8 +74,15 @@ def locate_inputs(path: str | Path | None, scores: str | None = None, revision: 
     return root, str(sp)
 
 
-def discrepancies_markdown(table: pd.DataFrame) -> str:
-    """The discrepancy list as Markdown: a summary line per protocol, then the differing cells."""
+def failure_code_notes(res) -> dict[str, tuple[str, ...]]:
+    """Protocol -> its notes on failure-code cells (VIEScore's ``-1``: how many, read how), from an
+    :class:`analysis.pipeline.AnalysisResult`."""
+    return {name: r.failure_notes for name, r in res.protocols.items()}
+
+
+def discrepancies_markdown(table: pd.DataFrame, notes: dict[str, tuple[str, ...]] | None = None) -> str:
+    """The discrepancy list as Markdown: a summary line per protocol, its failure-code notes
+    (:func:`failure_code_notes`), then the differing cells."""
     from analysis.paper_table2 import LABELS
 
     lines = ["# Reproduction of Table 2 vs the printed values", ""]
@@ -83,6 +90,8 @@ def discrepancies_markdown(table: pd.DataFrame) -> str:
         n, ok = len(d), int(d["match"].sum())
         lines.append(f"## protocol `{proto}`: {ok} of {n} printed cells reproduced (to the printed 0.1)")
         lines.append("")
+        for note in (notes or {}).get(str(proto), ()):
+            lines += [f"- {note}", ""]
         bad = d[~d["match"]]
         if bad.empty:
             lines += ["Every cell matches.", ""]
@@ -96,7 +105,8 @@ def discrepancies_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def discrepancies_html(table: pd.DataFrame) -> str:
+def discrepancies_html(table: pd.DataFrame, notes: dict[str, tuple[str, ...]] | None = None) -> str:
+    """The discrepancy list as HTML for the report (see :func:`discrepancies_markdown`)."""
     from analysis.paper_table2 import LABELS
 
     parts = ["<p>Every Table 2 cell of the released metrics, reproduced from the released per-image scores. "
@@ -107,6 +117,7 @@ def discrepancies_html(table: pd.DataFrame) -> str:
     for proto, d in table.groupby("protocol", sort=False):
         bad = d[~d["match"]]
         parts.append(f"<h3>protocol {html.escape(str(proto))}: {int(d['match'].sum())} of {len(d)} cells match</h3>")
+        parts += [f"<p>{html.escape(n)}</p>" for n in (notes or {}).get(str(proto), ())]
         if bad.empty:
             continue
         rows = ["<tr><th>metric</th><th>meta-metric</th><th>subset</th><th>printed</th><th>reproduced</th>"
@@ -177,6 +188,7 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
         r["tables"] = {proto: [published_path(p) for p in paths] for proto, paths in r["tables"].items()}
         r["discrepancy_files"] = [published_path(p) for p in r["discrepancy_files"]]
         r["missing"] = missing
+        r["failure_codes"] = failure_code_notes(res)
         return r
 
 
@@ -187,7 +199,8 @@ def _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out: Path
     from analysis.tables import write_tables
 
     disc.to_csv(out / "discrepancies.csv", index=False)
-    (out / "discrepancies.md").write_text(discrepancies_markdown(disc) + "\n", encoding="utf-8")
+    fail = failure_code_notes(res)
+    (out / "discrepancies.md").write_text(discrepancies_markdown(disc, fail) + "\n", encoding="utf-8")
     tables: dict[str, list[Path]] = {}
     for proto in dict.fromkeys(mm["protocol"]):
         tables[proto] = write_tables(mm[mm["protocol"] == proto], out, labels=LABELS, stem=f"table_{proto}")
@@ -198,7 +211,7 @@ def _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out: Path
         runs=(rp.RunInfo(label=Path(score_src).name, dirs=(str(root),), overrides={},
                          columns={m: m for m in res.metrics}, n_images=len(frame)),),
         notes=tuple(res.notes), dataset=getattr(ds, "name", None) or "TS2", confidence=res.confidence)
-    extra = [("Discrepancies with the printed Table 2", discrepancies_html(disc))]
+    extra = [("Discrepancies with the printed Table 2", discrepancies_html(disc, fail))]
     kinds = rp.FIGURE_KINDS if figures is None else tuple(figures)
     if "pareto" in kinds:
         extra.append(("Figure 4 from the printed Table 2 (all 19 metrics)", printed_figure4_html(out / "figures")))
@@ -259,6 +272,8 @@ def main(cfg: DictConfig) -> int:
             line += (" (this protocol follows the paper's equations; the printed table follows the authors' "
                      "code, so differences are expected)")
         sys.stdout.write(line + "\n")
+        for note in r["failure_codes"].get(str(proto), ()):
+            sys.stdout.write(f"  {note}\n")
     for proto, paths in r["tables"].items():
         sys.stdout.write(f"table ({proto}): {', '.join(str(p) for p in paths)}\n")
     sys.stdout.write(f"discrepancies: {r['discrepancy_files'][1]}\nreport: {r['report'].html}\n")
