@@ -53,7 +53,7 @@ from .protocols import FAILURE_CODES, Protocol, failure_cells
 from .walks import Structure, walk_count
 
 __all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "table_format", "table_shape", "IGNORED_COLUMNS",
-           "METRIC_SENTINELS", "SUBSET_SOURCES", "degenerate_metrics"]
+           "METRIC_SENTINELS", "SUBSET_SOURCES", "degenerate_metrics", "apply_lower_is_better", "with_reference"]
 
 log = logging.getLogger(__name__)
 
@@ -679,6 +679,53 @@ def degenerate_metrics(scores: np.ndarray, structure: Structure, metrics: Sequen
             out.append(f"metric {m!r}: none of the {len(top)} level-0 (error-free) images has a score: every walk "
                        "lacks its error-free end, so its meta-metrics compare erroneous images only")
     return out
+
+
+def apply_lower_is_better(names: Iterable[str], table: ScoreTable,
+                          reference: ScoreTable | None = None) -> tuple[ScoreTable, ScoreTable | None]:
+    """Mark ``names`` lower-is-better in every table that has a metric of that name.
+
+    ``ts2 analyze lower_is_better=[...]`` names metrics of the user's score table, of the
+    reference table added beside it (:func:`with_reference`), or of both: each column that has
+    the name gets it (a reference column renamed ``<name>_reference`` beside the user's keeps it
+    through :func:`with_reference`).
+
+    Parameters
+    ----------
+    names : iterable of str
+        Metric names.
+    table : ScoreTable
+        The user's table.
+    reference : ScoreTable, optional
+        The reference table, before it is joined.
+
+    Returns
+    -------
+    (ScoreTable, ScoreTable or None)
+        Both tables, marked.
+
+    Raises
+    ------
+    ValueError
+        A name that no table has.
+
+    Examples
+    --------
+    >>> a = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["x", "y"], "m": [1, 0]}))
+    >>> b = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["x", "y"], "r": [1, 0]}))
+    >>> [sorted(t.lower_is_better) for t in apply_lower_is_better(["r"], a, b)]
+    [[], ['r']]
+    """
+    from dataclasses import replace
+
+    names = [str(n) for n in names]
+    tables = [t for t in (table, reference) if t is not None]
+    unknown = [n for n in names if not any(n in t.metrics for t in tables)]
+    if unknown:
+        among = " or ".join(f"{list(t.metrics)} ({t.source})" for t in tables)
+        raise ValueError(f"lower_is_better names {unknown}: expected metrics among {among}")
+    marked = [replace(t, lower_is_better=t.lower_is_better | {n for n in names if n in t.metrics}) for t in tables]
+    return marked[0], (marked[1] if reference is not None else None)
 
 
 def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:

@@ -93,3 +93,68 @@ def test_own_clipscore_is_analysed_beside_the_published_one(ts2_dir, tmp_path):
     assert round(100 * cell["clipscore"], 1) == -71.4            # the user's reversed copy, under its own name
     notes = json.loads((out / "analysis.json").read_text(encoding="utf-8"))["notes"]
     assert any("'clipscore'" in n and "'clipscore_reference'" in n for n in notes)  # recorded beside the numbers
+
+
+# -- issue 28, item 2: lower_is_better applies to every column of that name --------------------------------
+@pytest.fixture
+def release_with_llmscore(ts2_dir, tmp_path):
+    """A TS2 release folder whose score file also has lower-is-better columns (LLMScore's error counts,
+    here the reversed CLIPScore, so their Table 2 cells are known: rank Avg 71.4 once oriented)."""
+    root = tmp_path / "release"
+    (root / "released").mkdir(parents=True)
+    (root / "metadata.csv").write_bytes((ts2_dir / "metadata.csv").read_bytes())
+    released = pd.read_csv(ts2_dir / "released" / "scores_subset.csv", dtype={"seg_id": str, "node": str})
+    released = released.assign(llmscore_ec=-released["clipscore"], llmscore_over=-released["clipscore"])
+    released.to_csv(root / "released" / "scores_subset.csv", index=False)
+    return root, released
+
+
+def _rank_avg(out) -> pd.Series:
+    mm = pd.read_csv(out / "metametrics.csv")
+    cell = mm[(mm.meta_metric == "rank") & (mm.subset == "Avg") & (mm.protocol == "paper")]
+    return (100 * cell.set_index("metric")["value"]).round(1)
+
+
+def test_lower_is_better_names_reference_columns(release_with_llmscore, tmp_path):
+    root, released = release_with_llmscore
+    mine = released[["seg_id", "node", "file_name"]].assign(my_metric=released["clipscore"])
+    f = tmp_path / "mine.csv"
+    mine.to_csv(f, index=False)
+    out = tmp_path / "a"
+    # the names are columns of the reference table only: they apply there, and the command succeeds
+    assert main(["analyze", f"scores={f}", f"path={root}", "protocol=paper", "subsets=ts2", "bootstrap=0",
+                 "chance=0", "ranking.enabled=false", "lower_is_better=[llmscore_ec,llmscore_over]",
+                 f"output_dir={out}"]) == 0
+    rank = _rank_avg(out)
+    assert (rank["llmscore_ec"], rank["llmscore_over"], rank["my_metric"]) == (71.4, 71.4, 71.4)
+
+
+def test_lower_is_better_on_the_release_itself_with_path(release_with_llmscore, tmp_path):
+    root, released = release_with_llmscore
+    # the issue's command: scores= the release's own file, path= its folder
+    out = tmp_path / "a"
+    assert main(["analyze", f"scores={root / 'released' / 'scores_subset.csv'}", f"path={root}", "protocol=paper",
+                 "subsets=ts2", "bootstrap=0", "chance=0", "ranking.enabled=false",
+                 "lower_is_better=[llmscore_ec,llmscore_over]", f"output_dir={out}"]) == 0
+    assert _rank_avg(out)["llmscore_ec"] == 71.4
+    # a copy of it elsewhere: the user's columns and the automatic reference both have the names
+    copy = tmp_path / "copy.csv"
+    released.to_csv(copy, index=False)
+    out2 = tmp_path / "b"
+    assert main(["analyze", f"scores={copy}", f"path={root}", "protocol=paper", "subsets=ts2", "bootstrap=0",
+                 "chance=0", "ranking.enabled=false", "lower_is_better=[llmscore_ec,llmscore_over]",
+                 f"output_dir={out2}"]) == 0
+    rank = _rank_avg(out2)
+    for m in ("llmscore_ec", "llmscore_ec_reference", "llmscore_over", "llmscore_over_reference", "clipscore"):
+        assert rank[m] == 71.4, m
+
+
+def test_lower_is_better_naming_no_column_is_an_error(release_with_llmscore, tmp_path, capfd):
+    root, released = release_with_llmscore
+    f = tmp_path / "mine.csv"
+    released[["seg_id", "node", "file_name"]].assign(my_metric=released["clipscore"]).to_csv(f, index=False)
+    assert main(["analyze", f"scores={f}", f"path={root}", "bootstrap=0", "chance=0", "ranking.enabled=false",
+                 "lower_is_better=[llmscor_ec]", f"output_dir={tmp_path / 'a'}"]) == 2
+    msg = capfd.readouterr().err
+    assert "lower_is_better names ['llmscor_ec']: expected metrics among ['my_metric']" in msg
+    assert "scores_subset.csv" in msg and "'llmscore_ec'" in msg

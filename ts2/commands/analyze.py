@@ -71,25 +71,25 @@ def main(cfg: DictConfig) -> int:
     from analysis.compare import compare_metrics, rank_metrics
     from analysis.outputs import compare_text, summary_text, write_outputs
     from analysis.pipeline import MIN_SEGS_CI, analyze
-    from analysis.scores_io import prepare_inputs, read_scores
+    from analysis.scores_io import apply_lower_is_better, prepare_inputs, read_scores
     from seg_data import SEGValidationError
 
     out = output_dir(cfg)
     try:
-        table = read_scores(str(cfg.scores), metrics=_list(cfg.get("metrics")) or None,
-                            lower_is_better=_list(cfg.get("lower_is_better")))
+        table = read_scores(str(cfg.scores), metrics=_list(cfg.get("metrics")) or None)
         from seg_data.results import run_record_beside
 
         run = run_record_beside(str(cfg.scores))
         roles = {m: (run.roles.get(m, "metric") if run else "metric") for m in table.metrics}
         ref = _reference(cfg)
-        if ref is not None:
+        reference = read_scores(str(ref)) if ref is not None else None
+        # lower_is_better applies to every column of that name: yours, the reference's, or both.
+        table, reference = apply_lower_is_better(_list(cfg.get("lower_is_better")), table, reference)
+        if reference is not None:
             from analysis.scores_io import with_reference
 
             log.info("analysing the reference metrics of %s beside %s", ref, cfg.scores)
-            # lower_is_better names your columns: a reference metric of the same name keeps its own direction.
-            ref_lower = [m for m in _list(cfg.get("lower_is_better")) if m not in table.metrics]
-            table = with_reference(table, read_scores(str(ref), lower_is_better=ref_lower))
+            table = with_reference(table, reference)
             roles |= {m: "reference" for m in table.metrics if m not in roles}
         dataset = None
         if cfg.get("path") or cfg.get("dataset") is not None:
