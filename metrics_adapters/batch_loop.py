@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import Metric, MetricError, ScoreItem
 from .cache import ScoreCache
+from .hub import ModelUnavailableError
 
 if TYPE_CHECKING:
     from .engine import EngineSettings, _Plan, _Work
@@ -107,6 +108,8 @@ def _score_isolated(call, b_items: list[ScoreItem], images, name: str) -> list[t
     """``call`` on the whole batch; if that raises, item by item so one bad item fails alone."""
     try:
         return list(call(b_items, images))
+    except ModelUnavailableError:
+        raise  # a model that cannot be loaded fails every item alike: compute() stops the metric
     except Exception as e:
         log.warning("%s: batch of %d failed (%s: %s); retrying item by item", name, len(b_items), type(e).__name__, e)
     rows: list[tuple[float, ...] | BaseException] = []
@@ -143,6 +146,8 @@ def compute(metric: Metric, todo_items: list[ScoreItem], plan: _Plan, cache: Sco
 
     try:
         for batch in loader:
+            if work.load_error is not None:
+                break
             for j, err in batch.errors:
                 work.pair_fail[plan.todo[j]] = err
             if batch.indices:
@@ -150,7 +155,11 @@ def compute(metric: Metric, todo_items: list[ScoreItem], plan: _Plan, cache: Sco
                 images = batch.images() if metric.needs_images else None
                 if batch.raw:
                     images = to_model_input(images, spec, plan.device, dtype)
-                rows = _score_isolated(call, b_items, images, metric.name)
+                try:
+                    rows = _score_isolated(call, b_items, images, metric.name)
+                except ModelUnavailableError as e:
+                    _fail_unloadable(metric, e, plan, work)
+                    break
                 _note_truncation(metric, b_items, trunc_memo)
                 to_store = _collect(batch.indices, b_items, rows, plan, work, trunc_memo)
                 writes.put(to_store)
@@ -172,6 +181,17 @@ def _note_truncation(metric: Metric, b_items: list[ScoreItem], memo: dict[str, b
     except Exception as e:  # counting is a report extra
         log.warning("%s: could not check prompt truncation: %s", metric.name, e)
         memo.update((p, False) for p in new_prompts)
+
+
+def _fail_unloadable(metric: Metric, error: ModelUnavailableError, plan: _Plan, work: _Work) -> None:
+    """A model the metric loads on first use (the QA answer matcher, a VQA model) cannot be
+    loaded: one error, and every pair not scored yet fails with it, as a failure at load does
+    (:func:`metrics_adapters.engine._load`), instead of the same error per batch and item."""
+    work.load_error = f"{type(error).__name__}: {error}"
+    log.error("%s: could not load the metric: %s", metric.name, work.load_error)
+    for p in plan.todo:
+        if p not in work.results:
+            work.pair_fail[p] = f"metric failed to load: {work.load_error}"
 
 
 def _collect(indices: list[int], b_items: list[ScoreItem], rows, plan: _Plan, work: _Work,

