@@ -158,3 +158,28 @@ def test_lower_is_better_naming_no_column_is_an_error(release_with_llmscore, tmp
     msg = capfd.readouterr().err
     assert "lower_is_better names ['llmscor_ec']: expected metrics among ['my_metric']" in msg
     assert "scores_subset.csv" in msg and "'llmscore_ec'" in msg
+
+
+def test_automatic_reference_that_cannot_join_never_fails_the_run(ts2_dir, tmp_path, capfd):
+    # a dataset folder in the TS2 layout whose released/scores_subset.csv scores other images
+    # (none in common): the automatic reference is left out with a warning, the run succeeds;
+    # a reference you name still must join.
+    root = tmp_path / "mine"
+    (root / "released").mkdir(parents=True)
+    meta = pd.read_csv(ts2_dir / "metadata.csv", dtype=str)
+    meta = meta[meta["id"].astype(int) < 5].assign(file_name=lambda d: d["file_name"].str.replace("images/", "own/"))
+    meta.to_csv(root / "metadata.csv", index=False)
+    ref = root / "released" / "scores_subset.csv"
+    ref.write_bytes((ts2_dir / "released" / "scores_subset.csv").read_bytes())
+    rng = np.random.default_rng(0)
+    f = tmp_path / "mine.csv"
+    pd.DataFrame({"seg_id": meta["id"], "node": meta["rank"], "file_name": meta["file_name"],
+                  "my_metric": rng.random(len(meta))}).to_csv(f, index=False)
+    out = tmp_path / "a"
+    assert main(["analyze", f"scores={f}", f"path={root}", "bootstrap=0", "chance=0", "ranking.enabled=false",
+                 f"output_dir={out}"]) == 0
+    assert set(pd.read_csv(out / "metametrics.csv").metric) == {"my_metric"}
+    assert "not analysing the reference metrics of" in capfd.readouterr().err
+    assert main(["analyze", f"scores={f}", f"path={root}", "bootstrap=0", "chance=0", f"reference={ref}",
+                 "ranking.enabled=false", f"output_dir={tmp_path / 'b'}"]) == 2
+    assert "found none in common" in capfd.readouterr().err

@@ -82,15 +82,31 @@ def main(cfg: DictConfig) -> int:
         run = run_record_beside(str(cfg.scores))
         roles = {m: (run.roles.get(m, "metric") if run else "metric") for m in table.metrics}
         ref = _reference(cfg)
-        reference = read_scores(str(ref)) if ref is not None else None
+        auto = cfg.get("reference", None) == "auto"
+        reference = None
+        if ref is not None:
+            try:
+                reference = read_scores(str(ref))
+            except ValueError as e:
+                if not auto:
+                    raise
+                log.warning("not analysing the reference metrics of %s (reference=auto): %s", ref, e)
+                ref = None
         # lower_is_better applies to every column of that name: yours, the reference's, or both.
         table, reference = apply_lower_is_better(_list(cfg.get("lower_is_better")), table, reference)
         if reference is not None:
             from analysis.scores_io import with_reference
 
-            log.info("analysing the reference metrics of %s beside %s", ref, cfg.scores)
-            table = with_reference(table, reference)
-            roles |= {m: "reference" for m in table.metrics if m not in roles}
+            try:
+                table = with_reference(table, reference)
+                log.info("analysing the reference metrics of %s beside %s", ref, cfg.scores)
+                roles |= {m: "reference" for m in table.metrics if m not in roles}
+            except ValueError as e:
+                if not auto:  # a reference you named must join; the automatic one never fails a run
+                    raise
+                log.warning("not analysing the reference metrics of %s (reference=auto; reference=null turns "
+                            "this off): %s", ref, e)
+                ref = None
         dataset = None
         if cfg.get("path") or cfg.get("dataset") is not None:
             from ts2.common import load_dataset
