@@ -14,7 +14,9 @@ For one metric, :func:`score_metric`
    (and ``torch.autocast`` for fp16/bf16 on CUDA), shows a tqdm bar and hands every batch's
    scores to a background thread that commits them to the cache;
 4. isolates failures: a batch that raises is retried item by item; an unreadable image, an
-   exception or a non-finite score fails only its own item, with the reason recorded.
+   exception or a non-finite score fails only its own item, with the reason recorded. A model
+   that cannot be loaded (:class:`~metrics_adapters.hub.ModelUnavailableError`, at load or on
+   first use) fails the metric once: every pending item gets that reason, nothing is retried.
 
 A killed run loses at most the batches in flight: started again, it finds every committed pair
 in the cache. :func:`~metrics_adapters.outputs.write_outputs` then writes ``scores.csv`` and
