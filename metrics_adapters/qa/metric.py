@@ -266,8 +266,19 @@ class QAMetric(Metric):
         return self._cache
 
     def _ensure_vqa(self) -> None:
+        """Load the VQA backend on first use; a failure is a :class:`ModelUnavailableError`, which
+        stops the metric once (the engine) instead of failing batch after batch."""
         if not getattr(self, "_vqa_loaded", False):
-            self.vqa.load(getattr(self, "_device", "cpu"), getattr(self, "_dtype", None))
+            from ..hub import ModelUnavailableError
+
+            try:
+                self.vqa.load(getattr(self, "_device", "cpu"), getattr(self, "_dtype", None))
+            except ModelUnavailableError:
+                raise
+            except Exception as e:
+                ids = self.vqa.model_ids() or {}
+                raise ModelUnavailableError(f"could not load the VQA backend {ids or type(self.vqa).__name__}: "
+                                            f"{type(e).__name__}: {e}") from e
             self._vqa_loaded = True
 
     def unload(self) -> None:
