@@ -245,11 +245,10 @@ class QAMetric(Metric):
         if self.questions_file is not None and self._qsets is None:
             self._qsets = self._load_questions(self.questions_file)
         # Models load on first use: a run whose answers are all cached never loads the VQA model,
-        # one whose questions are cached never loads the generator, and exact matches need no SBERT.
-        # But a matcher model that cannot be loaded at all fails the run here, once.
-        check = getattr(self.matcher, "check", None)
-        if check is not None:
-            check()
+        # one whose questions are cached never loads the generator, and exact matches (always_yes,
+        # the paper's yes/no rule) need no SBERT, so the matcher model is not required up front. One
+        # that cannot be loaded fails the metric once, on first use (AnswerMatcher.load remembers
+        # the error; the engine stops the metric on ModelUnavailableError).
         self.matcher.device = device
         self._device, self._dtype = device, dtype
         self._vqa_loaded = False
