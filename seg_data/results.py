@@ -22,12 +22,14 @@ No pandas, numpy or torch here: only the standard library.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import logging
 import math
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -512,7 +514,7 @@ def recover_result_folder(folder: str | Path) -> None:
     d = Path(os.path.abspath(folder))
     if not d.parent.is_dir():
         return
-    for side in sorted(d.parent.glob(f".{_glob_escape(d.name)}{_OLD}*")):
+    for side in sorted(d.parent.glob(f".{glob.escape(d.name)}{_OLD}*")):
         if _ACTIVE.get(str(d)) == side:
             continue
         if d.exists():
@@ -520,7 +522,7 @@ def recover_result_folder(folder: str | Path) -> None:
         else:
             os.rename(side, d)
             log.warning("%s: restored the earlier result set (a writer died while swapping in its new one)", d)
-    for side in sorted(d.parent.glob(f".{_glob_escape(d.name)}{_NEW}*")):
+    for side in sorted(d.parent.glob(f".{glob.escape(d.name)}{_NEW}*")):
         if _ACTIVE.get(str(d)) == side:
             continue
         finished = (side / MANIFEST).is_file() and not (side / INCOMPLETE_MARKER).exists()
@@ -533,15 +535,7 @@ def recover_result_folder(folder: str | Path) -> None:
         _rmtree(side)
 
 
-def _glob_escape(name: str) -> str:
-    import glob
-
-    return glob.escape(name)
-
-
 def _rmtree(p: Path) -> None:
-    import shutil
-
     shutil.rmtree(p, ignore_errors=True)
 
 

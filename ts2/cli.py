@@ -255,7 +255,6 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     result: dict[str, int] = {"rc": 0}
 
     def task(cfg) -> None:
-        from seg_data.results import FolderLockedError, folder_lock
         from ts2.common import output_dir
 
         try:
