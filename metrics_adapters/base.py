@@ -10,12 +10,12 @@ This module must stay importable without torch: subclasses import heavy packages
 
 from __future__ import annotations
 
-import hashlib
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from .identity import code_identity, fingerprint_hash
 
 __all__ = ["Metric", "ScoreItem", "MetricError", "check_prompt_template"]
 
@@ -50,6 +50,10 @@ class Metric(ABC):
     columns : tuple[str, ...] | None
         Names of the score columns when a metric gives more than one (e.g. an LLM judge's
         error count and rating); ``None`` means one column named by ``name``.
+    version : str
+        Bumped whenever what the class computes changes; it enters :meth:`fingerprint`, so old
+        cached scores are not returned for new code. A class defined outside the ts2 packages is
+        also keyed by its module file's bytes (:func:`metrics_adapters.identity.code_identity`).
     role : str
         ``"metric"`` (evaluated), or ``"control"`` for a metric built to fail (random scores,
         shuffled inputs, answers without looking, prompt-blind image measures): reports draw
@@ -66,6 +70,7 @@ class Metric(ABC):
     needs_images: ClassVar[bool] = True
     columns: ClassVar[tuple[str, ...] | None] = None
     role: ClassVar[str] = "metric"
+    version: ClassVar[str] = "1"
 
     def __init__(self, name: str) -> None:
         self.name = str(name)
@@ -79,13 +84,17 @@ class Metric(ABC):
         return {}
 
     def fingerprint(self) -> dict[str, Any]:
-        """Class path + :meth:`settings`: two metrics with equal fingerprints give equal scores."""
+        """Class path + code identity + :meth:`settings`: equal fingerprints give equal scores.
+
+        The code identity is the class's :attr:`version` and, for a class defined outside the
+        ts2 packages, the hash of its source (:func:`metrics_adapters.identity.code_identity`).
+        """
         cls = type(self)
-        return {"metric": f"{cls.__module__}:{cls.__qualname__}", **self.settings()}
+        return {"metric": f"{cls.__module__}:{cls.__qualname__}", **code_identity(cls),
+                **self.settings()}
 
     def fingerprint_hash(self) -> str:
-        blob = json.dumps(self.fingerprint(), sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+        return fingerprint_hash(self.fingerprint())
 
     def output_columns(self) -> tuple[str, ...]:
         return tuple(f"{self.name}_{c}" for c in self.columns) if self.columns else (self.name,)

@@ -25,8 +25,6 @@ in the cache. :func:`~metrics_adapters.outputs.write_outputs` then writes ``scor
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 import os
@@ -40,6 +38,7 @@ from typing import Any
 
 from .base import Metric, ScoreItem
 from .cache import ScoreCache
+from .identity import fingerprint_hash
 from .images import DEFAULT_MAX_SIDE, decode_settings
 from .outputs import (
     BASE_COLUMNS,
@@ -262,7 +261,7 @@ def cache_key(metric: Metric, precision: str = "fp32", max_image_side: int | Non
     blob = {"metric": metric.fingerprint(), "precision": precision}
     if metric.needs_images:
         blob["decode"] = decode_settings(max_image_side, decode)
-    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return fingerprint_hash(blob)
 
 
 def items_from_table(table) -> list[ScoreItem]:

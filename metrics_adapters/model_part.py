@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .identity import code_identity
+
 __all__ = ["ModelPart"]
 
 
@@ -18,6 +20,8 @@ class ModelPart:
     """
 
     fingerprint_key = "part"
+    #: Bumped whenever what the part computes changes (see :mod:`metrics_adapters.identity`).
+    version = "1"
 
     def settings(self) -> dict[str, Any]:
         """Everything that changes an output (model, revision, decoding, templates); no secrets."""
@@ -25,7 +29,8 @@ class ModelPart:
 
     def fingerprint(self) -> dict[str, Any]:
         cls = type(self)
-        return {self.fingerprint_key: f"{cls.__module__}:{cls.__qualname__}", **self.settings()}
+        return {self.fingerprint_key: f"{cls.__module__}:{cls.__qualname__}", **code_identity(cls),
+                **self.settings()}
 
     def model_ids(self) -> dict[str, Any]:
         """Model ids and revisions, for ``run.json``."""

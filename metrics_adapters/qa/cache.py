@@ -21,9 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from ..identity import fingerprint_hash
 
 __all__ = ["QACache", "answer_key", "question_key", "fingerprint_hash", "image_key", "QA_CACHE_FILE"]
 
@@ -39,11 +41,6 @@ CREATE TABLE IF NOT EXISTS questions (
     key TEXT PRIMARY KEY, generator TEXT NOT NULL, prompt TEXT NOT NULL, status TEXT NOT NULL,
     payload TEXT NOT NULL, created REAL) WITHOUT ROWID;
 """
-
-
-def fingerprint_hash(fingerprint: Mapping[str, Any]) -> str:
-    """Stable hash of a fingerprint dict (key order does not matter)."""
-    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def image_key(image: Any) -> str:

@@ -1,0 +1,97 @@
+"""What a cache key knows about the code that computes a result.
+
+A score cache is only safe if its key changes whenever the result could. Settings (model id,
+revision, template, decoding) reach the key through ``settings()``; the *code* reaches it here:
+
+* every class carries a ``version`` (a class attribute, bumped by whoever changes what the class
+  computes in the installed ts2 packages, which are released and reviewed as a whole), and
+* a class defined **outside** the ts2 packages (a user's own metric in their module, the path
+  ``docs/metrics.md`` teaches) also contributes a hash of its source: the bytes of its module file,
+  for it and for every base class that is outside ts2 too. Editing ``score_batch`` there and
+  scoring again re-scores instead of returning the old cached values.
+
+One place for both, so that metrics (:class:`metrics_adapters.base.Metric`) and swappable model
+parts (:class:`metrics_adapters.model_part.ModelPart`) cannot key their code differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["OWN_PACKAGES", "code_identity", "fingerprint_hash", "source_hash"]
+
+log = logging.getLogger(__name__)
+
+#: Top-level packages of this project: their classes are keyed by ``version`` alone.
+OWN_PACKAGES = frozenset({"ts2", "seg_data", "metrics_adapters", "analysis"})
+
+
+def fingerprint_hash(fingerprint: Mapping[str, Any]) -> str:
+    """Stable 32-hex-digit hash of a fingerprint dict (key order does not matter).
+
+    Values that are not JSON types are hashed through ``str``.
+    """
+    blob = json.dumps(fingerprint, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _is_own(cls: type) -> bool:
+    return cls.__module__.split(".", 1)[0] in OWN_PACKAGES
+
+
+@lru_cache(maxsize=256)
+def _file_hash(path: str, mtime_ns: int, size: int) -> str:
+    # Keyed by (path, mtime, size) so an edited file is read again within one process.
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def source_hash(cls: type) -> str | None:
+    """Hash of the source that defines ``cls``: its module file's bytes.
+
+    Falls back to :func:`inspect.getsource` of the class (classes defined in a notebook or in
+    ``__main__`` without a file). Returns ``None`` only where Python keeps no source at all; the
+    caller then logs that edits cannot be detected.
+    """
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    if path and Path(path).is_file() and path.endswith(".py"):
+        st = Path(path).stat()
+        return _file_hash(str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
+    try:
+        src = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return None
+    return hashlib.sha256(src.encode()).hexdigest()[:16]
+
+
+def code_identity(cls: type) -> dict[str, Any]:
+    """The code part of a fingerprint: ``{"version": ..., ["source": {...}]}``.
+
+    ``version`` is ``cls.version`` (``"1"`` when a class declares none). ``source`` maps
+    ``"module:qualname"`` to :func:`source_hash` for ``cls`` and each base class defined outside
+    :data:`OWN_PACKAGES` (omitted when there are none, so the keys of ts2's own classes depend on
+    ``version`` only and survive unrelated edits of their modules).
+    """
+    out: dict[str, Any] = {"version": str(getattr(cls, "version", "1"))}
+    sources = {}
+    for c in cls.__mro__:
+        if _is_own(c) or c.__module__.split(".", 1)[0] in sys.stdlib_module_names:
+            continue
+        h = source_hash(c)
+        if h is None:
+            log.warning("no source found for %s.%s: the score cache cannot notice edits to it; "
+                        "bump its `version` attribute when you change what it computes",
+                        c.__module__, c.__qualname__)
+            h = "unknown"
+        sources[f"{c.__module__}:{c.__qualname__}"] = h
+    if sources:
+        out["source"] = sources
+    return out
