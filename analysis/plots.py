@@ -31,7 +31,6 @@ __all__ = [
     "OKABE_ITO",
     "add_levels",
     "metric_colors",
-    "pareto_figure",
     "rank_scatter",
     "save_figure",
     "score_histograms",
@@ -124,13 +123,6 @@ def add_levels(scores: pd.DataFrame) -> pd.DataFrame:
         except LabelError as e:
             raise ValueError(f"scores row {i + 2} (SEG {seg}): {e}") from e
     return scores.assign(level=levels)
-
-
-def pareto_figure(*args, **kwargs) -> Figure:
-    """:func:`analysis.plots_pareto.pareto_figure` (the Pareto figure lives in its own module)."""
-    from .plots_pareto import pareto_figure as _pareto_figure
-
-    return _pareto_figure(*args, **kwargs)
 
 
 def si_flops(v: float) -> str:

@@ -227,6 +227,7 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
 
 def _pareto_figures(merged, out: Path, protocol, labels, groups, pareto, level) -> list[ReportFigure]:
     from . import plots
+    from .plots_pareto import pareto_figure
 
     mm = merged.metametrics
     pts = mm[mm["protocol"] == protocol].copy()
@@ -248,7 +249,7 @@ def _pareto_figures(merged, out: Path, protocol, labels, groups, pareto, level) 
             log.info("Pareto figure of %s skipped: FLOPs per image known for %d metric(s), %d non-control (%s)",
                      mmname, costed["metric"].nunique(), len(own), ", ".join(own) or "-")
             continue
-        fig = plots.pareto_figure(pts, mmname, labels=labels, groups=groups)
+        fig = pareto_figure(pts, mmname, labels=labels, groups=groups)
         p = plots.save_figure(fig, out / f"pareto_{mmname}.png")
         cap = (f"{mmname} ({protocol} protocol) against FLOPs per image; the solid staircase is the Pareto frontier "
                "of the non-control metrics (none is both cheaper and better); grey crosses are controls and the "

@@ -18,7 +18,7 @@ from .cache import ScoreCache
 from .hub import ModelUnavailableError
 
 if TYPE_CHECKING:
-    from .engine import EngineSettings, _Plan, _Work
+    from .run_types import EngineSettings, Plan, Work
 
 __all__ = ["compute", "autocast"]
 
@@ -122,8 +122,8 @@ def _score_isolated(call, b_items: list[ScoreItem], images, name: str) -> list[t
     return rows
 
 
-def compute(metric: Metric, todo_items: list[ScoreItem], plan: _Plan, cache: ScoreCache, settings: EngineSettings,
-             work: _Work) -> int:
+def compute(metric: Metric, todo_items: list[ScoreItem], plan: Plan, cache: ScoreCache, settings: EngineSettings,
+             work: Work) -> int:
     """Run the metric over the missing pairs; fills ``work.results``/``pair_fail``; returns pairs stored."""
     import torch
     from tqdm.auto import tqdm
@@ -183,7 +183,7 @@ def _note_truncation(metric: Metric, b_items: list[ScoreItem], memo: dict[str, b
         memo.update((p, False) for p in new_prompts)
 
 
-def _fail_unloadable(metric: Metric, error: ModelUnavailableError, plan: _Plan, work: _Work) -> None:
+def _fail_unloadable(metric: Metric, error: ModelUnavailableError, plan: Plan, work: Work) -> None:
     """A model the metric loads on first use (the QA answer matcher, a VQA model) cannot be
     loaded: one error, and every pair not scored yet fails with it, as a failure at load does
     (:func:`metrics_adapters.engine._load`), instead of the same error per batch and item."""
@@ -194,7 +194,7 @@ def _fail_unloadable(metric: Metric, error: ModelUnavailableError, plan: _Plan, 
             work.pair_fail[p] = f"metric failed to load: {work.load_error}"
 
 
-def _collect(indices: list[int], b_items: list[ScoreItem], rows, plan: _Plan, work: _Work,
+def _collect(indices: list[int], b_items: list[ScoreItem], rows, plan: Plan, work: Work,
              trunc_memo: dict[str, bool]) -> list[tuple[str, str, tuple[float, ...], bool]]:
     """Sort a batch's rows into results and failures; return the rows to store."""
     to_store = []

@@ -28,13 +28,10 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .base import Metric, ScoreItem
 from .cache import ScoreCache
@@ -47,158 +44,23 @@ from .outputs import (
     scores_frame,
     write_outputs,
 )
+from .run_types import (
+    DECODERS,
+    PRECISIONS,
+    EngineSettings,
+    Failure,
+    MetricRun,
+    Pair,
+    Plan,
+    Work,
+    check_device,
+)
 
 __all__ = ["EngineSettings", "Failure", "MetricRun", "score_metric", "score_items", "cache_key",
            "resolve_device", "effective_precision", "items_from_table", "scores_frame", "write_outputs",
            "package_versions", "BASE_COLUMNS", "atomic_write_text", "check_device", "PRECISIONS", "DECODERS"]
 
 log = logging.getLogger(__name__)
-
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")
-DECODERS = ("pil", "gpu")
-_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
-VALID_DEVICES = "cpu, cuda, cuda:N (N = 0, 1, ...) or auto"
-
-
-def check_device(device: Any) -> str:
-    """``device`` lower-cased if it names a device ts2 can use; else a ``ValueError`` listing them.
-
-    Examples
-    --------
-    >>> check_device("CUDA:1")
-    'cuda:1'
-    """
-    d = str(device if device is not None else "auto").strip().lower()
-    if not _DEVICE_RE.match(d):
-        raise ValueError(f"expected device one of {VALID_DEVICES}, got {device!r}")
-    return d
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """How to run metrics (only ``precision``, ``max_image_side`` and ``decode`` change a score).
-
-    Parameters
-    ----------
-    device : str
-        ``"cpu"``, ``"cuda"`` (``"cuda:1"``, ...) or ``"auto"`` (CUDA when available).
-    precision : str
-        ``"auto"`` (the precision policy: fp32 on the CPU, fp16 autocast on CUDA; see
-        docs/metrics.md for its deviation), ``"fp32"``, or ``"fp16"``/``"bf16"`` autocast on
-        CUDA (fp32, with a warning, on the CPU). The precision that runs is in the cache key.
-    batch_size : int or "auto"
-        Distinct (image, prompt) pairs per metric call; ``"auto"``: 32 on the CPU, 256 on CUDA.
-    num_workers : int or "auto"
-        DataLoader processes decoding images in the background (0: in the main process);
-        ``"auto"``: see :func:`metrics_adapters.pipeline.default_workers`.
-    max_image_side : int or None
-        Larger images are downscaled first (see :mod:`metrics_adapters.images`).
-    decode : str
-        ``"pil"`` (Pillow, the decode policy of :mod:`metrics_adapters.images`). ``"gpu"``
-        (nvJPEG on CUDA, its own cache key) is reserved and refused: not implemented yet.
-    progress : bool
-        Show a tqdm bar (images/s, ETA) on stderr.
-    measure_flops : bool
-        Count one item's real FLOPs with ``FlopCounterMode`` (loads the model even when every
-        score is cached).
-    """
-
-    device: str = "auto"
-    precision: str = "auto"
-    batch_size: int | str = "auto"
-    num_workers: int | str = "auto"
-    max_image_side: int | None = DEFAULT_MAX_SIDE
-    decode: str = "pil"
-    progress: bool = True
-    measure_flops: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "device", check_device(self.device))
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"expected precision one of {PRECISIONS}, got {self.precision!r}")
-        if self.decode not in DECODERS:
-            raise ValueError(f"expected decode one of {DECODERS}, got {self.decode!r}")
-        if self.decode == "gpu":  # the key exists (decode_settings) but the nvJPEG path is not written yet
-            raise ValueError("decode=gpu (nvJPEG on CUDA) is not implemented yet; use decode=pil")
-        if self.batch_size != "auto" and not (isinstance(self.batch_size, int) and self.batch_size >= 1):
-            raise ValueError(f"expected batch_size >= 1 or 'auto', got {self.batch_size!r}")
-        if self.num_workers != "auto" and not (isinstance(self.num_workers, int) and self.num_workers >= 0):
-            raise ValueError(f"expected num_workers >= 0 or 'auto', got {self.num_workers!r}")
-
-    def workers_for(self, device: str) -> int:
-        """The number of DataLoader workers to use on ``device``."""
-        from .pipeline import default_workers
-
-        return int(self.num_workers) if self.num_workers != "auto" else default_workers(device)
-
-    def batch_for(self, device: str) -> int:
-        from .pipeline import default_batch_size
-
-        return int(self.batch_size) if self.batch_size != "auto" else default_batch_size(device)
-
-
-@dataclass(frozen=True)
-class Failure:
-    """An item a metric could not score, and why."""
-
-    seg_id: str
-    node: str
-    file_name: str
-    image_path: str | None
-    reason: str
-
-
-@dataclass(frozen=True)
-class MetricRun:
-    """Everything one metric's pass over the items produced (``scores`` in item order)."""
-
-    name: str
-    columns: tuple[str, ...]
-    directions: dict[str, bool]
-    score_range: tuple[float, float] | None
-    fingerprint: dict[str, Any]
-    cache_key: str
-    model_ids: dict[str, Any]
-    device: str
-    precision: str
-    n_items: int
-    n_pairs: int            # distinct (image key, prompt) pairs among the items
-    cache_hits: int         # pairs found in the cache
-    cache_misses: int       # pairs that had to be computed (including those that failed)
-    n_scored: int           # pairs computed and stored by this run
-    failures: tuple[Failure, ...]
-    truncated_prompts: int  # distinct prompts the text encoder's context cut
-    truncated_items: int    # items whose prompt was cut
-    wall_time_s: float
-    compute_time_s: float
-    images_per_s: float | None
-    flops_per_image_estimate: float | None
-    flops_per_image_measured: float | None
-    load_error: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)  # the metric's run_info(): tokens, cost, QA counters
-    scores: tuple[tuple[float, ...] | None, ...] = field(default=(), repr=False)
-    load_time_s: float | None = None   # model load (None: no model was loaded, e.g. all cached)
-    hash_time_s: float = 0.0           # keying the images (file hashes, mostly reused from the cache)
-    batch_size: int | None = None
-    num_workers: int | None = None
-
-    @property
-    def n_failed(self) -> int:
-        return len(self.failures)
-
-    @property
-    def failure_share(self) -> float:
-        return self.n_failed / self.n_items if self.n_items else 0.0
-
-    def summary(self) -> dict[str, Any]:
-        """The JSON-ready record of ``run.json`` (without per-item scores)."""
-        d = asdict(self)
-        d.pop("scores")
-        d["failures"] = [asdict(f) for f in self.failures]
-        d["n_failed"] = self.n_failed
-        d["failure_share"] = self.failure_share
-        return d
-
 
 # -- small pure helpers ----------------------------------------------------------------------------
 def _cuda_possible() -> bool:
@@ -222,7 +84,7 @@ def resolve_device(device: str) -> str:
     Raises
     ------
     ValueError
-        ``device`` is not one of :data:`VALID_DEVICES`.
+        ``device`` is not one of :data:`~metrics_adapters.run_types.VALID_DEVICES`.
     RuntimeError
         ``device`` names CUDA but no CUDA device is available.
     """
@@ -277,40 +139,6 @@ def items_from_table(table) -> list[ScoreItem]:
 
 
 # -- one metric: the plan (no torch), the work, the result ---------------------------------------------
-Pair = tuple[str, str]  # (image key, prompt)
-
-
-@dataclass
-class _Plan:
-    """What a metric's run has to do, worked out from the cache alone (no torch, no model)."""
-
-    device: str
-    precision: str
-    key: str
-    fingerprint: dict[str, Any]
-    image_keys: list[str | None]
-    item_fail: dict[int, str]
-    rep: dict[Pair, int]                      # distinct pair -> its first item
-    cached: dict[Pair, tuple[tuple[float, ...], bool]]
-    todo: list[Pair]
-    hash_time: float
-
-
-@dataclass
-class _Work:
-    """What loading and computing produced."""
-
-    results: dict[Pair, tuple[tuple[float, ...], bool]]
-    pair_fail: dict[Pair, str] = field(default_factory=dict)
-    load_error: str | None = None
-    load_time: float | None = None
-    compute_time: float = 0.0
-    n_scored: int = 0
-    flops_est: float | None = None
-    flops_measured: float | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
 def _image_keys(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache,
                 settings: EngineSettings) -> tuple[list[str | None], dict[int, str]]:
     """Content keys of the items' images (or file-name keys), and the items that have none."""
@@ -344,7 +172,7 @@ def _image_keys(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache,
     return keys, fail
 
 
-def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, settings: EngineSettings) -> _Plan:
+def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, settings: EngineSettings) -> Plan:
     device = resolve_device(settings.device)
     precision = effective_precision(device, settings.precision)
     metric.prepare(items)  # data-dependent settings first: they are part of the cache key
@@ -364,10 +192,10 @@ def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, setting
     todo = [p for p in rep if p not in cached]
     log.info("%s: %d items, %d distinct (image, prompt) pairs, %d cached, %d to compute on %s/%s",
              metric.name, len(items), len(rep), len(cached), len(todo), device, precision)
-    return _Plan(device, precision, key, fingerprint, image_keys, item_fail, rep, cached, todo, hash_time)
+    return Plan(device, precision, key, fingerprint, image_keys, item_fail, rep, cached, todo, hash_time)
 
 
-def _load(metric: Metric, plan: _Plan, work: _Work) -> bool:
+def _load(metric: Metric, plan: Plan, work: Work) -> bool:
     """Load the metric; a failure fails every pending pair with the reason instead of raising."""
     t0 = time.perf_counter()
     try:
@@ -383,7 +211,7 @@ def _load(metric: Metric, plan: _Plan, work: _Work) -> bool:
     return True
 
 
-def _update_flops(metric: Metric, cache: ScoreCache, plan: _Plan, work: _Work) -> None:
+def _update_flops(metric: Metric, cache: ScoreCache, plan: Plan, work: Work) -> None:
     est = metric.flops_per_image()
     if est is not None:
         work.flops_est = float(est)
@@ -423,7 +251,7 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
     cache = cache if cache is not None else ScoreCache(None)
     try:
         plan = _plan(metric, items, cache, settings)
-        work = _Work(results=dict(plan.cached), flops_est=cache.get_flops(plan.key))
+        work = Work(results=dict(plan.cached), flops_est=cache.get_flops(plan.key))
         loaded = False
         try:
             if plan.todo or settings.measure_flops:
@@ -453,7 +281,7 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
     return _assemble(metric, items, settings, plan, work, time.perf_counter() - t_start)
 
 
-def _assemble(metric: Metric, items: Sequence[ScoreItem], settings: EngineSettings, plan: _Plan, work: _Work,
+def _assemble(metric: Metric, items: Sequence[ScoreItem], settings: EngineSettings, plan: Plan, work: Work,
               wall: float) -> MetricRun:
     """Per-item scores and failures in item order, and the run's record."""
     scores: list[tuple[float, ...] | None] = []
@@ -495,7 +323,7 @@ def _assemble(metric: Metric, items: Sequence[ScoreItem], settings: EngineSettin
         num_workers=(settings.workers_for(plan.device) if metric.needs_images else 0) if computed else None)
 
 
-def _measure(metric: Metric, item: ScoreItem, settings: EngineSettings, plan: _Plan) -> float | None:
+def _measure(metric: Metric, item: ScoreItem, settings: EngineSettings, plan: Plan) -> float | None:
     from .batch_loop import autocast
     from .flops import measure_flops
     from .images import decode_image

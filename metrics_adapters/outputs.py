@@ -17,7 +17,7 @@ from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, publishe
 from .base import Metric, ScoreItem
 
 if TYPE_CHECKING:
-    from .engine import MetricRun
+    from .run_types import MetricRun
 
 __all__ = ["BASE_COLUMNS", "scores_frame", "write_outputs", "atomic_write_text", "package_versions"]
 

@@ -9,6 +9,7 @@ from PIL import Image
 from scipy.stats import spearmanr
 
 from analysis import plots
+from analysis.plots_pareto import pareto_figure
 
 
 def _png_ok(path):
@@ -34,7 +35,7 @@ def _points():
 
 
 def test_pareto_figure_draws_the_hand_computed_frontier(tmp_path):
-    fig = plots.pareto_figure(_points(), "rank")
+    fig = pareto_figure(_points(), "rank")
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in axes] == ["Avg", "Synth"]
     for ax, (fx, fy) in zip(axes, [([1e9, 1e14], [60.0, 80.0]),       # Avg: b then c; a, d dominated
@@ -53,13 +54,13 @@ def test_pareto_figure_draws_the_hand_computed_frontier(tmp_path):
 def test_pareto_figure_ties_and_errors():
     pts = pd.DataFrame({"metric": ["x", "y", "z"], "meta_metric": "sep", "subset": "Avg", "value": [0.5, 0.5, 0.4],
                         "flops": [10.0, 10.0, 100.0]})
-    ax = plots.pareto_figure(pts, "sep").axes[0]
+    ax = pareto_figure(pts, "sep").axes[0]
     bold = sorted(t.get_text() for t in ax.texts if t.get_fontweight() == "bold")
     assert bold == ["x", "y"]  # equal points dominate neither each other: both on the frontier
     with pytest.raises(ValueError, match="meta_metric='rank'"):
-        plots.pareto_figure(pts, "rank")
+        pareto_figure(pts, "rank")
     with pytest.raises(ValueError, match="'flops' column"):
-        plots.pareto_figure(pts.drop(columns="flops"), "sep")
+        pareto_figure(pts.drop(columns="flops"), "sep")
 
 
 def _seg_scores():
@@ -147,7 +148,7 @@ def test_palette_is_okabe_ito_and_markers_differ_within_a_group():
 def test_pareto_zero_cost_metric_is_drawn_in_a_zero_column_and_can_lead_the_frontier():
     pts = pd.DataFrame({"metric": ["free", "cheap", "dear"], "meta_metric": "rank", "subset": "Avg",
                         "value": [0.1, 0.05, 0.9], "flops": [0.0, 2e9, 5e9]})
-    fig = plots.pareto_figure(pts, "rank")
+    fig = pareto_figure(pts, "rank")
     ax = fig.axes[0]
     fig.canvas.draw()
     line = next(ln for ln in ax.get_lines() if ln.get_label() == "Pareto frontier")

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis import plots
+from analysis.plots_pareto import pareto_figure
 from analysis.report import metametrics_html
 from analysis.report_figures import agreement, best_worst_segs, pareto_table
 
@@ -20,7 +21,7 @@ def test_pareto_zero_tick_is_per_panel():
     for sub, cheap in (("A", 1e3), ("B", 1e8)):
         for m, cost, v in (("free", 0.0, 0.1), ("cheap", cheap, 0.5), ("dear", cheap * 100, 0.9)):
             rows.append({"metric": m, "meta_metric": "rank", "subset": sub, "value": v, "flops": cost})
-    fig = plots.pareto_figure(pd.DataFrame(rows), "rank", subsets=["A", "B"])
+    fig = pareto_figure(pd.DataFrame(rows), "rank", subsets=["A", "B"])
     ax_a, ax_b = fig.axes[:2]
     fa, fb = ax_a.xaxis.get_major_formatter(), ax_b.xaxis.get_major_formatter()
     assert fa(1e2, 0) == "0" and fb(1e7, 0) == "0"
@@ -38,7 +39,7 @@ def test_pareto_table_never_puts_a_control_on_the_frontier():
     assert t.loc["rnd", "why"] == "control" and t.loc["nan", "why"] == "no value"
     # the figure agrees: the control is a grey cross, not a filled frontier marker
     pts = mm.assign(flops=mm["metric"].map(flops), role=mm["metric"].map({"rnd": "control"}).fillna("metric"))
-    fig = plots.pareto_figure(pts, "sep")
+    fig = pareto_figure(pts, "sep")
     bold = {t.get_text() for t in fig.axes[0].texts if t.get_fontweight() == "bold"}
     assert bold == {"a", "c"}
 
@@ -135,8 +136,8 @@ def test_wide_seg_heatmap_wraps_whole_nodes_over_rows():
 def test_pareto_chance_band_only_when_the_columns_are_there():
     base = pd.DataFrame({"metric": ["a", "b"], "meta_metric": "sep", "subset": "Avg", "value": [0.9, 0.7],
                          "flops": [1e9, 1e6]})
-    assert not plots.pareto_figure(base, "sep").axes[0].patches  # stats not merged yet: no band, no error
-    fig = plots.pareto_figure(base.assign(chance=[0.6, 0.62], chance_low=[0.55, 0.5], chance_high=[0.66, 0.7]), "sep")
+    assert not pareto_figure(base, "sep").axes[0].patches  # stats not merged yet: no band, no error
+    fig = pareto_figure(base.assign(chance=[0.6, 0.62], chance_low=[0.55, 0.5], chance_high=[0.66, 0.7]), "sep")
     (band,) = fig.axes[0].patches
     ys = band.get_path().transformed(band.get_patch_transform()).vertices[:, 1] if hasattr(band, "get_patch_transform") \
         else band.get_xy()[:, 1]

@@ -136,11 +136,12 @@ def printed_figure4_html(fig_dir: Path) -> str:
     from analysis import plots
     from analysis import report as rp
     from analysis.paper_table2 import FAMILIES, LABELS, table2
+    from analysis.plots_pareto import pareto_figure
 
     t = table2()
     parts = []
     for mm in ("rank", "sep"):
-        fig = plots.pareto_figure(t, mm, labels=LABELS, groups=FAMILIES,
+        fig = pareto_figure(t, mm, labels=LABELS, groups=FAMILIES,
                                   title=f"Printed Table 2: {plots.META_LABELS[mm]} vs the paper's FLOPs row")
         path = plots.save_figure(fig, fig_dir / f"pareto_printed_{mm}.png")
         parts.append(rp.figure_html(rp.ReportFigure(
