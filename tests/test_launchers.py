@@ -103,9 +103,14 @@ def test_joblib_two_job_sweep_then_merged_by_report(tmp_path):
 def test_experiments_compose_with_the_score_command_and_its_sweep_keys():
     # The experiments are meant for `ts2 score -m`: every key they sweep must exist in score.yaml
     # (Hydra refuses unknown keys), e.g. slurm_shards sweeps `shard`.
+    swept = {}
     for name in EXPERIMENTS:
         cfg = _compose(name, "score")
         params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
         for key, values in params.items():
             first = str(values).split(",")[0]
-            _compose(name, "score", [f"{key}={first}"])
+            composed = _compose(name, "score", [f"{key}={first}"])
+            assert str(OmegaConf.select(composed, key)) == first  # the swept key took the value
+            swept.setdefault(name, []).append(key)
+    # Not vacuous: the sharded sweep really sweeps `shard` (the loop above checked at least that).
+    assert "shard" in swept.get("slurm_shards", []), swept
