@@ -392,11 +392,17 @@ def test_grouped_permutation_equals_explicit_prompt_swaps():
     r = H.permutation_test(x, b, y, groups, "kendall_b", "prompt", n_perm=n_perm, seed=seed)
     # Explicit: swap whole prompts' scores between the metrics and recompute.
     codes, uniq = pd.factorize(groups)
-    flips = np.random.default_rng(seed).random((n_perm, len(uniq))) < 0.5
     pa = H.grouped_correlation(x, y, groups, "kendall_b").per_group
     pb = H.grouped_correlation(b, y, groups, "kendall_b").per_group
     keep_g = np.isfinite(pa) & np.isfinite(pb)
     keep = keep_g[codes]
+    # The sign vectors the shared sign-flip test draws (random here: 2**n_kept > n_perm), one
+    # entry per kept prompt; -1 swaps that prompt's scores between the metrics.
+    n_kept = int(keep_g.sum())
+    assert 2 ** n_kept > n_perm
+    signs = np.random.default_rng(seed).choice(np.array([-1.0, 1.0]), size=(n_perm, n_kept))
+    flips = np.zeros((n_perm, len(uniq)), dtype=bool)
+    flips[:, keep_g] = signs < 0
     obs = H.grouped_correlation(x[keep], y[keep], groups[keep], "kendall_b").value - \
         H.grouped_correlation(b[keep], y[keep], groups[keep], "kendall_b").value
     perm = []

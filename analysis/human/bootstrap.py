@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..stats import cluster_draws, draw_counts, percentile_ci
+from ..stats import Interval, cluster_draws, draw_counts, percentile_ci
 from ._common import _as_pair, _groups_codes, _progress
 from .agreement import krippendorff_alpha
 from .correlation import GROUPINGS, get_statistic, grouped_correlation, human_statistic
@@ -21,8 +21,10 @@ log = logging.getLogger(__name__)
 
 # -- cluster bootstrap ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class BootstrapCI:
-    """A point estimate and its percentile bootstrap interval.
+class BootstrapCI(Interval):
+    """A point estimate and its percentile bootstrap interval: an
+    :class:`analysis.stats.intervals.Interval` (``low``, ``high``, ``n_invalid``, ``confidence``)
+    with the statistic's ``value`` and the number of replicates ``n_boot``.
 
     Attributes
     ----------
@@ -36,12 +38,8 @@ class BootstrapCI:
     confidence : float
     """
 
-    value: float
-    low: float
-    high: float
-    n_boot: int
-    n_invalid: int
-    confidence: float
+    value: float = math.nan
+    n_boot: int = 0
 
 
 def draw_clusters(n_groups: int, n_boot: int, seed: int | None = 0) -> np.ndarray:
@@ -84,7 +82,7 @@ def cluster_bootstrap(statistic: Callable[[np.ndarray, np.ndarray], float], grou
     members = [np.flatnonzero(codes == k) for k in range(len(uniq))]
     value = float(statistic(np.arange(len(g)), codes))
     if n_boot <= 0:
-        return BootstrapCI(value, math.nan, math.nan, 0, 0, confidence)
+        return BootstrapCI(value=value, low=math.nan, high=math.nan, n_boot=0, n_invalid=0, confidence=confidence)
     draws = draw_clusters(len(uniq), n_boot, seed)
     reps = np.empty(n_boot)
     for b in _progress(range(n_boot), progress, desc):
@@ -92,7 +90,8 @@ def cluster_bootstrap(statistic: Callable[[np.ndarray, np.ndarray], float], grou
         lab = np.repeat(np.arange(len(uniq)), [len(members[k]) for k in draws[b]])
         reps[b] = statistic(idx, lab)
     ci = percentile_ci(reps, confidence)
-    return BootstrapCI(value, ci.low, ci.high, n_boot, ci.n_invalid, confidence)
+    return BootstrapCI(value=value, low=ci.low, high=ci.high, n_boot=n_boot, n_invalid=ci.n_invalid,
+                       confidence=confidence)
 
 
 def _bootstrap_pairwise(x, y, codes, n_groups, draws, grouping, progress, desc) -> np.ndarray:
@@ -219,7 +218,7 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
     G = len(uniq)
     value = human_statistic(x, y, uniq[codes], statistic, grouping)
     if n_boot <= 0:
-        return BootstrapCI(value, math.nan, math.nan, 0, 0, confidence)
+        return BootstrapCI(value=value, low=math.nan, high=math.nan, n_boot=0, n_invalid=0, confidence=confidence)
     draws = draw_clusters(G, n_boot, seed)
     desc = f"{statistic}/{grouping}"
     if statistic == "pairwise_acc":
@@ -235,7 +234,8 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
         # Pooled: every replicate from per-prompt sums, equal to ``fn`` on the resampled items.
         reps = bootstrap_statistics(x, y, codes, G, draw_counts(draws, G), statistic)
     ci = percentile_ci(reps, confidence)
-    return BootstrapCI(value, ci.low, ci.high, n_boot, ci.n_invalid, confidence)
+    return BootstrapCI(value=value, low=ci.low, high=ci.high, n_boot=n_boot, n_invalid=ci.n_invalid,
+                       confidence=confidence)
 
 
 def bootstrap_krippendorff_alpha(reliability_data, groups, level: str = "interval", n_boot: int = 1000,
@@ -255,4 +255,5 @@ def bootstrap_krippendorff_alpha(reliability_data, groups, level: str = "interva
             return math.nan
 
     r = cluster_bootstrap(stat, groups, n_boot, seed, confidence, progress, desc=f"alpha/{level}")
-    return BootstrapCI(value, r.low, r.high, r.n_boot, r.n_invalid, confidence)
+    return BootstrapCI(value=value, low=r.low, high=r.high, n_boot=r.n_boot, n_invalid=r.n_invalid,
+                       confidence=confidence)

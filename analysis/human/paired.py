@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as ss
 
-from ..stats import williams_test
+from ..stats import sign_flip_pvalues, williams_test
 from ._common import _groups_codes, _progress
 from .correlation import (
     GROUPINGS,
@@ -115,8 +115,9 @@ def permutation_test(a, b, human, groups, statistic: str = "kendall_b", grouping
     ``p = (1 + #{|diff_perm| >= |diff_obs|}) / (1 + n_perm)`` (two-sided, never 0).
 
     For ``grouping="prompt"`` with a correlation statistic, swapping prompt g just flips the
-    sign of its per-prompt difference, so permutations are sign flips of those differences
-    (exact, and fast); prompts where either metric's value is undefined are left out, and
+    sign of its per-prompt difference, so the test is :func:`analysis.stats.sign_flip_pvalues`
+    on those differences (the one paired sign-flip test of the project: every sign vector is
+    enumerated when ``2**n_prompts <= n_perm``, else ``n_perm`` random ones); prompts where either metric's value is undefined are left out, and
     ``value_a``/``value_b`` are over the prompts kept. Otherwise the statistic is recomputed.
 
     Parameters
@@ -154,23 +155,22 @@ def permutation_test(a, b, human, groups, statistic: str = "kendall_b", grouping
     codes, uniq = _groups_codes(np.asarray(uniq[codes[keep]], dtype=object), len(a))
     G = len(uniq)
     rng = np.random.default_rng(seed)
-    flips = rng.random((n_perm, G)) < 0.5
 
     if grouping == "prompt" and statistic != "pairwise_acc":
         pa = grouped_correlation(a, h, uniq[codes], statistic).per_group
         pb = grouped_correlation(b, h, uniq[codes], statistic).per_group
         ok = np.isfinite(pa) & np.isfinite(pb)
-        d = np.where(ok, pa - pb, 0.0)
         n_ok = int(ok.sum())
         if n_ok == 0:
             return PairedTest("permutation", statistic, grouping, math.nan, math.nan, math.nan, math.nan,
                               math.nan, 0, n_perm)
         va, vb = float(pa[ok].mean()), float(pb[ok].mean())
-        obs = float(d.sum() / n_ok)
-        perm = (np.where(flips, -1.0, 1.0) @ d) / n_ok
-        p = (1 + int((np.abs(perm) >= abs(obs) - 1e-12).sum())) / (1 + n_perm)
+        # Per-prompt differences under a sign flip: the shared paired test (exact when the prompts
+        # are few enough to enumerate every sign vector).
+        p = float(sign_flip_pvalues(pa[ok] - pb[ok], n_perm, rng)[0])
         return PairedTest("permutation", statistic, grouping, va, vb, va - vb, math.nan, p, n_ok, n_perm)
 
+    flips = rng.random((n_perm, G)) < 0.5
     za, zb = _standardize(a, standardize), _standardize(b, standardize)
     labels = uniq[codes]
 
