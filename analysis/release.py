@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+from seg_data.ts2_release import TS2_LAST_SEG, TS2_N_SEGS
+
 from .walks import Structure
 
 __all__ = ["TS2_N_SEGS", "TS2_LAST_SEG", "is_ts2_release"]
 
-TS2_N_SEGS = 165
-TS2_LAST_SEG = "164"
 _LAST_SEG_NODES = {"0": 1, "1": 2, "2a": 2}  # node label -> images, in metadata.csv of the release
 _LAST_SEG_PROMPT = "a baby girl sleeping and an old man cooking"
 

@@ -45,8 +45,16 @@ import pandas as pd
 from seg_data import SEG, ImageRecord, SEGDataset, ts2_subset
 from seg_data.graph import MAX_WALKS, build_graph
 from seg_data.ids import normalize_id, normalize_label
-from seg_data.model import label_sort_key
-from seg_data.results import DESCRIPTIVE_COLUMNS, KEY_ALIASES, UNNAMED_COLUMN, non_metric_reason, run_record_beside
+from seg_data.model import label_sort_key, seg_id_sort_key
+from seg_data.results import (
+    DESCRIPTIVE_COLUMNS,
+    KEY_ALIASES,
+    KEY_COLUMNS,
+    UNNAMED_COLUMN,
+    non_metric_reason,
+    run_record_beside,
+)
+from seg_data.ts2_release import TS2_N_SEGS
 from seg_data.validate import raise_on_errors, validate_dataset
 
 from .protocols import FAILURE_CODES, Protocol, failure_cells
@@ -57,7 +65,6 @@ __all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "tab
 
 log = logging.getLogger(__name__)
 
-KEY_COLUMNS = ("seg_id", "node", "file_name", "subset")
 ALIASES = KEY_ALIASES  # TS2 metadata names of the keys (seg_data.results)
 # Descriptive columns a score table may carry that are not metrics (the one list: seg_data.results).
 IGNORED_COLUMNS = DESCRIPTIVE_COLUMNS
@@ -477,7 +484,7 @@ class AnalysisInputs:
 
 def _seg_order(ids: Iterable[str]) -> list[str]:
     ids = list(dict.fromkeys(ids))
-    return sorted(ids, key=lambda s: (0, int(s), "") if s.isdigit() else (1, 0, s))
+    return sorted(ids, key=seg_id_sort_key)
 
 
 def _looks_like_ts2(frame: pd.DataFrame) -> bool:
@@ -488,7 +495,7 @@ def _looks_like_ts2(frame: pd.DataFrame) -> bool:
         return False
     ids = frame["seg_id"]
     return bool(ids.str.isdigit().all() and (m.astype(int) == ids.astype(int)).all()
-                and ids.astype(int).between(0, 164).all())
+                and ids.astype(int).between(0, TS2_N_SEGS - 1).all())
 
 
 def _subsets_from(how: str, table: ScoreTable, dataset: SEGDataset | None) -> tuple[dict[str, str | None], str]:

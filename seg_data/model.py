@@ -72,6 +72,16 @@ def label_sort_key(label: str) -> tuple[int, str, str]:
     return (level, variant, str(label))
 
 
+def seg_id_sort_key(seg_id: str) -> tuple[int, int, str]:
+    """Stable sort key of SEG ids: integer ids numerically first, then the others by name.
+
+    >>> sorted(["10", "b", "2", "a"], key=seg_id_sort_key)
+    ['2', '10', 'a', 'b']
+    """
+    s = str(seg_id)
+    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+
+
 @dataclass(frozen=True)
 class ImageRecord:
     """One image of a node.

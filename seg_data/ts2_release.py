@@ -19,7 +19,7 @@ from .model import SEG, ImageRecord, SEGDataset, label_sort_key
 from .paths import ImageRoots
 from .validate import Problem, raise_on_errors, validate_dataset
 
-__all__ = ["load_ts2_release", "ts2_subset", "TS2_SUBSETS", "REQUIRED_COLUMNS", "HF_REPO_ID", "load_ts2"]
+__all__ = ["load_ts2_release", "ts2_subset", "TS2_SUBSETS", "TS2_N_SEGS", "TS2_LAST_SEG", "REQUIRED_COLUMNS", "HF_REPO_ID", "load_ts2"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,8 @@ REQUIRED_COLUMNS = ("id", "target_prompt", "file_name", "rank")
 HF_REPO_ID = "saxon/T2IScoreScore"
 # Subsets of the release by SEG id range (paper, section 3): inclusive bounds.
 TS2_SUBSETS: dict[str, tuple[int, int]] = {"Synth": (0, 110), "Nat": (111, 135), "Real": (136, 164)}
+TS2_N_SEGS = 165          # SEG ids "0" .. "164"
+TS2_LAST_SEG = "164"      # the SEG the paper's code never analyses (analysis.release)
 
 
 def ts2_subset(seg_id: int | str) -> str | None:
