@@ -66,7 +66,9 @@ class MplugOwl2Config(PretrainedConfig):
         self.num_hidden_layers, self.num_attention_heads = num_hidden_layers, num_attention_heads
         self.num_key_value_heads = num_attention_heads if num_key_value_heads is None else num_key_value_heads
         self.hidden_act, self.max_position_embeddings, self.rms_norm_eps = hidden_act, max_position_embeddings, rms_norm_eps
-        self.rope_theta, self.rope_scaling, self.attention_bias = rope_theta, rope_scaling, attention_bias
+        self.rope_theta, self.attention_bias = rope_theta, attention_bias
+        if rope_scaling is not None:  # (transformers 5 warns on a rope_scaling attribute even when null)
+            self.rope_scaling = rope_scaling
         self.initializer_range = initializer_range
         vc = visual_config or {}
         self.visual_config = {"visual_model": {**VISION_DEFAULTS, **vc.get("visual_model", {})},
@@ -214,21 +216,29 @@ class _AbstractorMHA(nn.Module):
         self.query = nn.Linear(h, h)
         self.key = nn.Linear(c["encoder_hidden_size"], h)
         self.value = nn.Linear(c["encoder_hidden_size"], h)
-        # persistent buffers, as in the original (so the checkpoint's copies load into them)
-        self.register_buffer("q_pos_embed", torch.from_numpy(
-            _sincos_1d(h, np.arange(c["num_learnable_queries"], dtype=np.float32))).float())
-        self.register_buffer("k_pos_embed", torch.from_numpy(
-            _sincos_2d(h, c["grid_size"], cls_token=c["use_cls_token"])).float())
+        # The original's q_pos_embed/k_pos_embed buffers are fixed sin-cos tables: computed here, not
+        # loaded (transformers 5 builds models on the meta device, where a computed buffer stays empty).
+        self._n_queries, self._grid, self._cls = c["num_learnable_queries"], c["grid_size"], c["use_cls_token"]
+        self._pos: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def _pos_tables(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        key = (like.device, like.dtype)
+        if key not in self._pos:
+            h = self.num_heads * self.head_dim
+            q = torch.from_numpy(_sincos_1d(h, np.arange(self._n_queries, dtype=np.float32))).float()
+            k = torch.from_numpy(_sincos_2d(h, self._grid, cls_token=self._cls)).float()
+            self._pos[key] = (q.to(like.device, like.dtype), k.to(like.device, like.dtype))
+        return self._pos[key]
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).permute(0, 2, 1, 3)
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         # keys = [normed queries; normed image tokens]; the masks of the original are all zeros
-        pos = torch.cat([self.q_pos_embed, self.k_pos_embed], dim=0).unsqueeze(0).to(queries.dtype)
-        k = self._heads(self.key(keys + pos))
+        q_pos, k_pos = self._pos_tables(queries)
+        k = self._heads(self.key(keys + torch.cat([q_pos, k_pos], dim=0).unsqueeze(0)))
         v = self._heads(self.value(keys))
-        q = self._heads(self.query(queries + self.q_pos_embed.unsqueeze(0).to(queries.dtype)))
+        q = self._heads(self.query(queries + q_pos.unsqueeze(0)))
         p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.head_dim), dim=-1)
         out = (p @ v).permute(0, 2, 1, 3).contiguous()
         return out.view(*out.shape[:-2], -1)
@@ -343,15 +353,16 @@ class _Attention(nn.Module):
         self.k_proj = _Multiway(lambda: nn.Linear(h, nkv * self.head_dim, bias=bias))
         self.v_proj = _Multiway(lambda: nn.Linear(h, nkv * self.head_dim, bias=bias))
         self.o_proj = nn.Linear(nh * self.head_dim, h, bias=bias)
-        inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
-        self.register_buffer("inv_freq", inv, persistent=False)
+        self.rope_theta = float(cfg.rope_theta)
 
     def forward(self, x, modality, positions, mask, cache) -> torch.Tensor:
         b, n, _ = x.shape
         q = self.q_proj(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x, modality).view(b, n, self.num_kv, self.head_dim).transpose(1, 2)
         v = self.v_proj(x, modality).view(b, n, self.num_kv, self.head_dim).transpose(1, 2)
-        freqs = positions[:, :, None].float() * self.inv_freq[None, None, :]
+        # RoPE as transformers 4.31's LlamaRotaryEmbedding (computed per call: see _AbstractorMHA)
+        inv_freq = 1.0 / (self.rope_theta ** (torch.arange(0, self.head_dim, 2, device=x.device).float() / self.head_dim))
+        freqs = positions[:, :, None].float() * inv_freq[None, None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos().to(x.dtype)[:, None], emb.sin().to(x.dtype)[:, None]
         q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
@@ -417,8 +428,9 @@ class MplugOwl2ForCausalLM(PreTrainedModel, GenerationMixin):
     base_model_prefix = "model"
     _no_split_modules = ["_DecoderLayer", "_VisionLayer"]
     _supports_cache_class = True
-    # transformers 4.31 saved RoPE's inv_freq with the weights; it is recomputed here
-    _keys_to_ignore_on_load_unexpected = [r"rotary_emb\.inv_freq"]
+    # fixed tables the original saved with the weights (RoPE's inv_freq under transformers 4.31, the
+    # abstractor's sin-cos positions): recomputed here
+    _keys_to_ignore_on_load_unexpected = [r"rotary_emb\.inv_freq", r"\.attention\.[qk]_pos_embed"]
 
     def __init__(self, config: MplugOwl2Config) -> None:
         config.check()
