@@ -239,7 +239,12 @@ def test_port_matches_the_authors_mplug_owl2_code(tmp_path):
     import torch
     from safetensors.torch import save_file
 
-    from metrics_adapters.qa.mplug_owl2 import IMAGE_TOKEN_INDEX, MplugOwl2Config, MplugOwl2ForCausalLM, expand_image_tokens
+    from metrics_adapters.qa.mplug_owl2 import (
+        IMAGE_TOKEN_INDEX,
+        MplugOwl2Config,
+        MplugOwl2ForCausalLM,
+        expand_image_tokens,
+    )
 
     src, old = os.environ.get("TS2_MPLUG_OWL2_SRC"), os.environ.get("TS2_TRANSFORMERS_431")
     if not (src and old and Path(src, "mplug_owl2").is_dir() and Path(old, "transformers").is_dir()):
@@ -362,7 +367,12 @@ def test_mplug_owl2_loads_to_the_model_it_saved(tmp_path):
     """Weights, and the fixed tables computed rather than loaded, survive save/from_pretrained."""
     import torch
 
-    from metrics_adapters.qa.mplug_owl2 import IMAGE_TOKEN_INDEX, MplugOwl2Config, MplugOwl2ForCausalLM, expand_image_tokens
+    from metrics_adapters.qa.mplug_owl2 import (
+        IMAGE_TOKEN_INDEX,
+        MplugOwl2Config,
+        MplugOwl2ForCausalLM,
+        expand_image_tokens,
+    )
 
     torch.manual_seed(0)
     net = MplugOwl2ForCausalLM(MplugOwl2Config(vocab_size=40, **TINY_OWL2)).eval()
