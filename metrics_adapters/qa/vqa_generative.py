@@ -399,7 +399,8 @@ class MplugOwl2VQA(_HFBackend):
         answers: list[str | VQAError] = []
         for r in requests:  # one at a time, as the authors, each with its own seed
             inputs = self._encode([r])
-            with torch.random.fork_rng(devices=[self.device] if str(self.device).startswith("cuda") else []):
+            dev = torch.device(self.device)
+            with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
                 torch.manual_seed(self._request_seed(r))
                 out = self._generate(inputs, do_sample=True, temperature=self.temperature, top_k=self.top_k,
                                      top_p=1.0)
