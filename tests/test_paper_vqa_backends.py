@@ -226,13 +226,14 @@ with torch.no_grad():
     lg = m(input_ids=x, images=im, use_cache=False).logits
     g = m.generate(x, images=im, max_new_tokens=8, do_sample=False, use_cache=True, eos_token_id=None)
 np.save(d + "/orig_logits.npy", lg.numpy())
+m.save_pretrained(d + "/orig_ckpt")  # a checkpoint as the authors' code writes it (config.json, buffers)
 json.dump({"missing": missing, "unexpected": unexpected, "gen": g[0, x.shape[1]:].tolist()}, open(d + "/orig.json", "w"))
 """
 
 
 def test_port_matches_the_authors_mplug_owl2_code(tmp_path):
     """The port against mPLUG-Owl2's own modules on the same random weights: logits of a prompt with
-    an image and 8 greedy tokens. Needs the authors' package and the transformers it pins (4.31):
+    an image and 8 greedy tokens; and a checkpoint saved by their code loads into the port. Needs the authors' package and the transformers it pins (4.31):
     TS2_MPLUG_OWL2_SRC=<mPLUG-Owl clone>/mPLUG-Owl2 and TS2_TRANSFORMERS_431=<folder with
     transformers 4.31 + tokenizers 0.13, e.g. pip install --no-deps --target DIR transformers==4.31.0
     tokenizers==0.13.3 icecream einops huggingface_hub==0.16.4 executing asttokens colorama pygments>."""
@@ -279,8 +280,12 @@ def test_port_matches_the_authors_mplug_owl2_code(tmp_path):
                            eos_token_id=None)[0, x.shape[1]:].tolist()
     theirs = np.load(tmp_path / "orig_logits.npy")
     assert theirs.shape == mine.shape == (1, len(raw) - 1 + 5, 64)
-    np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
+    np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())  # measured: 0.0
     assert gen == orig["gen"]
+    loaded = MplugOwl2ForCausalLM.from_pretrained(tmp_path / "orig_ckpt").eval()
+    with torch.no_grad():
+        np.testing.assert_allclose(loaded(x, images=im, use_cache=False).logits.numpy(), theirs, rtol=1e-5,
+                                   atol=1e-5 * np.abs(theirs).max())
 
 
 # ---- Fuyu --------------------------------------------------------------------------------------------
