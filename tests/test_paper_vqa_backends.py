@@ -122,6 +122,8 @@ def test_mplug_owl2_prompt_is_the_authors():
     assert (default.decoding, default.cleaning) == ("greedy", "none")
     s_paper, s_default = paper.settings(), default.settings()
     assert s_paper["decoding"] == "sample" and s_paper["seed"] == 0 and "seed" not in s_default
+    assert paper.fingerprint() != default.fingerprint()  # their answers never share a cache entry
+    assert _compose("fuyu").fingerprint() != _compose("fuyu_paper").fingerprint()
     # the old name is refused with the new ones
     with pytest.raises(Exception, match="metric.vqa=mplug was renamed: use metric.vqa=mplug_owl2"):
         _compose("mplug")
