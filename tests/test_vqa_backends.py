@@ -1,4 +1,4 @@
-"""The paper's six VQA backends (BLIP, InstructBLIP, LLaVA, LLaVA-alt, Fuyu, mPLUG-Owl) as configs,
+"""The paper's six VQA backends (BLIP, InstructBLIP, LLaVA, LLaVA-alt, Fuyu, mPLUG-Owl2) as configs,
 the tiny Fuyu end to end, and ``answer_logprobs`` (the next-token log-probabilities VQAScore reads).
 
 Tiny random models are built from configs and saved locally (no hub); random weights test the
@@ -15,7 +15,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-SIX = ("blip", "instructblip", "llava", "llava_alt", "fuyu", "mplug")
+SIX = ("blip", "instructblip", "llava", "llava_alt", "fuyu", "mplug_owl2")
+# and the paper-settings variants and mPLUG-Owl v1 (test_paper_vqa_backends.py checks them against the authors' code)
+MORE = ("fuyu_paper", "mplug_owl2_paper", "mplug_owl1")
 
 
 def build_tiny_fuyu(out: Path, seed: int = 0) -> Path:
@@ -99,7 +101,7 @@ def test_fuyu_answers_do_not_depend_on_batch_size(tiny):
     one.load("cpu")
     a, b = one.answer(reqs), many.answer(reqs)
     assert a == b and all(isinstance(x, str) for x in a)
-    assert one.n_params() > 1000 and one.settings()["template"] == "{question}\n"
+    assert one.n_params() > 1000 and one.settings()["template"] == "{question}"  # the paper's prompt
 
 
 @pytest.mark.parametrize("name", ["llava", "fuyu", "instructblip", "blip"])
@@ -145,30 +147,35 @@ def test_answer_logprobs_shape_batch_invariance_and_greedy_agreement(tiny, name)
 def test_the_paper_sweep_composes_and_instantiates_all_six_backends(tiny, tmp_path):
     from hydra import compose, initialize_config_module
     from hydra.utils import instantiate
+    from test_paper_vqa_backends import build_tiny_mplug_owl2
 
     from metrics_adapters.qa.metric import QAMetric
     from metrics_adapters.qa.vqa import BlipVQA, ChatVQA, InstructBlipVQA
-    from metrics_adapters.qa.vqa_generative import FuyuVQA, MplugOwlVQA
+    from metrics_adapters.qa.vqa_generative import FuyuVQA, MplugOwl1VQA, MplugOwl2VQA
 
     expected = {"blip": BlipVQA, "instructblip": InstructBlipVQA, "llava": ChatVQA, "llava_alt": ChatVQA,
-                "fuyu": FuyuVQA, "mplug": MplugOwlVQA}
-    paths = {**{k: str(v) for k, v in tiny.items()}, "llava_alt": str(tiny["llava"]), "mplug": str(tmp_path / "owl")}
+                "fuyu": FuyuVQA, "mplug_owl2": MplugOwl2VQA, "fuyu_paper": FuyuVQA, "mplug_owl2_paper": MplugOwl2VQA,
+                "mplug_owl1": MplugOwl1VQA}
+    owl2 = str(build_tiny_mplug_owl2(tmp_path / "owl2"))
+    paths = {**{k: str(v) for k, v in tiny.items()}, "llava_alt": str(tiny["llava"]), "mplug_owl2": owl2,
+             "fuyu_paper": str(tiny["fuyu"]), "mplug_owl2_paper": owl2, "mplug_owl1": str(tmp_path / "owl")}
     with initialize_config_module(config_module="conf", version_base="1.3"):
         for metric in ("tifa", "dsg"):
-            for vqa in SIX:
+            for vqa in SIX + MORE:
                 cfg = compose("score", overrides=[f"metric={metric}", f"metric.vqa={vqa}",
                                                   f"metric.vqa.model={paths[vqa]}"])
                 m = instantiate(cfg.metric, _convert_="all")
                 assert isinstance(m, QAMetric) and type(m.vqa) is expected[vqa], (metric, vqa)
                 assert m.vqa.settings()["model"] == paths[vqa]
-                if vqa in ("blip", "llava", "fuyu"):
+                if vqa in ("blip", "llava", "fuyu", "mplug_owl2_paper") and metric == "tifa":
+                    m.vqa.max_new_tokens = 3
                     m.vqa.load("cpu")
                     assert isinstance(m.vqa.answer(_reqs(1))[0], str)
                     m.vqa.unload()
-    # mPLUG-Owl's package is not installable here: the backend says how to get it
+    # mPLUG-Owl v1's package is not installable here: the backend says how to get it
     with pytest.raises(ImportError, match="X-PLUG/mPLUG-Owl"):
-        MplugOwlVQA(paths["mplug"]).load("cpu")
-    p = MplugOwlVQA("x").prompt(_reqs(1)[0])
+        MplugOwl1VQA(paths["mplug_owl1"]).load("cpu")
+    p = MplugOwl1VQA("x").prompt(_reqs(1)[0])
     assert p.endswith("Human: is there a dog? Answer with a single word or phrase.\nAI: ") and "<image>" in p
 
 

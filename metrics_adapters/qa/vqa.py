@@ -160,12 +160,13 @@ class _HFBackend(VQABackend):
         self._net = None
         self._proc = None
 
-    def _generate(self, inputs) -> Any:
+    def _generate(self, inputs, **decoding: Any) -> Any:
+        """``generate`` with this backend's length and beams; greedy unless ``decoding`` says otherwise."""
         import torch
 
+        kw = {"max_new_tokens": self.max_new_tokens, "num_beams": self.num_beams, "do_sample": False, **decoding}
         with torch.inference_mode():
-            return self._net.generate(**inputs, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams,
-                                      do_sample=False)
+            return self._net.generate(**inputs, **kw)
 
     def _encode_distinct(self, images: Sequence[Any], texts: list[str]) -> tuple[Any, list[int]]:
         """Processor inputs with each distinct image of the batch once (BLIP-style towers see each
