@@ -65,7 +65,8 @@ class Verdict:
         :data:`VERDICT_COLUMNS`, one row per (protocol, meta-metric, metric under evaluation,
         comparator); the place columns (``value`` ... ``n_groups``) repeat on the rows of one
         metric and cell. ``against_role`` is ``reference`` or ``control``; ``direction`` is
-        ``above``/``below`` (significant after Holm at ``alpha``) or ``not different``. A metric
+        ``above``/``below`` (significant after Holm at ``alpha``), ``not different``, or ``n/a``
+        (no test: the value is undefined on one side, e.g. delta_m of a constant control). A metric
         with no reference and no control gets one row with empty comparison columns.
     ranking, pairs : DataFrame
         The :func:`analysis.compare.rank_metrics` outputs the places come from.
@@ -226,7 +227,8 @@ def _cell_rows(result: AnalysisResult, pname: str, mm: str, subset: str, own: Se
         p_holm = holm(t["p_value"].to_numpy(float))
         for r, ph in zip(t.itertuples(index=False), p_holm):
             sig = bool(np.isfinite(ph) and ph < alpha)
-            direction = ("above" if r.diff > 0 else "below") if sig else "not different"
+            # no test (a value undefined on either side, e.g. delta_m of a constant control): n/a
+            direction = ("above" if r.diff > 0 else "below") if sig else ("not different" if np.isfinite(ph) else "n/a")
             rows.append(head + (r.metric_b, role[r.metric_b], r.value_b, r.diff, r.ci_low, r.ci_high, r.p_value,
                                 float(ph), sig, direction, int(r.n_segs)))
     return rows
@@ -272,9 +274,9 @@ def summary_line(rows: pd.DataFrame, alpha: float) -> str:
     line = f"{metric}: " + "; ".join(parts)
     if len(ctrl_rows):
         c = ctrl_rows
-        not_above = c[c["direction"] != "above"]
+        not_above = c[~c["direction"].isin(["above", "n/a"])]
         if not len(not_above):
-            line += "; above every control"
+            line += "; above every control" + ("" if (c["direction"] != "n/a").all() else " where defined")
         else:
             line += "; not above control(s) " + ", ".join(
                 f"{r.against} ({r.meta_metric})" for r in not_above.itertuples(index=False))
