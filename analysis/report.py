@@ -269,7 +269,7 @@ def views_html(cmp, protocol: str, seg_meta_metric: str, statistic: str, groupin
 
 
 def _p_text(p: float) -> str:
-    return "n/a" if not np.isfinite(p) else ("< 0.0001" if p < 1e-4 else f"{p:.4f}")
+    return "n/a" if not np.isfinite(p) else ("&lt; 0.0001" if p < 1e-4 else f"{p:.4f}")
 
 
 def verdict_html(v, protocol: str, labels: Mapping[str, str] | None = None,

@@ -167,7 +167,7 @@ def main(cfg: DictConfig) -> int:
                  subset=str(rk.get("subset", "Avg")), alpha=float(rk.get("alpha", 0.05)), n_permutations=n_perm,
                  seed=int(cfg.seed), ranking=(extra["ranking"], extra["pairs"]) if "ranking" in extra else None)
     extra["verdict"] = vd.table
-    if len(vd.ranking):
+    if "ranking" in extra:  # ranking.enabled=false: the places stay in verdict.csv only
         extra["ranking"], extra["pairs"] = vd.ranking, vd.pairs
     write_outputs(result, out, extra, roles=roles,
                   dataset=getattr(dataset, "name", None) or (run.dataset if run else None),
