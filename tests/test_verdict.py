@@ -177,3 +177,4 @@ def test_reversed_metric_is_named_in_stdout_and_report(ts2_dir, tmp_path, capsys
     assert main(["report", f"results={out}", "bootstrap=200", "chance=0", f"output_dir={rep}"]) == 0
     section = (rep / "report.html").read_text().split("<h2>Verdict</h2>")[1].split("<h2>")[0]
     assert "<b>Direction:</b> one_minus" in section and "lower_is_better=[one_minus]" in section
+

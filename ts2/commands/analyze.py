@@ -163,9 +163,13 @@ def main(cfg: DictConfig) -> int:
     from analysis.verdict import verdict
 
     # The verdict reuses the ranking's tests (and computes the places the ranking left out).
-    vd = verdict(result, roles, meta_metrics=_list(rk.get("meta_metrics")) or ["rank", "sep", "delta"],
-                 subset=str(rk.get("subset", "Avg")), alpha=float(rk.get("alpha", 0.05)), n_permutations=n_perm,
-                 seed=int(cfg.seed), ranking=(extra["ranking"], extra["pairs"]) if "ranking" in extra else None)
+    try:
+        vd = verdict(result, roles, meta_metrics=_list(rk.get("meta_metrics")) or ["rank", "sep", "delta"],
+                     subset=str(rk.get("subset", "Avg")), alpha=float(rk.get("alpha", 0.05)), n_permutations=n_perm,
+                     seed=int(cfg.seed), ranking=(extra["ranking"], extra["pairs"]) if "ranking" in extra else None)
+    except (KeyError, ValueError) as e:  # e.g. ranking.alpha outside (0, 1), an unknown ranking.subset
+        log.error("verdict: %s", e)
+        return 2
     extra["verdict"] = vd.table
     if "ranking" in extra:  # ranking.enabled=false: the places stay in verdict.csv only
         extra["ranking"], extra["pairs"] = vd.ranking, vd.pairs
