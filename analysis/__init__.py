@@ -13,6 +13,7 @@ Where things are (one module per concern):
 - :mod:`analysis.release`         the TS2 release recognised by its data (its SEG-164 rule)
 - :mod:`analysis.stats`           shared statistics: cluster bootstrap, percentile intervals, tests
 - :mod:`analysis.compare`         paired comparisons, permutation p-values, Holm, ranking groups
+- :mod:`analysis.verdict`         per metric under evaluation: place, group, comparison with references/controls
 - :mod:`analysis.pipeline`        :func:`~analysis.pipeline.analyze`: the whole thing in one call
 - :mod:`analysis.tables`          paper-style tables (md/tex/csv); :mod:`analysis.outputs` files
 - :mod:`analysis.pareto`          Pareto frontier in (meta-metric, cost)

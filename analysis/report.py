@@ -42,6 +42,8 @@ __all__ = [
     "read_human_results",
     "render_html",
     "runs_html",
+    "synthetic_dataset_note",
+    "verdict_html",
     "views_frame",
     "views_html",
     "write_report",
@@ -90,6 +92,9 @@ class MergedResults:
     roles: Mapping[str, str] = field(default_factory=dict)
     dataset: str | None = None
     confidence: float | None = None
+    #: The :class:`analysis.pipeline.AnalysisResult` behind ``metametrics`` when one analysis
+    #: computed every merged metric (the verdict reuses its replicates); None otherwise.
+    analysis: object | None = None
 
     @property
     def metrics(self) -> list[str]:
@@ -197,8 +202,10 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                     txt += f"<br><small class=na>[n/a: {seg_text}]<sup>&dagger;</sup></small>"
                     withheld = True
                 if has_chance and np.isfinite(float(r["chance"])):
-                    txt += (f"<br><small class=chance>chance {_fmt_pct(float(r['chance']))}; "
-                            f"adj. {_fmt_pct(float(r['adjusted']))}</small>")
+                    # delta has no maximum, so no chance-adjusted value: no "adj." label without a number
+                    adj = float(r["adjusted"])
+                    txt += (f"<br><small class=chance>chance {_fmt_pct(float(r['chance']))}"
+                            + (f"; adj. {_fmt_pct(adj)}" if np.isfinite(adj) else "") + "</small>")
                 cells.append(f"<td{cls}>{txt}</td>")
             rows.append(f"<tr><td>{html.escape(k)}</td><td>{html.escape(s)}</td>{''.join(cells)}</tr>")
     foot = ""
@@ -261,6 +268,86 @@ def views_html(cmp, protocol: str, seg_meta_metric: str, statistic: str, groupin
     return "".join(parts)
 
 
+def _p_text(p: float) -> str:
+    return "n/a" if not np.isfinite(p) else ("&lt; 0.0001" if p < 1e-4 else f"{p:.4f}")
+
+
+def verdict_html(v, protocol: str, labels: Mapping[str, str] | None = None,
+                 confidence: float | None = None) -> str:
+    """The verdict section of one protocol from an :class:`analysis.verdict.Verdict`: the
+    direction warnings, one summary line and one table per metric under evaluation (its value,
+    place and Holm group per meta-metric; the difference to every reference and control with its
+    CI, permutation p-value, Holm-adjusted p-value and what it means)."""
+    labels = dict(labels or {})
+    t = v.table[v.table["protocol"] == protocol]
+    if not len(t):
+        return f"<p>No verdict for protocol {html.escape(protocol)}.</p>"
+    from .verdict import direction_hint, summary_line
+
+    parts = [f"<p>For each metric under evaluation (not a control or a reference), protocol "
+             f"<b>{html.escape(protocol)}</b>, subset {html.escape(str(t['subset'].iloc[0]))}: its value with the "
+             f"{_level(confidence)}, its place among all {int(t['n_metrics'].iloc[0])} metrics and its Holm "
+             "significance group (group 1: the best metric and every metric not significantly different from it), "
+             "then the paired difference to every reference metric and control (same SEG resamples for both, "
+             "so the CI of the difference is narrower than the two CIs suggest), its two-sided sign-flip "
+             f"permutation p-value over the SEGs and the p-value Holm-adjusted over that metric's comparisons on the "
+             f"meta-metric; <i>above</i>/<i>below</i>: significant at {v.alpha:g} after Holm. Values and differences in "
+             "points of %. The tables are in <code>verdict.csv</code>, <code>ranking.csv</code> and "
+             "<code>pairs.csv</code>.</p>"]
+    for m in v.reversed:
+        parts.append(f"<p class='note'><b>Direction:</b> {html.escape(labels.get(m, m))}: "
+                     f"{html.escape(direction_hint(m, m in v.lower_is_better))} (e.g. <code>ts2 report ... "
+                     f"'lower_is_better=[{html.escape(m)}]'</code>).</p>")
+    head = ("<tr><th>meta-metric</th><th>value</th><th>place (group)</th><th>against</th><th>its value</th>"
+            "<th>difference [CI]</th><th>p</th><th>Holm p</th><th>verdict</th></tr>")
+    for m in dict.fromkeys(t["metric"]):
+        d = t[t["metric"] == m]
+        parts.append(f"<h3>{html.escape(labels.get(m, m))}</h3><p>{html.escape(summary_line(d, v.alpha))}</p>")
+        rows = [head]
+        for mm, g in d.groupby("meta_metric", sort=False):
+            h = g.iloc[0]
+            ci = (f" <small>[{_fmt_pct(h['ci_low'])}, {_fmt_pct(h['ci_high'])}]</small>"
+                  if np.isfinite(h["ci_low"]) else "")
+            first = (f"<td rowspan={len(g)}>{html.escape(mm)}_m</td><td rowspan={len(g)}>{_fmt_pct(h['value'])}{ci}"
+                     f"</td><td rowspan={len(g)}>{int(h['position'])} of {int(h['n_metrics'])} "
+                     f"(group {int(h['group'])} of {int(h['n_groups'])})</td>")
+            for j, r in enumerate(g.itertuples(index=False)):
+                lead = first if j == 0 else ""
+                if not r.against:
+                    rows.append(f"<tr>{lead}<td colspan=6>no reference or control to compare with</td></tr>")
+                    continue
+                dci = (f" <small>[{_fmt_pct(r.diff_ci_low)}, {_fmt_pct(r.diff_ci_high)}]</small>"
+                       if np.isfinite(r.diff_ci_low) else "")
+                word = {"above": "<b>above</b>", "below": "<b>below</b>"}.get(r.direction, html.escape(r.direction))
+                tag = " <small>(control)</small>" if r.against_role == "control" else ""
+                rows.append(f"<tr>{lead}<td>{html.escape(labels.get(r.against, r.against))}{tag}</td>"
+                            f"<td>{_fmt_pct(r.against_value)}</td><td>{_fmt_signed(r.diff)}{dci}</td>"
+                            f"<td>{_p_text(r.p_value)}</td><td>{_p_text(r.p_holm)}</td><td>{word}</td></tr>")
+        parts.append("<table class='verdict'>" + "".join(rows) + "</table>")
+    return "".join(parts)
+
+
+def _fmt_signed(v: float) -> str:
+    txt = _fmt_pct(v)
+    return txt if not txt or txt.startswith("-") or txt == "0.0" else "+" + txt
+
+
+#: What a synthetic dataset's generator means for reading the report (dataset metadata ``generator``).
+SYNTHETIC_NOTES = {
+    "seg_data.synthetic": (
+        "This dataset is synthetic (seg_data.synthetic, e.g. <code>dataset=mini</code>): flat coloured shapes on a "
+        "plain background, whose errors are wrong shapes, colours, counts and positions, rendered so that every "
+        "object pixel has one palette colour. These are the very shapes, colours and counts that the pixel shapes "
+        "detector (<code>geneval_shapes</code>, <code>detector=shapes</code>) checks, so its high rank_m here shows "
+        "that the pipeline works end to end; it is not a result about the metric on real images."),
+}
+
+
+def synthetic_dataset_note(metadata: Mapping | None) -> str | None:
+    """The report's sentence for a dataset made by a known generator (HTML), else None."""
+    return SYNTHETIC_NOTES.get(str((metadata or {}).get("generator")))
+
+
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;max-width:1200px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}
@@ -269,7 +356,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.92em}td,th{border:1px so
 text-align:right;vertical-align:top}th{background:#f3f3f3}td:first-child,td:nth-child(2){text-align:left}
 figure{margin:1.2em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.9em;color:#444}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em}.note{color:#8a4b00}
-th.ctrl,td.ctrl{background:#ececec;color:#555}.chance{color:#666}.foot{font-size:.85em;color:#444}
+th.ctrl,td.ctrl{background:#ececec;color:#555}table.verdict td{text-align:left}.chance{color:#666}.foot{font-size:.85em;color:#444}
 """
 
 
@@ -329,19 +416,26 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
                  groups: Mapping[str, str] | None = None, scatter: Sequence[str] | None = None,
                  n_heatmaps: int = 2, extra_sections: Sequence[tuple[str, str]] = (),
                  prompts: Mapping[str, str] | None = None, figures: Sequence[str] = FIGURE_KINDS,
-                 pareto: Sequence[str] | None = None, extra_files: Mapping[str, pd.DataFrame] | None = None
-                 ) -> ReportOutputs:
+                 pareto: Sequence[str] | None = None, extra_files: Mapping[str, pd.DataFrame] | None = None,
+                 verdict=None, dataset_note: str | None = None) -> ReportOutputs:
     """Write ``report.html``, the merged ``metametrics.csv``/``per_seg.csv``/``scores.csv``,
     ``pareto.csv``, the paper-style ``table.md``/``.tex``/``.csv``, ``figures/*.png`` and
     ``extra_files`` (name -> frame, as ``<name>.csv``) into ``output_dir``, as one result set
     (:func:`seg_data.results.result_set`).
 
     ``extra_sections`` are ``(heading, html)`` pairs placed after the table (e.g. the
-    discrepancy list of ``ts2 reproduce``).
+    discrepancy list of ``ts2 reproduce``). ``verdict`` (an :class:`analysis.verdict.Verdict`)
+    adds the Verdict section after the overview and writes ``verdict.csv``, ``ranking.csv`` and
+    ``pairs.csv``; ``dataset_note`` (HTML, e.g. :func:`synthetic_dataset_note`) goes into the
+    overview.
     """
+    extra_files = dict(extra_files or {})
+    if verdict is not None:
+        extra_files.update({"verdict": verdict.table, "ranking": verdict.ranking, "pairs": verdict.pairs})
     with result_set(output_dir, "ts2 report") as stage:
         res = _write_report(merged, stage, title, protocol, dict(labels or {}), groups, scatter,
-                            n_heatmaps, extra_sections, prompts, figures, pareto, extra_files or {})
+                            n_heatmaps, extra_sections, prompts, figures, pareto, extra_files, verdict,
+                            dataset_note)
         return _published(res)
 
 
@@ -372,7 +466,7 @@ def _overview(merged: MergedResults, labels: Mapping[str, str]) -> str:
 
 
 def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatmaps, extra_sections, prompts,
-                  figures, pareto, extra_files) -> ReportOutputs:
+                  figures, pareto, extra_files, verdict=None, dataset_note=None) -> ReportOutputs:
     mm, ps = merged.metametrics, merged.per_seg
     written_mm = written_ps = written_sc = None
     if mm is not None:
@@ -391,7 +485,14 @@ def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatm
         table_paths.append(atomic_write_text(out / "pareto.csv", front.to_csv(index=False)))
     figs = make_figures(merged, out / "figures", protocol=protocol, labels=labels, groups=groups, scatter=scatter,
                         n_heatmaps=n_heatmaps, prompts=prompts, kinds=figures, pareto=pareto)
-    sections: list[tuple[str, str]] = [("Overview", _overview(merged, labels))]
+    overview = _overview(merged, labels)
+    if dataset_note:
+        overview += f"<p class='note'>{dataset_note}</p>"
+    sections: list[tuple[str, str]] = [("Overview", overview)]
+    if verdict is not None and len(verdict.table):
+        vprotos = list(dict.fromkeys(verdict.table["protocol"]))
+        vp = protocol if protocol in vprotos else ("paper" if "paper" in vprotos else vprotos[0])
+        sections.append(("Verdict", verdict_html(verdict, vp, labels, merged.confidence)))
     if mm is not None:
         protocols = list(dict.fromkeys(mm["protocol"]))
         body = (f"<p>Values in %, {_level(merged.confidence)} (bootstrap over SEGs) below each value when computed; "
@@ -410,6 +511,11 @@ def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatm
             body += ("<p>Pareto frontier members (non-control metrics, per meta-metric and subset) are listed in "
                      "<code>pareto.csv</code>.</p>")
         missing = [m for m in merged.metrics if m not in merged.flops and merged.role(m) != "control"]
+        costed_own = [m for m in merged.metrics if m in merged.flops and merged.role(m) != "control"]
+        if "pareto" in figures and len(costed_own) == 1:
+            body += (f"<p class='note'>No Pareto figures: {html.escape(labels.get(costed_own[0], costed_own[0]))} is "
+                     "the only non-control metric with a known cost, so there is no frontier to draw (it is on "
+                     "it alone); the controls' values are in the table above.</p>")
         if "pareto" in figures and missing:
             body += ("<p class='note'>No Pareto figure" + (" position" if merged.flops else "") + " for "
                      + html.escape(", ".join(labels.get(m, m) for m in missing))
@@ -424,6 +530,11 @@ def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatm
         by_section.setdefault(f.section, []).append(f)
     for sec, fs in by_section.items():
         sections.append((sec, "".join(figure_html(f) for f in fs)))
+    if "scatter" in figures and not scatter and merged.per_seg is not None \
+            and not any(f.path.name == "scatter_rank.png" for f in figs):
+        sections.append(("Per-SEG comparison", "<p>No per-SEG scatter: there is no second non-control metric to "
+                         "compare the metric under evaluation with (a control is built to fail, so agreeing with "
+                         "it says nothing).</p>"))
     sections.append(("Runs", runs_html(merged.runs)))
     if merged.notes:
         sections.append(("Notes", "<ul>" + "".join(f"<li class='note'>{html.escape(n)}</li>" for n in merged.notes)

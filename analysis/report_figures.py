@@ -1,14 +1,15 @@
 """The report's figures and its machine-readable Pareto table, chosen by metric role.
 
-* ``pareto``: one figure per meta-metric against FLOPs per image; the frontier is computed over
-  the non-control metrics only (:func:`pareto_table`, written as ``pareto.csv``); controls are
+* ``pareto``: one figure per meta-metric against FLOPs per image, when at least two non-control
+  metrics have a cost; the frontier is computed over the non-control metrics only (:func:`pareto_table`, written as ``pareto.csv``); controls are
   drawn grey with a dashed floor at the best control's value.
 * ``histograms``: the metrics of interest beside the reference each agrees with most (every
   metric when there is no reference), controls marked.
 * ``heatmaps``: for each metric of interest, its best and worst SEGs by its own per-SEG rank_m;
   the title names the metric.
 * ``scatter``: per-SEG rank_m of the first metric of interest against the metric it agrees with
-  most (a reference when there is one).
+  most (a reference when there is one, else another non-control metric; never a control: with
+  no such metric there is no scatter, and the report says so).
 
 This module never imports torch.
 """
@@ -209,9 +210,10 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
         else:
             first = next((m for m in merged.of_interest if m in ranked), None)
             others = [m for m in ranked if m != first]
-            # a reference if there is one, else another non-control metric, else a control (the floor)
+            # a reference if there is one, else another non-control metric; never a control: a
+            # control is built to fail, so "the metric that agrees most" with it says nothing
             pool = ([m for m in others if merged.role(m) == "reference"]
-                    or [m for m in others if m not in controls] or others)
+                    or [m for m in others if m not in controls])
             agree = agreement(ps, first, pool, protocol) if first and pool else pd.Series(dtype=float)
             pair = [first, str(agree.index[0])] if len(agree) else []
         if pair:
@@ -244,8 +246,9 @@ def _pareto_figures(merged, out: Path, protocol, labels, groups, pareto, level) 
     for mmname in dict.fromkeys(pts["meta_metric"]):
         costed = with_cost.loc[with_cost["meta_metric"] == mmname]
         own = costed.loc[costed["role"] != "control", "metric"].unique()
-        # A figure needs two costed points, one of them a non-control (the controls are its floor).
-        if len(costed["metric"].unique()) < 2 or not len(own):
+        # A frontier needs two costed non-control metrics (the controls are only its floor): with
+        # one there is nothing to trade off, and the report says so in a sentence instead.
+        if len(own) < 2:
             log.info("Pareto figure of %s skipped: FLOPs per image known for %d metric(s), %d non-control (%s)",
                      mmname, costed["metric"].nunique(), len(own), ", ".join(own) or "-")
             continue

@@ -84,7 +84,23 @@ def test_run_default_end_to_end(tmp_path):
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 5  # self-contained: figures embedded
     figs = {p.name for p in (out / "figures").iterdir()}
-    assert "pareto_rank.png" in figs and any(f.startswith("histograms") for f in figs)
+    assert any(f.startswith("histograms") for f in figs)
+    # issue 26, item 6: one real metric with a cost has no frontier to draw, and a control is never
+    # "the metric that agrees most": no Pareto figures and no scatter, each said in a sentence
+    assert not any(f.startswith("pareto_") or f.startswith("scatter") for f in figs)
+    assert "No Pareto figures: geneval_shapes is the only non-control metric with a known cost" in html
+    assert "No per-SEG scatter: there is no second non-control metric" in html
+    # ... mini is built from what the shapes detector checks, and the page says so up front
+    overview = html.split("<h2>Overview</h2>")[1].split("<h2>")[0]
+    assert "very shapes, colours and counts that the pixel shapes detector" in overview
+    assert "adj. </small>" not in html and "adj. <" not in html.split("<h3>protocol:")[1]
+    # the verdict: geneval_shapes against every control, with p-values; its CSVs beside the report
+    verdict = html.split("<h2>Verdict</h2>")[1].split("<h2>")[0]
+    assert "geneval_shapes: rank_m" in verdict and "above every control" in verdict
+    vd = pd.read_csv(out / "verdict.csv")
+    assert set(vd.against) == {"random", "shuffled_image", "always_yes"} and set(vd.metric) == {"geneval_shapes"}
+    for name in ("ranking.csv", "pairs.csv"):
+        assert (out / name).is_file(), name
     # heatmaps chosen by the real metric only (never by a control), named after it
     assert {f.split("_best")[0] for f in figs if "_best_seg" in f} == {"heatmap_geneval_shapes"}
     assert any(f.startswith("heatmap_geneval_shapes_worst") for f in figs)

@@ -62,6 +62,7 @@ from seg_data.results import (
 __all__ = [
     "ResultDir",
     "complete_analysis",
+    "merged_verdict",
     "expand_result_paths",
     "load_result_dir",
     "merge_results",
@@ -564,9 +565,41 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Seq
     ps = res.per_seg_frame()
     notes = list(merged.notes) + notes_ci + [f"analysis: {n}" for n in res.notes]
     return replace(
-        merged,
+        merged, analysis=res if merged.metametrics is None and set(res.metrics) == set(merged.metrics) else None,
         metametrics=mm if merged.metametrics is None else pd.concat([merged.metametrics, mm], ignore_index=True),
         per_seg=ps if merged.per_seg is None else pd.concat([merged.per_seg, ps], ignore_index=True),
         notes=tuple(notes), confidence=float(confidence) if merged.metametrics is None else merged.confidence,
         dataset=merged.dataset or getattr(dataset, "name", None))
 
+
+
+def merged_verdict(merged: MergedResults, protocols: Sequence[str] = ("paper",), bootstrap: int = 1000,
+                   seed: int = 0, dataset=None, subsets: str = "auto", confidence: float = 0.95,
+                   min_segs_ci: int | None = None, alpha: float = 0.05, n_permutations: int = 9999):
+    """The :class:`analysis.verdict.Verdict` of the merged metrics (roles from the merge).
+
+    Reuses ``merged.analysis`` when one analysis computed every merged metric; otherwise the
+    merged per-image scores are analysed once more, all metrics together, with the same settings
+    (the paired tests need every metric's bootstrap replicates on the same SEG resamples, which
+    ``metametrics.csv`` does not hold). ``None`` (with an INFO line) when there is nothing to
+    judge: no metric under evaluation, or no per-image scores to recompute from.
+    """
+    from analysis.verdict import verdict
+
+    if not any(merged.role(m) == "metric" for m in merged.metrics):
+        log.info("no verdict: every metric is a control or a reference")
+        return None
+    res = merged.analysis
+    if res is None:
+        if merged.scores is None or not set(merged.metrics) <= set(merged.scores.columns):
+            log.info("no verdict: the per-image scores of %s are not available to compare metrics on",
+                     ", ".join(m for m in merged.metrics if merged.scores is None or m not in merged.scores.columns))
+            return None
+        from analysis.pipeline import MIN_SEGS_CI, analyze
+
+        cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
+        res = analyze(merged.scores[cols + merged.metrics], dataset=dataset, protocols=list(protocols),
+                      meta_metrics=("rank", "sep", "delta"), bootstrap=int(bootstrap), seed=int(seed),
+                      subsets=subsets, lower_is_better=[m for m in merged.metrics if m in merged.lower_is_better],
+                      confidence=float(confidence), min_segs_ci=MIN_SEGS_CI if min_segs_ci is None else int(min_segs_ci))
+    return verdict(res, merged.roles, alpha=alpha, n_permutations=n_permutations, seed=int(seed))

@@ -1,8 +1,9 @@
 """``ts2 analyze scores=FILE [dataset=... | path=DIR] [protocol=paper|graph] [output_dir=DIR]``.
 
-Writes ``metametrics.csv``, ``per_seg.csv``, ``table.md/.tex/.csv``, ``analysis.json`` and,
-when asked, ``compare.csv`` / ``ranking.csv`` / ``pairs.csv`` into ``output_dir``, and prints a
-short summary. ``human=FILE`` hands over to :mod:`ts2.commands.analyze_human`. Imports neither
+Writes ``metametrics.csv``, ``per_seg.csv``, ``table.md/.tex/.csv``, ``analysis.json``,
+``verdict.csv`` (:mod:`analysis.verdict`) and, when asked, ``compare.csv`` / ``ranking.csv`` /
+``pairs.csv`` into ``output_dir``, and prints a short summary ending with one verdict line per
+metric under evaluation. ``human=FILE`` hands over to :mod:`ts2.commands.analyze_human`. Imports neither
 torch nor :mod:`metrics_adapters`.
 """
 
@@ -159,6 +160,19 @@ def main(cfg: DictConfig) -> int:
         if rankings:
             extra["ranking"] = pd.concat(rankings, ignore_index=True)
             extra["pairs"] = pd.concat(pairs, ignore_index=True)
+    from analysis.verdict import verdict
+
+    # The verdict reuses the ranking's tests (and computes the places the ranking left out).
+    try:
+        vd = verdict(result, roles, meta_metrics=_list(rk.get("meta_metrics")) or ["rank", "sep", "delta"],
+                     subset=str(rk.get("subset", "Avg")), alpha=float(rk.get("alpha", 0.05)), n_permutations=n_perm,
+                     seed=int(cfg.seed), ranking=(extra["ranking"], extra["pairs"]) if "ranking" in extra else None)
+    except (KeyError, ValueError) as e:  # e.g. ranking.alpha outside (0, 1), an unknown ranking.subset
+        log.error("verdict: %s", e)
+        return 2
+    extra["verdict"] = vd.table
+    if "ranking" in extra:  # ranking.enabled=false: the places stay in verdict.csv only
+        extra["ranking"], extra["pairs"] = vd.ranking, vd.pairs
     write_outputs(result, out, extra, roles=roles,
                   dataset=getattr(dataset, "name", None) or (run.dataset if run else None),
                   score_files=[str(cfg.scores)] + ([str(ref)] if ref is not None else []))
@@ -181,4 +195,7 @@ def main(cfg: DictConfig) -> int:
                  f"not significantly different, Holm alpha={rk.get('alpha', 0.05)}): {best}\n")
     sys.stdout.write(text + f"\nwrote {out}/metametrics.csv, per_seg.csv, table.md|tex|csv"
                      + "".join(f", {k}.csv" for k in extra) + "\n")
+    lines = vd.summary_lines()
+    if lines:  # the last lines of the output: one verdict per metric under evaluation
+        sys.stdout.write("\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n")
     return 0

@@ -47,13 +47,16 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
                  human_statistic: str = "kendall_b", human_grouping: str = "prompt",
                  seg_meta_metric: str = "rank", confidence: float = 0.95, chance: int = 0,
-                 min_segs_ci: int | None = None):
+                 min_segs_ci: int | None = None, verdict: bool = True):
     """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
 
     ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
     ``ts2 analyze human=...``, or its folder), the report also shows the SEG view and the human
     view of the same metrics side by side (both rank orders, Kendall's tau between them) and
-    writes ``views.csv``. Returns :class:`analysis.report.ReportOutputs`.
+    writes ``views.csv``. With ``verdict`` (default), the report opens with the verdict of every
+    metric under evaluation against the references and controls (:mod:`analysis.verdict`) and
+    writes ``verdict.csv``, ``ranking.csv`` and ``pairs.csv``. Returns
+    :class:`analysis.report.ReportOutputs`.
 
     Raises
     ------
@@ -89,10 +92,13 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
     prompts = None
     if dataset is not None:
         prompts = {s.seg_id: s.prompt for s in dataset}
+    vd = rs.merged_verdict(merged, protocols=protocols, bootstrap=bootstrap, seed=seed, dataset=dataset,
+                           subsets=subsets, confidence=confidence, min_segs_ci=min_segs_ci) if verdict else None
     return rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels, groups=groups,
                            scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts,
                            figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto,
-                           extra_files=extra_files)
+                           extra_files=extra_files, verdict=vd,
+                           dataset_note=rp.synthetic_dataset_note(getattr(dataset, "metadata", None)))
 
 
 def _display_name(p: Path, all_paths: Sequence[Path]) -> str:

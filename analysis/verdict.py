@@ -1,0 +1,285 @@
+"""The verdict: where each metric under evaluation stands, and how it compares with the references.
+
+For every metric whose role (:data:`seg_data.results.ROLES`) is ``metric`` -- not a control,
+not a published reference -- and every meta-metric of the verdict (default rank, sep, delta on
+subset ``Avg``), the verdict table gives
+
+* its **place**: position among all analysed metrics by the dataset value, and its Holm
+  significance group (:func:`analysis.compare.rank_metrics`, every pair tested, Holm over all
+  pairs of that meta-metric);
+* its **paired comparison** with every reference metric and every control
+  (:func:`analysis.compare.pairwise_comparisons`: difference, bootstrap CI from the shared SEG
+  resamples, sign-flip permutation p-value on the per-SEG differences), Holm-adjusted within
+  the family of one metric's comparisons on one (protocol, meta-metric, subset) cell.
+
+Nothing is recomputed here: the statistics are those of :mod:`analysis.compare`, on the
+:class:`~analysis.pipeline.AnalysisResult` of the analysis. ``ts2 analyze`` prints
+:meth:`Verdict.summary_lines` and writes ``verdict.csv``; ``ts2 report`` renders the table.
+
+**Direction check.** A metric whose rank_m CI (subset Avg) lies wholly below 0 orders images
+reliably the wrong way round: its scores look lower-is-better. :attr:`Verdict.reversed` names
+such metrics, and the summary and the report say ``lower_is_better=[NAME]``.
+
+>>> import numpy as np, pandas as pd
+>>> from analysis.pipeline import analyze
+>>> rng = np.random.default_rng(0)
+>>> rows = [(str(s), str(lv), f"{s}-{lv}-{j}") for s in range(20) for lv in range(3) for j in range(2)]
+>>> df = pd.DataFrame(rows, columns=["seg_id", "node", "file_name"])
+>>> lv = df["node"].astype(float).to_numpy()
+>>> df["mine"] = -lv + rng.normal(0, 1.0, len(df))
+>>> df["ref"] = -lv + rng.normal(0, 0.3, len(df))
+>>> v = verdict(analyze(df, protocols=["graph"], bootstrap=200), {"ref": "reference"}, n_permutations=999)
+>>> v.table.loc[v.table["meta_metric"] == "rank", ["metric", "against", "significant", "direction"]].to_string(index=False)
+'metric against  significant direction\\n  mine     ref         True     below'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .compare import pairwise_comparisons, rank_metrics
+from .pipeline import AnalysisResult
+from .stats import holm
+
+__all__ = ["VERDICT_COLUMNS", "Verdict", "verdict", "reversed_metrics", "summary_line"]
+
+log = logging.getLogger(__name__)
+
+VERDICT_COLUMNS = ["protocol", "meta_metric", "subset", "metric", "value", "ci_low", "ci_high", "position",
+                   "n_metrics", "group", "n_groups", "against", "against_role", "against_value", "diff",
+                   "diff_ci_low", "diff_ci_high", "p_value", "p_holm", "significant", "direction", "n_segs"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict of an analysis (see the module docstring).
+
+    Attributes
+    ----------
+    table : DataFrame
+        :data:`VERDICT_COLUMNS`, one row per (protocol, meta-metric, metric under evaluation,
+        comparator); the place columns (``value`` ... ``n_groups``) repeat on the rows of one
+        metric and cell. ``against_role`` is ``reference`` or ``control``; ``direction`` is
+        ``above``/``below`` (significant after Holm at ``alpha``), ``not different``, or ``n/a``
+        (no test: the value is undefined on one side, e.g. delta_m of a constant control). A metric
+        with no reference and no control gets one row with empty comparison columns.
+    ranking, pairs : DataFrame
+        The :func:`analysis.compare.rank_metrics` outputs the places come from.
+    alpha : float
+        Family-wise error rate of the Holm corrections.
+    reversed : tuple of str
+        Metrics under evaluation whose rank_m CI (subset Avg) lies wholly below 0 under some
+        protocol (:func:`reversed_metrics`).
+    lower_is_better : tuple of str
+        Metrics that were analysed as lower-is-better (their scores negated).
+    """
+
+    table: pd.DataFrame
+    ranking: pd.DataFrame
+    pairs: pd.DataFrame
+    alpha: float
+    reversed: tuple[str, ...] = ()
+    lower_is_better: tuple[str, ...] = ()
+
+    @property
+    def metrics(self) -> list[str]:
+        """The metrics under evaluation, in table order."""
+        return list(dict.fromkeys(self.table["metric"]))
+
+    def summary_lines(self, protocol: str | None = None) -> list[str]:
+        """One line per metric under evaluation (:func:`summary_line`), for ``protocol`` (default
+        every protocol of the table, prefixed by its name when there are several)."""
+        protos = list(dict.fromkeys(self.table["protocol"])) if protocol is None else [protocol]
+        out = []
+        for p in protos:
+            for m in self.metrics:
+                line = summary_line(self.table[(self.table["protocol"] == p) & (self.table["metric"] == m)], self.alpha)
+                if m in self.reversed:
+                    line += "; " + direction_hint(m, m in self.lower_is_better)
+                out.append(f"[{p}] {line}" if len(protos) > 1 else line)
+        return out
+
+
+def direction_hint(metric: str, listed: bool) -> str:
+    """The sentence of the direction check for one metric (``listed``: already lower-is-better)."""
+    if listed:
+        return (f"WARNING: rank_m CI wholly below 0 although {metric} was analysed as lower-is-better: "
+                f"its scores look higher-is-better (drop it from lower_is_better=[{metric}])")
+    return (f"WARNING: rank_m CI wholly below 0: its scores look lower-is-better; "
+            f"analyse it with lower_is_better=[{metric}]")
+
+
+def reversed_metrics(result: AnalysisResult, metrics: Sequence[str], subset: str = "Avg") -> tuple[str, ...]:
+    """Metrics among ``metrics`` whose rank_m CI on ``subset`` lies wholly below 0 under some protocol.
+
+    A CI that is NaN (no bootstrap, too few SEGs) never flags a metric: without an interval
+    there is no evidence of a reversed direction.
+    """
+    if "rank" not in result.meta_metrics:
+        return ()
+    k = result.meta_metrics.index("rank")
+    out = []
+    for m in metrics:
+        i = result.metrics.index(m)
+        for pr in result.protocols.values():
+            if subset not in pr.group_names:
+                continue
+            hi = pr.ci_high[i, k, pr.group_names.index(subset)]
+            if np.isfinite(hi) and hi < 0:
+                out.append(m)
+                break
+    return tuple(out)
+
+
+def verdict(result: AnalysisResult, roles: Mapping[str, str], meta_metrics: Sequence[str] = ("rank", "sep", "delta"),
+            subset: str = "Avg", alpha: float = 0.05, n_permutations: int = 9999, seed: int = 0,
+            ranking: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> Verdict:
+    """The verdict table of ``result`` (see the module docstring).
+
+    Parameters
+    ----------
+    result : AnalysisResult
+        An analysis with bootstrap replicates (without them the CI columns are NaN).
+    roles : mapping
+        Metric -> role (``metric``, ``control``, ``reference``); a metric absent is ``metric``.
+    meta_metrics : sequence of str
+        Meta-metrics of the verdict; those not computed in ``result`` are left out.
+    subset : str
+        Subset of the places and comparisons.
+    alpha : float
+        Family-wise error rate of both Holm corrections (groups and comparisons).
+    n_permutations, seed : int
+        Of the sign-flip permutation tests (:func:`analysis.compare.pairwise_comparisons`).
+    ranking : (DataFrame, DataFrame), optional
+        Already computed :func:`analysis.compare.rank_metrics` outputs (``ranking``, ``pairs``)
+        covering the protocols and meta-metrics (``ts2 analyze`` computes them for
+        ``ranking.csv``); missing cells are computed.
+
+    Returns
+    -------
+    Verdict
+
+    Raises
+    ------
+    ValueError
+        ``alpha`` outside (0, 1); a role not among ``metric``, ``control``, ``reference``.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"expected alpha in (0, 1), got {alpha!r}")
+    from seg_data.results import check_role
+
+    role = {m: check_role(roles.get(m, "metric"), f"role of {m!r}") for m in result.metrics}
+    own = [m for m in result.metrics if role[m] == "metric"]
+    comparators = ([m for m in result.metrics if role[m] == "reference"]
+                   + [m for m in result.metrics if role[m] == "control"])
+    mms = [mm for mm in meta_metrics if mm in result.meta_metrics]
+    rk, pairs = (ranking if ranking is not None else (pd.DataFrame(), pd.DataFrame()))
+    rk_parts, pair_parts, rows = [rk], [pairs], []
+    for pname in result.protocols:
+        for mm in mms:
+            have = rk[(rk["protocol"] == pname) & (rk["meta_metric"] == mm) & (rk["subset"] == subset)] \
+                if len(rk) else rk
+            if not len(have) and len(result.metrics) >= 2:
+                r, t = rank_metrics(result, mm, subset, protocol=pname, alpha=alpha, n_permutations=n_permutations,
+                                    seed=seed)
+                rk_parts.append(r)
+                pair_parts.append(t)
+                have = r
+            rows += _cell_rows(result, pname, mm, subset, own, comparators, role, have, alpha, n_permutations, seed)
+    table = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    rev = reversed_metrics(result, own, subset)
+    for m in rev:
+        log.warning("%s: %s", m, direction_hint(m, m in result.lower_is_better))
+    ranking_all = pd.concat([p for p in rk_parts if len(p)], ignore_index=True) if any(len(p) for p in rk_parts) \
+        else pd.DataFrame()
+    pairs_all = pd.concat([p for p in pair_parts if len(p)], ignore_index=True) if any(len(p) for p in pair_parts) \
+        else pd.DataFrame()
+    return Verdict(table, ranking_all, pairs_all, float(alpha), rev,
+                   tuple(m for m in own if m in result.lower_is_better))
+
+
+def _cell_rows(result: AnalysisResult, pname: str, mm: str, subset: str, own: Sequence[str],
+               comparators: Sequence[str], role: Mapping[str, str], ranking: pd.DataFrame, alpha: float,
+               n_permutations: int, seed: int) -> list[tuple]:
+    """The verdict rows of one (protocol, meta-metric, subset) cell."""
+    pr = result.get(pname)
+    k, g = result.meta_metrics.index(mm), pr.group_names.index(subset)
+    place = ranking.set_index("metric") if len(ranking) else None
+    n_groups = int(ranking["group"].max()) if len(ranking) else 1
+    tests = pairwise_comparisons(result, [(m, c) for m in own for c in comparators], mm, subset, pname,
+                                 n_permutations, seed) if own and comparators else None
+    rows = []
+    for m in own:
+        i = result.metrics.index(m)
+        head = (pname, mm, subset, m, pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g],
+                int(place.loc[m, "position"]) if place is not None else 1, len(result.metrics),
+                int(place.loc[m, "group"]) if place is not None else 1, n_groups)
+        if tests is None:
+            rows.append(head + ("", "", np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, False, "", 0))
+            continue
+        t = tests[tests["metric_a"] == m]
+        # Holm over one metric's comparisons on this cell: every reference and control at once.
+        p_holm = holm(t["p_value"].to_numpy(float))
+        for r, ph in zip(t.itertuples(index=False), p_holm):
+            sig = bool(np.isfinite(ph) and ph < alpha)
+            # no test (a value undefined on either side, e.g. delta_m of a constant control): n/a
+            direction = ("above" if r.diff > 0 else "below") if sig else ("not different" if np.isfinite(ph) else "n/a")
+            rows.append(head + (r.metric_b, role[r.metric_b], r.value_b, r.diff, r.ci_low, r.ci_high, r.p_value,
+                                float(ph), sig, direction, int(r.n_segs)))
+    return rows
+
+
+def _pct(v: float) -> str:
+    if not np.isfinite(v):
+        return "n/a"
+    x = round(100 * float(v), 1)
+    return f"{x + 0.0 if x != 0 else 0.0:.1f}"
+
+
+def _names(rows: pd.DataFrame) -> str:
+    return ", ".join(rows["against"])
+
+
+def summary_line(rows: pd.DataFrame, alpha: float) -> str:
+    """The one-line verdict of one metric from its :class:`Verdict` table rows (one protocol).
+
+    ``NAME: rank_m 46.7 [41.3, 52.2], 5th of 7 (group 3), significantly below clipscore,
+    blip1_tifa, not different from alignscore; sep_m ...; above every control (Holm 0.05)``.
+    """
+    if not len(rows):
+        return ""
+    metric = rows["metric"].iloc[0]
+    parts = []
+    ctrl_rows = rows[rows["against_role"] == "control"]
+    for mm, d in rows.groupby("meta_metric", sort=False):
+        h = d.iloc[0]
+        ci = "" if not np.isfinite(h["ci_low"]) else f" [{_pct(h['ci_low'])}, {_pct(h['ci_high'])}]"
+        txt = (f"{mm}_m {_pct(h['value'])}{ci}, place {int(h['position'])} of {int(h['n_metrics'])} "
+               f"(group {int(h['group'])} of {int(h['n_groups'])})")
+        refs = d[d["against_role"] == "reference"]
+        said = []
+        for word, key in (("significantly below", "below"), ("significantly above", "above"),
+                          ("not different from", "not different")):
+            sel = refs[refs["direction"] == key]
+            if len(sel):
+                said.append(f"{word} {_names(sel)}")
+        if said:
+            txt += ", " + ", ".join(said)
+        parts.append(txt)
+    line = f"{metric}: " + "; ".join(parts)
+    if len(ctrl_rows):
+        c = ctrl_rows
+        not_above = c[~c["direction"].isin(["above", "n/a"])]
+        if not len(not_above):
+            line += "; above every control" + ("" if (c["direction"] != "n/a").all() else " where defined")
+        else:
+            line += "; not above control(s) " + ", ".join(
+                f"{r.against} ({r.meta_metric})" for r in not_above.itertuples(index=False))
+    if (rows["against"] != "").any():
+        line += f" (Holm {alpha:g})"
+    return line
