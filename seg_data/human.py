@@ -376,21 +376,7 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
         twice, or an item whose prompt/prompt_id/image/metric values differ between its rows.
     """
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"expected a human-judgment CSV at {p}, found none")
-    try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: could not parse as CSV: {e}") from e
-    df.columns = [str(c).strip() for c in df.columns]
-    missing = [c for c in CSV_REQUIRED_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"{p}: expected columns {list(CSV_REQUIRED_COLUMNS)} (+ optional image, prompt_id, "
-                         f"metric columns), missing {missing} (got {list(df.columns)})")
-    if df.empty:
-        raise ValueError(f"{p}: expected at least one rating row, got none")
-    if len(set(df.columns)) != len(df.columns):
-        raise ValueError(f"{p}: expected unique column names, got {list(df.columns)}")
+    df = _read_human_csv_frame(p)
     metrics = tuple(c for c in df.columns if c not in _CSV_RESERVED)
 
     items: dict[str, dict] = {}
@@ -414,16 +400,7 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
         for m in metrics:
             info[m] = _parse_float(rec[m], where, m, allow_missing=True)
         if item_id in items:
-            prev = items[item_id]
-            for k, v in info.items():
-                u = prev[k]
-                if isinstance(v, float):
-                    same = (math.isnan(u) and math.isnan(v)) or u == v
-                else:
-                    same = u == v
-                if not same:
-                    raise ValueError(f"{where}: item {item_id!r} has {k} = {v!r}, expected {u!r} as on row "
-                                     f"{first_line[item_id]} (an item's {k} must be the same on all its rows)")
+            _check_same_item_info(where, item_id, info, items[item_id], first_line[item_id])
         else:
             items[item_id] = info
             first_line[item_id] = line
@@ -446,6 +423,39 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
         item_df[list(metrics)] = item_df[list(metrics)].astype(float)
     log.debug("loaded %d items, %d raters, %d metrics from %s", len(item_df), len(raters), len(metrics), p)
     return HumanJudgments(item_df, rating_df, metrics, str(p), {})
+
+
+def _read_human_csv_frame(p: Path) -> pd.DataFrame:
+    """The CSV as strings with stripped column names, after the file/parse/column checks of :func:`load_human_csv`."""
+    if not p.is_file():
+        raise FileNotFoundError(f"expected a human-judgment CSV at {p}, found none")
+    try:
+        df = pd.read_csv(p, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: could not parse as CSV: {e}") from e
+    df.columns = [str(c).strip() for c in df.columns]
+    missing = [c for c in CSV_REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p}: expected columns {list(CSV_REQUIRED_COLUMNS)} (+ optional image, prompt_id, "
+                         f"metric columns), missing {missing} (got {list(df.columns)})")
+    if df.empty:
+        raise ValueError(f"{p}: expected at least one rating row, got none")
+    if len(set(df.columns)) != len(df.columns):
+        raise ValueError(f"{p}: expected unique column names, got {list(df.columns)}")
+    return df
+
+
+def _check_same_item_info(where: str, item_id: str, info: dict, prev: dict, prev_line: int) -> None:
+    """An item's prompt/prompt_id/image/metric values must match those on its first row (NaN equals NaN)."""
+    for k, v in info.items():
+        u = prev[k]
+        if isinstance(v, float):
+            same = (math.isnan(u) and math.isnan(v)) or u == v
+        else:
+            same = u == v
+        if not same:
+            raise ValueError(f"{where}: item {item_id!r} has {k} = {v!r}, expected {u!r} as on row "
+                             f"{prev_line} (an item's {k} must be the same on all its rows)")
 
 
 def save_human_csv(judgments: HumanJudgments, path: str | Path) -> Path:
@@ -502,7 +512,7 @@ def make_synthetic_human(path: str | Path, n_prompts: int = 12, images_per_promp
             rated = rng.random(len(raters)) >= missing_rate
             if not rated.any():
                 rated[rng.integers(len(raters))] = True
-            for r, ok in zip(raters, rated):
+            for r, ok in zip(raters, rated, strict=True):
                 rating = int(np.clip(round(3 + 1.2 * q + rng.normal(scale=0.6)), 1, 5))
                 if ok:
                     rows.append({"item_id": item, "prompt_id": f"P{pi:03d}", "prompt": prompt,
