@@ -117,7 +117,7 @@ def add_levels(scores: pd.DataFrame) -> pd.DataFrame:
     from seg_data import LabelError, parse_label
 
     levels = []
-    for i, (seg, node) in enumerate(zip(scores["seg_id"], scores["node"])):
+    for i, (seg, node) in enumerate(zip(scores["seg_id"], scores["node"], strict=True)):
         try:
             levels.append(parse_label(str(node))[0])
         except LabelError as e:
@@ -193,7 +193,8 @@ def score_histograms(scores: pd.DataFrame, metrics: Sequence[str], labels: Mappi
         axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
         for ax in axes[n:]:
             ax.set_visible(False)
-        for ax, m in zip(axes, metrics):
+        # The grid can hold more axes than metrics (the spare ones are hidden above).
+        for ax, m in zip(axes, metrics, strict=False):
             x = pd.to_numeric(s[m], errors="coerce").to_numpy(float)
             ok = np.isfinite(x)
             nan_note = f" ({int((~ok).sum())} NaN left out)" if (~ok).any() else ""
@@ -276,48 +277,16 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
     ValueError
         The SEG has no rows, or an unknown ``aggregate``.
     """
-    if aggregate not in {"auto", "image", "node"}:
-        raise ValueError(f"expected aggregate in ['auto', 'image', 'node'], got {aggregate!r}")
-    d = add_levels(scores[scores["seg_id"].astype(str) == str(seg_id)])
-    if d.empty:
-        raise ValueError(f"expected rows of SEG {seg_id!r} in the score table, got none")
-    sort_cols = ["level", "node"] + (["file_name"] if "file_name" in d.columns else [])
-    d = d.sort_values(sort_cols, kind="stable")
-    if aggregate == "auto":
-        aggregate = "image" if len(d) <= max_cells else "node"
-    if aggregate == "node":
-        d = d.groupby(["level", "node"], sort=True)[list(metrics)].mean(numeric_only=False).reset_index()
+    d, aggregate = _heatmap_rows(scores, seg_id, metrics, aggregate, max_cells)
     mat = np.vstack([pd.to_numeric(d[m], errors="coerce").to_numpy(float) for m in metrics])
-    norm = np.full_like(mat, np.nan)
-    for r, m in enumerate(metrics):
-        row = mat[r]
-        fin = np.isfinite(row)
-        if not fin.any():
-            continue
-        lo, hi = row[fin].min(), row[fin].max()
-        scaled = np.full(row.shape, 0.5) if hi == lo else (row - lo) / (hi - lo)
-        norm[r] = 1 - scaled if m in set(lower_is_better) else scaled
-        norm[r][~fin] = np.nan
+    norm = _scale_within_seg(mat, metrics, lower_is_better)
     labels = dict(labels or {})
     seg_values = dict(seg_values or {})
     nodes = d["node"].astype(str).to_list()
-    ncell = len(nodes)
     import matplotlib
 
     cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="0.85")  # grey: no score (failed image)
-    # Wide SEGs wrap over several rows of panels (whole nodes per row) so that the figure stays
-    # readable at page width instead of becoming a 2000-px strip.
-    starts = [i for i in range(ncell) if i == 0 or nodes[i] != nodes[i - 1]]
-    ends = starts[1:] + [ncell]
-    # Rows of about equal width (22 cells at 20 per row: about 11 + 11, not 20 + 2): a row takes
-    # whole nodes until it holds at least its share.
-    per_row = math.ceil(ncell / math.ceil(ncell / max_per_row))
-    chunks: list[tuple[int, int]] = []
-    for a, b in zip(starts, ends):
-        if chunks and chunks[-1][1] - chunks[-1][0] < per_row:
-            chunks[-1] = (chunks[-1][0], b)
-        else:
-            chunks.append((a, b))
+    starts, ends, chunks = _node_chunks(nodes, max_per_row)
     widest = max(b - a for a, b in chunks)
     width = min(max(4.0 + 0.5 * widest, 6.5), 14.0)
     panel_h = 0.55 * len(metrics) + 0.7
@@ -328,25 +297,19 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
     with _style():
         fig = _new_figure(width, 1.3 + panel_h * len(chunks))
         axes = np.atleast_1d(fig.subplots(len(chunks), 1, squeeze=False)).ravel()
-        for ax, (a, b) in zip(axes, chunks):
+        for ax, (a, b) in zip(axes, chunks, strict=True):
             im = ax.imshow(np.ma.masked_invalid(norm[:, a:b]), cmap=cmap, vmin=0, vmax=1, aspect="auto",
                            interpolation="nearest", extent=(a - 0.5, b - 0.5, len(metrics) - 0.5, -0.5))
             ax.set_xlim(a - 0.5, a - 0.5 + widest)  # equal cell widths in every row
             ax.set_yticks(range(len(metrics)), ylab)
             # Node groups: label once per node, separators between nodes.
-            sub = [(s0, e0) for s0, e0 in zip(starts, ends) if a <= s0 < b]
+            sub = [(s0, e0) for s0, e0 in zip(starts, ends, strict=True) if a <= s0 < b]
             ax.set_xticks([(s0 + e0 - 1) / 2 for s0, e0 in sub], [nodes[s0] for s0, _ in sub])
             ax.xaxis.tick_top()
             ax.tick_params(axis="x", length=0)
             for _, e0 in sub[:-1]:
                 ax.axvline(e0 - 0.5, color="black", lw=1.6)
-            fs = 8 if widest <= 24 else 6.5
-            for r in range(mat.shape[0]):
-                for c in range(a, b):
-                    if np.isfinite(mat[r, c]):
-                        dark = np.isfinite(norm[r, c]) and abs(norm[r, c] - 0.5) > 0.33
-                        ax.text(c, r, f"{mat[r, c]:.2g}", ha="center", va="center", fontsize=fs,
-                                color="white" if dark else "black")
+            _write_cell_values(ax, mat, norm, a, b, fontsize=8 if widest <= 24 else 6.5)
             for sp in ax.spines.values():
                 sp.set_visible(False)
         axes[-1].set_xlabel("node (error count, variant)" + ("; one cell per image" if aggregate == "image"
@@ -360,6 +323,71 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
         # ~9 characters of 11 pt text per inch of figure width
         fig.suptitle("\n".join(textwrap.wrap(head, width=max(int(width * 9), 40))), fontsize=11)
     return fig
+
+
+def _heatmap_rows(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str], aggregate: str,
+                  max_cells: int) -> tuple[pd.DataFrame, str]:
+    """The SEG's rows for :func:`seg_heatmap` in level/node(/file) order, node means when aggregating
+    by node; returns them and the resolved ``aggregate`` (``auto`` decided by ``max_cells``)."""
+    if aggregate not in {"auto", "image", "node"}:
+        raise ValueError(f"expected aggregate in ['auto', 'image', 'node'], got {aggregate!r}")
+    d = add_levels(scores[scores["seg_id"].astype(str) == str(seg_id)])
+    if d.empty:
+        raise ValueError(f"expected rows of SEG {seg_id!r} in the score table, got none")
+    sort_cols = ["level", "node"] + (["file_name"] if "file_name" in d.columns else [])
+    d = d.sort_values(sort_cols, kind="stable")
+    if aggregate == "auto":
+        aggregate = "image" if len(d) <= max_cells else "node"
+    if aggregate == "node":
+        d = d.groupby(["level", "node"], sort=True)[list(metrics)].mean(numeric_only=False).reset_index()
+    return d, aggregate
+
+
+def _scale_within_seg(mat: np.ndarray, metrics: Sequence[str], lower_is_better: Sequence[str]) -> np.ndarray:
+    """Each metric's row min-max scaled to [0, 1] within the SEG (1 = best, flipped for lower-is-better
+    metrics; 0.5 for a constant row; NaN where there is no score), the heatmap's colour values."""
+    norm = np.full_like(mat, np.nan)
+    for r, m in enumerate(metrics):
+        row = mat[r]
+        fin = np.isfinite(row)
+        if not fin.any():
+            continue
+        lo, hi = row[fin].min(), row[fin].max()
+        scaled = np.full(row.shape, 0.5) if hi == lo else (row - lo) / (hi - lo)
+        norm[r] = 1 - scaled if m in set(lower_is_better) else scaled
+        norm[r][~fin] = np.nan
+    return norm
+
+
+def _node_chunks(nodes: list[str], max_per_row: int) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+    """Cell ranges of the heatmap's nodes (``starts``, ``ends``) and of its rows of panels (``chunks``).
+
+    Wide SEGs wrap over several rows of panels (whole nodes per row) so that the figure stays
+    readable at page width instead of becoming a 2000-px strip.
+    """
+    ncell = len(nodes)
+    starts = [i for i in range(ncell) if i == 0 or nodes[i] != nodes[i - 1]]
+    ends = starts[1:] + [ncell]
+    # Rows of about equal width (22 cells at 20 per row: about 11 + 11, not 20 + 2): a row takes
+    # whole nodes until it holds at least its share.
+    per_row = math.ceil(ncell / math.ceil(ncell / max_per_row))
+    chunks: list[tuple[int, int]] = []
+    for a, b in zip(starts, ends, strict=True):
+        if chunks and chunks[-1][1] - chunks[-1][0] < per_row:
+            chunks[-1] = (chunks[-1][0], b)
+        else:
+            chunks.append((a, b))
+    return starts, ends, chunks
+
+
+def _write_cell_values(ax, mat: np.ndarray, norm: np.ndarray, a: int, b: int, fontsize: float) -> None:
+    """The raw scores written in the heatmap cells of columns ``a:b`` (white on dark cells)."""
+    for r in range(mat.shape[0]):
+        for c in range(a, b):
+            if np.isfinite(mat[r, c]):
+                dark = np.isfinite(norm[r, c]) and abs(norm[r, c] - 0.5) > 0.33
+                ax.text(c, r, f"{mat[r, c]:.2g}", ha="center", va="center", fontsize=fontsize,
+                        color="white" if dark else "black")
 
 
 # -- scatter of two metrics' per-SEG values --------------------------------------------------------

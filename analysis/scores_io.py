@@ -265,6 +265,27 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     >>> t.metrics, t.frame["seg_id"].tolist()
     (('clip',), ['0', '0'])
     """
+    df, name = _load_frame(source)
+    from_file = not isinstance(source, pd.DataFrame)
+    declared_lower: set[str] = set()
+    notes: list[str] = []
+    if table_format(df, name) == "long":
+        df, declared_lower = _pivot_long(df, name, from_file)
+        from_file = False  # row numbers of the pivoted frame no longer match the file
+    df = _checked_keys(df, name, from_file)
+    df = _drop_blank_columns(df, name, metrics, notes)
+    score_cols = _score_columns(df, name, metrics, notes)
+    out = df[[c for c in KEY_COLUMNS if c in df.columns]].copy()
+    for c in score_cols:
+        out[c] = _metric_values(df[c], c, name, from_file, notes)
+    lower = _lower_is_better(source, name, lower_is_better, declared_lower, score_cols)
+    codes = {c: FAILURE_CODES[c] for c in score_cols if c in FAILURE_CODES}
+    return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes), codes)
+
+
+def _load_frame(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The table as a frame (a copy of a given frame) with checked, stripped headers and the TS2 key
+    aliases renamed, and the name errors use; a URL is refused rather than fetched."""
     from_file = not isinstance(source, pd.DataFrame)
     name = str(source) if from_file else "<frame>"
     if from_file and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", name):
@@ -276,11 +297,12 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     for old, new in ALIASES.items():
         if new not in df.columns and old in df.columns:
             df = df.rename(columns={old: new})
-    declared_lower: set[str] = set()
-    notes: list[str] = []
-    if table_format(df, name) == "long":
-        df, declared_lower = _pivot_long(df, name, from_file)
-        from_file = False  # row numbers of the pivoted frame no longer match the file
+    return df, name
+
+
+def _checked_keys(df: pd.DataFrame, name: str, from_file: bool) -> pd.DataFrame:
+    """The wide frame with its key columns present, as stripped strings (``12.0`` read back as ``12``),
+    every ``seg_id``/``node`` cell a valid id/label and each ``file_name`` once; errors name the row."""
     missing = [c for c in ("seg_id", "node") if c not in df.columns]
     if missing:
         raise ValueError(f"{name}: expected columns 'seg_id' and 'node' (one row per image), missing {missing}; "
@@ -296,6 +318,13 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     for c in ("seg_id", "node", "file_name", "subset"):
         if c in df.columns:
             df[c] = df[c].astype("string").str.strip()
+    _check_key_cells(df, name, from_file)
+    return df
+
+
+def _check_key_cells(df: pd.DataFrame, name: str, from_file: bool) -> None:
+    """No empty ``seg_id``/``node`` cell, ids and labels as :mod:`seg_data.ids` accepts them, no
+    ``file_name`` twice; the error names the first offending row."""
     for c in ("seg_id", "node"):
         empty = df[c].isna() | (df[c] == "")
         if empty.any():
@@ -315,6 +344,11 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
             i = int(np.flatnonzero(dup.to_numpy())[0])
             raise ValueError(f"{_row_label(name, i, from_file)}: expected each file_name once, got "
                              f"{df['file_name'].iloc[i]!r} {int((df['file_name'] == df['file_name'].iloc[i]).sum())} times")
+
+
+def _drop_blank_columns(df: pd.DataFrame, name: str, metrics: Sequence[str] | None, notes: list[str]) -> pd.DataFrame:
+    """The frame without header-less, value-less columns (a trailing separator, as Excel writes), unless
+    ``metrics`` names one; the drop is logged and added to ``notes``."""
     blank = [c for c in df.columns if UNNAMED_COLUMN.match(c) and not _has_value(df[c])]
     if blank and (metrics is None or not set(blank) & {str(m) for m in metrics}):
         msg = (f"{name}: column(s) {blank} have no header name and no value (a trailing separator, as "
@@ -322,6 +356,13 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
         log.warning(msg)
         notes.append(msg)
         df = df.drop(columns=blank)
+    return df
+
+
+def _score_columns(df: pd.DataFrame, name: str, metrics: Sequence[str] | None, notes: list[str]) -> list[str]:
+    """The metric columns to analyse: ``metrics`` (checked) or every column that is not a key or
+    descriptive one. Numeric columns left out are warned about (and added to ``notes``): they may be
+    metrics under a descriptive name."""
     candidates = [c for c in df.columns if c not in KEY_COLUMNS]
     why = {c: non_metric_reason(c, df.columns) for c in candidates}
     score_cols = [c for c in candidates if why[c] is None]
@@ -349,19 +390,29 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
         log.info("%s: descriptive column(s) not analysed: %s", name, [c for c in left_out if c not in numeric])
     if not score_cols:
         raise ValueError(f"{name}: expected at least one metric column besides {list(KEY_COLUMNS)}, got none")
-    out = df[[c for c in KEY_COLUMNS if c in df.columns]].copy()
-    for c in score_cols:
-        vals = _to_float(df[c], c, name, from_file)
-        n_fail = int(failure_cells(vals, FAILURE_CODES.get(c, ())).sum())
-        if n_fail:
-            msg = (f"{name}: metric {c!r}: {n_fail} cell(s) hold the failure code(s) {list(FAILURE_CODES[c])}: "
-                   "scores under protocol.failure_codes=score (paper, as the authors' code), missing under "
-                   "failure_codes=missing (graph)")
-            log.warning(msg)
-            notes.append(msg)
-        out[c] = vals
-        if np.isnan(out[c].to_numpy()).all():
-            log.warning("%s: metric %r has no score at all (every cell is missing)", name, c)
+    return score_cols
+
+
+def _metric_values(col: pd.Series, c: str, name: str, from_file: bool, notes: list[str]) -> np.ndarray:
+    """One metric column as floats (see :func:`_to_float`); cells holding the metric's failure codes
+    and a column with no score at all are logged (the codes also in ``notes``)."""
+    vals = _to_float(col, c, name, from_file)
+    n_fail = int(failure_cells(vals, FAILURE_CODES.get(c, ())).sum())
+    if n_fail:
+        msg = (f"{name}: metric {c!r}: {n_fail} cell(s) hold the failure code(s) {list(FAILURE_CODES[c])}: "
+               "scores under protocol.failure_codes=score (paper, as the authors' code), missing under "
+               "failure_codes=missing (graph)")
+        log.warning(msg)
+        notes.append(msg)
+    if np.isnan(vals).all():
+        log.warning("%s: metric %r has no score at all (every cell is missing)", name, c)
+    return vals
+
+
+def _lower_is_better(source: str | Path | pd.DataFrame, name: str, lower_is_better: Iterable[str],
+                     declared_lower: set[str], score_cols: list[str]) -> set[str]:
+    """The lower-is-better metrics: those given, those a long table declares, and those a ``run.json``
+    beside the file records; a given name that is not a score column is an error."""
     lower = {str(m) for m in lower_is_better} | (declared_lower & set(score_cols))
     run = None if isinstance(source, pd.DataFrame) else run_record_beside(source)
     if run is not None:
@@ -369,8 +420,7 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     unknown = sorted(lower - set(score_cols))
     if unknown:
         raise ValueError(f"{name}: lower_is_better names {unknown}, expected metrics among {score_cols}")
-    codes = {c: FAILURE_CODES[c] for c in score_cols if c in FAILURE_CODES}
-    return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes), codes)
+    return lower
 
 
 def table_shape(path: str | Path) -> tuple[int, int, int] | None:
@@ -479,7 +529,7 @@ class AnalysisInputs:
         """Metric -> number of cells holding one of its failure codes (metrics with none left out)."""
         if self.failures is None:
             return {}
-        return {m: int(n) for m, n in zip(self.metrics, self.failures.sum(axis=0)) if n}
+        return {m: int(n) for m, n in zip(self.metrics, self.failures.sum(axis=0), strict=True) if n}
 
 
 def _seg_order(ids: Iterable[str]) -> list[str]:
@@ -602,7 +652,7 @@ def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets
         sub = frame.iloc[kept]
         row_of = {fn: i for i, fn in enumerate(sub["file_name"])}
         where = [known[fn] for fn in sub["file_name"]]
-        disagree = int(sum((sid != str(s) or node != str(n)) for (sid, node), s, n in zip(where, sub["seg_id"], sub["node"])))
+        disagree = int(sum((sid != str(s) or node != str(n)) for (sid, node), s, n in zip(where, sub["seg_id"], sub["node"], strict=True)))
         if disagree:
             msg = f"{disagree} row(s) of {table.source} give a seg_id/node that differs from dataset {ds.name!r}; the dataset's are used"
             log.warning(msg)
@@ -673,7 +723,7 @@ def degenerate_metrics(scores: np.ndarray, structure: Structure, metrics: Sequen
     """
     rows = [r for s in structure.segs for r in s.rows]
     used = np.unique(np.concatenate(rows)) if rows else np.zeros(0, dtype=int)
-    top = [r for s in structure.segs for r, lv in zip(s.rows, s.levels) if lv == 0]
+    top = [r for s in structure.segs for r, lv in zip(s.rows, s.levels, strict=True) if lv == 0]
     top = np.unique(np.concatenate(top)) if top else np.zeros(0, dtype=int)
     out = []
     for j, m in enumerate(metrics):

@@ -244,6 +244,23 @@ def load_tifa_json(path: str | Path) -> HumanJudgments:
         ``human_scores``, or a metric value that is not a number (message names the record).
     """
     p = Path(path)
+    data = _read_tifa_records(p)
+    metric_cols: dict[str, None] = {}  # ordered set, first-seen order
+    rows: list[dict] = []
+    ratings: list[list[float]] = []
+    for key, rec in data.items():
+        row, hs = _tifa_row(f"{p}, record {key!r}", key, rec, metric_cols)
+        rows.append(row)
+        ratings.append([float(x) for x in hs])
+    _check_tifa_metric_types(p, data, metric_cols)
+    items, rating_df, metrics = _tifa_frames(rows, ratings, metric_cols)
+    labels = {m: TIFA_METRIC_LABELS[m] for m in metrics if m in TIFA_METRIC_LABELS}
+    log.debug("loaded %d TIFA records, %d metrics from %s", len(items), len(metrics), p)
+    return HumanJudgments(items, rating_df, metrics, str(p), labels)
+
+
+def _read_tifa_records(p: Path) -> dict:
+    """The file's top-level object of records, after the file/JSON/shape checks of :func:`load_tifa_json`."""
     if not p.is_file():
         raise FileNotFoundError(f"expected a TIFA v1.0 JSON file at {p}, found none")
     try:
@@ -254,54 +271,62 @@ def load_tifa_json(path: str | Path) -> HumanJudgments:
         raise ValueError(f"{p}: expected a JSON object mapping image keys to records, got {type(data).__name__}")
     if not data:
         raise ValueError(f"{p}: expected at least one record, got an empty object")
+    return data
 
-    metric_cols: dict[str, None] = {}  # ordered set, first-seen order
-    rows: list[dict] = []
-    ratings: list[list[float]] = []
-    for key, rec in data.items():
-        where = f"{p}, record {key!r}"
-        if not isinstance(rec, dict):
-            raise ValueError(f"{where}: expected an object, got {type(rec).__name__}")
-        missing = [k for k in TIFA_REQUIRED_KEYS if k not in rec]
-        if missing:
-            raise ValueError(f"{where}: expected keys {list(TIFA_REQUIRED_KEYS)}, missing {missing}")
-        hs = rec["human_scores"]
-        if (not isinstance(hs, list) or not hs
-                or not all(_is_number(x) and math.isfinite(x) for x in hs)):
-            raise ValueError(f"{where}: expected 'human_scores' to be a non-empty list of finite numbers, got {hs!r}")
-        mean = float(np.mean(hs))
-        if "human_avg" in rec and rec["human_avg"] is not None:
-            avg = rec["human_avg"]
-            if not _is_number(avg) or not math.isclose(avg, mean, rel_tol=0, abs_tol=1e-6):
-                raise ValueError(f"{where}: expected 'human_avg' = mean(human_scores) = {mean}, got {avg!r}")
-        row = {"item_id": str(key), "prompt_id": str(rec["text_id"]), "prompt": str(rec["text"]),
-               "image": str(rec.get("image_path") or ""), "human": mean, "n_ratings": len(hs)}
-        for k, v in rec.items():
-            if k in _TIFA_RESERVED:
-                continue
-            if v is None:
+
+def _tifa_row(where: str, key: str, rec: object, metric_cols: dict[str, None]) -> tuple[dict, list]:
+    """One TIFA record checked and turned into an item row; returns ``(row, human_scores)``.
+
+    Numeric fields outside :data:`_TIFA_RESERVED` are metrics: each is added to ``metric_cols``
+    (first-seen order), which later records are checked against.
+    """
+    if not isinstance(rec, dict):
+        raise ValueError(f"{where}: expected an object, got {type(rec).__name__}")
+    missing = [k for k in TIFA_REQUIRED_KEYS if k not in rec]
+    if missing:
+        raise ValueError(f"{where}: expected keys {list(TIFA_REQUIRED_KEYS)}, missing {missing}")
+    hs = rec["human_scores"]
+    if (not isinstance(hs, list) or not hs
+            or not all(_is_number(x) and math.isfinite(x) for x in hs)):
+        raise ValueError(f"{where}: expected 'human_scores' to be a non-empty list of finite numbers, got {hs!r}")
+    mean = float(np.mean(hs))
+    if "human_avg" in rec and rec["human_avg"] is not None:
+        avg = rec["human_avg"]
+        if not _is_number(avg) or not math.isclose(avg, mean, rel_tol=0, abs_tol=1e-6):
+            raise ValueError(f"{where}: expected 'human_avg' = mean(human_scores) = {mean}, got {avg!r}")
+    row = {"item_id": str(key), "prompt_id": str(rec["text_id"]), "prompt": str(rec["text"]),
+           "image": str(rec.get("image_path") or ""), "human": mean, "n_ratings": len(hs)}
+    for k, v in rec.items():
+        if k in _TIFA_RESERVED:
+            continue
+        if v is None:
+            row[k] = math.nan
+        elif _is_number(v):
+            if not math.isfinite(v):
+                # NaN written into the JSON: treat like null, i.e. "no score" for this image.
                 row[k] = math.nan
-            elif _is_number(v):
-                if not math.isfinite(v):
-                    # NaN written into the JSON: treat like null, i.e. "no score" for this image.
-                    row[k] = math.nan
-                else:
-                    row[k] = float(v)
-                metric_cols.setdefault(k)
-            elif k in metric_cols:
-                raise ValueError(f"{where}: expected a number for metric {k!r} (numeric in earlier records), got {v!r}")
             else:
-                continue  # a descriptive field (string, list): not a metric
-        rows.append(row)
-        ratings.append([float(x) for x in hs])
+                row[k] = float(v)
+            metric_cols.setdefault(k)
+        elif k in metric_cols:
+            raise ValueError(f"{where}: expected a number for metric {k!r} (numeric in earlier records), got {v!r}")
+        else:
+            continue  # a descriptive field (string, list): not a metric
+    return row, hs
 
-    # A key numeric in a later record but a string in an earlier one slipped through above.
+
+def _check_tifa_metric_types(p: Path, data: dict, metric_cols: dict[str, None]) -> None:
+    """Second pass: a key numeric in a later record but a string in an earlier one slipped through the first."""
     for rec_key, rec in data.items():
         for m in metric_cols:
             v = rec.get(m)
             if v is not None and not _is_number(v):
                 raise ValueError(f"{p}, record {rec_key!r}: expected a number for metric {m!r}, got {v!r}")
 
+
+def _tifa_frames(rows: list[dict], ratings: list[list[float]],
+                 metric_cols: dict[str, None]) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
+    """The items and raters x slots rating tables and the metric order, from the checked TIFA rows."""
     # Known TIFA metrics in the row order of the paper's Table 2, then any others in file order.
     metrics = tuple([m for m in TIFA_METRIC_LABELS if m in metric_cols]
                     + [m for m in metric_cols if m not in TIFA_METRIC_LABELS])
@@ -316,9 +341,7 @@ def load_tifa_json(path: str | Path) -> HumanJudgments:
     for i, r in enumerate(ratings):
         mat[i, : len(r)] = r
     rating_df = pd.DataFrame(mat, index=items.index, columns=[f"r{j}" for j in range(width)])
-    labels = {m: TIFA_METRIC_LABELS[m] for m in metrics if m in TIFA_METRIC_LABELS}
-    log.debug("loaded %d TIFA records, %d metrics from %s", len(items), len(metrics), p)
-    return HumanJudgments(items, rating_df, metrics, str(p), labels)
+    return items, rating_df, metrics
 
 
 def _parse_float(value: str, where: str, column: str, allow_missing: bool) -> float:
@@ -353,21 +376,7 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
         twice, or an item whose prompt/prompt_id/image/metric values differ between its rows.
     """
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"expected a human-judgment CSV at {p}, found none")
-    try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: could not parse as CSV: {e}") from e
-    df.columns = [str(c).strip() for c in df.columns]
-    missing = [c for c in CSV_REQUIRED_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"{p}: expected columns {list(CSV_REQUIRED_COLUMNS)} (+ optional image, prompt_id, "
-                         f"metric columns), missing {missing} (got {list(df.columns)})")
-    if df.empty:
-        raise ValueError(f"{p}: expected at least one rating row, got none")
-    if len(set(df.columns)) != len(df.columns):
-        raise ValueError(f"{p}: expected unique column names, got {list(df.columns)}")
+    df = _read_human_csv_frame(p)
     metrics = tuple(c for c in df.columns if c not in _CSV_RESERVED)
 
     items: dict[str, dict] = {}
@@ -391,16 +400,7 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
         for m in metrics:
             info[m] = _parse_float(rec[m], where, m, allow_missing=True)
         if item_id in items:
-            prev = items[item_id]
-            for k, v in info.items():
-                u = prev[k]
-                if isinstance(v, float):
-                    same = (math.isnan(u) and math.isnan(v)) or u == v
-                else:
-                    same = u == v
-                if not same:
-                    raise ValueError(f"{where}: item {item_id!r} has {k} = {v!r}, expected {u!r} as on row "
-                                     f"{first_line[item_id]} (an item's {k} must be the same on all its rows)")
+            _check_same_item_info(where, item_id, info, items[item_id], first_line[item_id])
         else:
             items[item_id] = info
             first_line[item_id] = line
@@ -423,6 +423,39 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
         item_df[list(metrics)] = item_df[list(metrics)].astype(float)
     log.debug("loaded %d items, %d raters, %d metrics from %s", len(item_df), len(raters), len(metrics), p)
     return HumanJudgments(item_df, rating_df, metrics, str(p), {})
+
+
+def _read_human_csv_frame(p: Path) -> pd.DataFrame:
+    """The CSV as strings with stripped column names, after the file/parse/column checks of :func:`load_human_csv`."""
+    if not p.is_file():
+        raise FileNotFoundError(f"expected a human-judgment CSV at {p}, found none")
+    try:
+        df = pd.read_csv(p, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: could not parse as CSV: {e}") from e
+    df.columns = [str(c).strip() for c in df.columns]
+    missing = [c for c in CSV_REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p}: expected columns {list(CSV_REQUIRED_COLUMNS)} (+ optional image, prompt_id, "
+                         f"metric columns), missing {missing} (got {list(df.columns)})")
+    if df.empty:
+        raise ValueError(f"{p}: expected at least one rating row, got none")
+    if len(set(df.columns)) != len(df.columns):
+        raise ValueError(f"{p}: expected unique column names, got {list(df.columns)}")
+    return df
+
+
+def _check_same_item_info(where: str, item_id: str, info: dict, prev: dict, prev_line: int) -> None:
+    """An item's prompt/prompt_id/image/metric values must match those on its first row (NaN equals NaN)."""
+    for k, v in info.items():
+        u = prev[k]
+        if isinstance(v, float):
+            same = (math.isnan(u) and math.isnan(v)) or u == v
+        else:
+            same = u == v
+        if not same:
+            raise ValueError(f"{where}: item {item_id!r} has {k} = {v!r}, expected {u!r} as on row "
+                             f"{prev_line} (an item's {k} must be the same on all its rows)")
 
 
 def save_human_csv(judgments: HumanJudgments, path: str | Path) -> Path:
@@ -479,7 +512,7 @@ def make_synthetic_human(path: str | Path, n_prompts: int = 12, images_per_promp
             rated = rng.random(len(raters)) >= missing_rate
             if not rated.any():
                 rated[rng.integers(len(raters))] = True
-            for r, ok in zip(raters, rated):
+            for r, ok in zip(raters, rated, strict=True):
                 rating = int(np.clip(round(3 + 1.2 * q + rng.normal(scale=0.6)), 1, 5))
                 if ok:
                     rows.append({"item_id": item, "prompt_id": f"P{pi:03d}", "prompt": prompt,

@@ -114,51 +114,17 @@ def run_human_view(hj, output_dir: str | Path, n_boot: int = 1000, seed: int = 0
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    human, groups = hj.human, hj.groups
+    human = hj.human
     result_path = out / "human_metametrics.csv"
     rows: list[dict] = []
 
     # Inter-annotator agreement first: it bounds what any metric can reach.
-    if len(hj.raters) >= 2:
-        for level in ("interval", "ordinal"):
-            try:
-                ci = bootstrap_krippendorff_alpha(hj.reliability_data(), groups, level, n_boot, seed, confidence)
-            except ValueError as e:
-                log.warning("Krippendorff's alpha (%s) skipped: %s", level, e)
-                continue
-            rows.append({"metric": "human", "statistic": f"krippendorff_alpha_{level}", "grouping": "global",
-                         "value": ci.value, "ci_low": ci.low, "ci_high": ci.high, "n": hj.n_items})
-    else:
-        log.warning("Krippendorff's alpha skipped: %s has a single rater", source)
-
+    rows.extend(_agreement_rows(hj, n_boot, seed, confidence, source))
     for m in tqdm(hj.metrics, desc="metrics", disable=not progress):
-        x = hj.scores(m)
-        ok = np.isfinite(x)
-        if not ok.all():
-            log.warning("metric %s: %d of %d images have no score; they are left out of its statistics",
-                        m, int((~ok).sum()), len(x))
-        if ok.sum() < 2:
-            log.warning("metric %s: fewer than 2 scored images, skipped", m)
+        metric_rows = _metric_rows(hj, m, n_boot, seed, confidence)
+        if metric_rows is None:
             continue
-        xs, hs, gs = x[ok], human[ok], groups[ok]
-        for grouping in GROUPINGS:
-            for st in STATISTICS:
-                ci = bootstrap_human_statistic(xs, hs, gs, st, grouping, n_boot, seed, confidence)
-                if grouping == "global":
-                    n = int(ok.sum())
-                elif st == "pairwise_acc":
-                    n = int(grouped_pairwise_accuracy(xs, hs, gs).n_pairs)
-                else:
-                    n = grouped_correlation(xs, hs, gs, st).n_used
-                rows.append({"metric": m, "statistic": st, "grouping": grouping, "value": ci.value,
-                             "ci_low": ci.low, "ci_high": ci.high, "n": n})
-            if grouping == "global":
-                pa, n = tie_calibrated_pairwise_accuracy(xs, hs), int(ok.sum())
-            else:
-                pa = grouped_pairwise_accuracy(xs, hs, gs)
-                n = int(pa.n_pairs)  # prompts used
-            rows.append({"metric": m, "statistic": "pairwise_acc_epsilon", "grouping": grouping,
-                         "value": pa.epsilon, "ci_low": math.nan, "ci_high": math.nan, "n": n})
+        rows.extend(metric_rows)
         _write_results(rows, result_path)
     _write_results(rows, result_path)
     results = pd.DataFrame(rows, columns=RESULT_COLUMNS)
@@ -176,23 +142,79 @@ def run_human_view(hj, output_dir: str | Path, n_boot: int = 1000, seed: int = 0
     tests = []
     pairs = list(combinations(hj.metrics, 2))
     for a, b in tqdm(pairs, desc="paired tests", disable=not progress or not pairs):
-        xa, xb = hj.scores(a), hj.scores(b)
-        found = []
-        for method in ("pearson", "spearman"):
-            try:
-                found.append(williams_test_metrics(xa, xb, human, method, nan_policy="omit"))
-            except ValueError as e:
-                log.warning("Williams' test %s vs %s (%s) skipped: %s", a, b, method, e)
-        if n_perm > 0:
-            for grouping in GROUPINGS:
-                found.append(permutation_test(xa, xb, human, groups, "kendall_b", grouping, n_perm, seed,
-                                              nan_policy="omit"))
-        for t in found:
-            tests.append({"metric_a": a, "metric_b": b, "test": t.test, "statistic": t.statistic,
-                          "grouping": t.grouping, "value_a": t.value_a, "value_b": t.value_b, "diff": t.diff,
-                          "test_statistic": t.test_statistic, "p_value": t.p_value, "n": t.n,
-                          "n_resamples": t.n_resamples})
+        tests.extend(_paired_test_rows(hj, a, b, n_perm, seed))
     tests_frame = pd.DataFrame(tests, columns=TEST_COLUMNS)
     tests_path = out / "human_paired_tests.csv"
     tests_frame.to_csv(tests_path, index=False)
     return HumanViewOutputs(results, tests_frame, result_path, table_md, table_csv, corr_path, tests_path)
+
+
+def _agreement_rows(hj, n_boot: int, seed: int, confidence: float, source: str) -> list[dict]:
+    """Krippendorff's alpha rows (interval, ordinal) between raters; none, with a warning, for one rater."""
+    rows: list[dict] = []
+    if len(hj.raters) < 2:
+        log.warning("Krippendorff's alpha skipped: %s has a single rater", source)
+        return rows
+    for level in ("interval", "ordinal"):
+        try:
+            ci = bootstrap_krippendorff_alpha(hj.reliability_data(), hj.groups, level, n_boot, seed, confidence)
+        except ValueError as e:
+            log.warning("Krippendorff's alpha (%s) skipped: %s", level, e)
+            continue
+        rows.append({"metric": "human", "statistic": f"krippendorff_alpha_{level}", "grouping": "global",
+                     "value": ci.value, "ci_low": ci.low, "ci_high": ci.high, "n": hj.n_items})
+    return rows
+
+
+def _metric_rows(hj, m: str, n_boot: int, seed: int, confidence: float) -> list[dict] | None:
+    """One metric's result rows (every statistic and grouping, plus the tie thresholds) on its scored
+    images; None, with a warning, when fewer than 2 images are scored (the metric is skipped)."""
+    x = hj.scores(m)
+    ok = np.isfinite(x)
+    if not ok.all():
+        log.warning("metric %s: %d of %d images have no score; they are left out of its statistics",
+                    m, int((~ok).sum()), len(x))
+    if ok.sum() < 2:
+        log.warning("metric %s: fewer than 2 scored images, skipped", m)
+        return None
+    xs, hs, gs = x[ok], hj.human[ok], hj.groups[ok]
+    rows: list[dict] = []
+    for grouping in GROUPINGS:
+        for st in STATISTICS:
+            ci = bootstrap_human_statistic(xs, hs, gs, st, grouping, n_boot, seed, confidence)
+            if grouping == "global":
+                n = int(ok.sum())
+            elif st == "pairwise_acc":
+                n = int(grouped_pairwise_accuracy(xs, hs, gs).n_pairs)
+            else:
+                n = grouped_correlation(xs, hs, gs, st).n_used
+            rows.append({"metric": m, "statistic": st, "grouping": grouping, "value": ci.value,
+                         "ci_low": ci.low, "ci_high": ci.high, "n": n})
+        if grouping == "global":
+            pa, n = tie_calibrated_pairwise_accuracy(xs, hs), int(ok.sum())
+        else:
+            pa = grouped_pairwise_accuracy(xs, hs, gs)
+            n = int(pa.n_pairs)  # prompts used
+        rows.append({"metric": m, "statistic": "pairwise_acc_epsilon", "grouping": grouping,
+                     "value": pa.epsilon, "ci_low": math.nan, "ci_high": math.nan, "n": n})
+    return rows
+
+
+def _paired_test_rows(hj, a: str, b: str, n_perm: int, seed: int) -> list[dict]:
+    """The paired-test rows of metrics ``a`` and ``b``: Williams' tests (a failing one is skipped with a
+    warning) and, when ``n_perm > 0``, the prompt-swapping permutation tests per grouping."""
+    xa, xb, human = hj.scores(a), hj.scores(b), hj.human
+    found = []
+    for method in ("pearson", "spearman"):
+        try:
+            found.append(williams_test_metrics(xa, xb, human, method, nan_policy="omit"))
+        except ValueError as e:
+            log.warning("Williams' test %s vs %s (%s) skipped: %s", a, b, method, e)
+    if n_perm > 0:
+        for grouping in GROUPINGS:
+            found.append(permutation_test(xa, xb, human, hj.groups, "kendall_b", grouping, n_perm, seed,
+                                          nan_policy="omit"))
+    return [{"metric_a": a, "metric_b": b, "test": t.test, "statistic": t.statistic,
+             "grouping": t.grouping, "value_a": t.value_a, "value_b": t.value_b, "diff": t.diff,
+             "test_statistic": t.test_statistic, "p_value": t.p_value, "n": t.n,
+             "n_resamples": t.n_resamples} for t in found]

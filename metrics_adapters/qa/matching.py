@@ -332,7 +332,28 @@ def stated_choice(answer: object, choices: Sequence[str]) -> tuple[int | None, s
         return None, "none"
     if _HEDGE.search(text):
         return None, "hedge"
-    # The words of the statements, each marked with whether its clause holds a negation.
+    words, negated = _statement_words(text)
+    if not words:
+        return None, "none"
+    spans = _choice_spans(words, choices)
+    if not spans:
+        return None, "none"
+    taken = [False] * len(words)
+    found: dict[int, bool] = {}  # choice index -> negated at any of its occurrences
+    for n, s, i in sorted(spans, key=lambda x: (-x[0], x[1])):
+        if any(taken[s:s + n]):
+            continue
+        taken[s:s + n] = [True] * n
+        found[i] = found.get(i, False) or any(negated[s:s + n])
+    if len(found) > 1:
+        return None, "several"
+    (i, neg), = found.items()
+    return (None, "negated") if neg else (i, "stated")
+
+
+def _statement_words(text: str) -> tuple[list[str], list[bool]]:
+    """The words of the statements of ``text`` (for :func:`stated_choice`), each marked with whether
+    its clause holds a negation; echoed questions keep only the words before their question word."""
     words: list[str] = []
     negated: list[bool] = []
     pos = 0
@@ -349,12 +370,16 @@ def stated_choice(answer: object, choices: Sequence[str]) -> tuple[int | None, s
             neg = any(t.replace("'", "") in _NEGATIONS or t.endswith("n't") for t in toks)
             words += [_word(t) for t in toks]
             negated += [neg] * len(toks)
-    if not words:
-        return None, "none"
+    return words, negated
+
+
+def _choice_spans(words: list[str], choices: Sequence[str]) -> list[tuple[int, int, int]]:
+    """Every occurrence of a choice in ``words`` as ``(length in words, start, choice index)``,
+    for :func:`stated_choice` to take longest first; choices with the words of an earlier one are skipped."""
     at: dict[str, list[int]] = {}  # word -> its positions
     for k, w in enumerate(words):
         at.setdefault(w, []).append(k)
-    spans: list[tuple[int, int, int]] = []  # (length in words, start, choice index)
+    spans: list[tuple[int, int, int]] = []
     seen: set[tuple[tuple[str, ...], frozenset[str]]] = set()
     for i, c in enumerate(choices):
         pats = _choice_patterns(str(c))
@@ -367,19 +392,7 @@ def stated_choice(answer: object, choices: Sequence[str]) -> tuple[int | None, s
                 for e in at.get(form, ()):
                     if e >= n - 1 and tuple(words[e - n + 1:e]) == head:
                         spans.append((n, e - n + 1, i))
-    if not spans:
-        return None, "none"
-    taken = [False] * len(words)
-    found: dict[int, bool] = {}  # choice index -> negated at any of its occurrences
-    for n, s, i in sorted(spans, key=lambda x: (-x[0], x[1])):
-        if any(taken[s:s + n]):
-            continue
-        taken[s:s + n] = [True] * n
-        found[i] = found.get(i, False) or any(negated[s:s + n])
-    if len(found) > 1:
-        return None, "several"
-    (i, neg), = found.items()
-    return (None, "negated") if neg else (i, "stated")
+    return spans
 
 
 @dataclass(frozen=True)
@@ -543,7 +556,7 @@ class AnswerMatcher:
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         vecs = vecs / np.where(norms == 0, 1.0, norms)
         self.n_encoded += len(todo)
-        self._emb.update(zip(todo, vecs))
+        self._emb.update(zip(todo, vecs, strict=True))
 
     def match(self, answers: Sequence[str], choices: Sequence[Sequence[str]],
               expected: Sequence[str] | None = None) -> list[MatchResult]:
@@ -572,7 +585,7 @@ class AnswerMatcher:
             raise ValueError(f"AnswerMatcher(yes_no='paper'): expected one expected answer per answer, got {got}")
         results: list[MatchResult | None] = [None] * len(answers)
         need: list[tuple[int, str]] = []  # (index, rule recorded if the embedding decides)
-        for i, (a, cs) in enumerate(zip(answers, choices)):
+        for i, (a, cs) in enumerate(zip(answers, choices, strict=True)):
             if not cs:
                 raise ValueError(f"answer {i}: expected at least one choice, got none")
             na = normalize_answer(a)

@@ -64,11 +64,7 @@ def parse_tifa(text: str, max_questions: int = 30) -> list[Question]:
             continue
         m = _ABOUT.match(line)
         if m:
-            if state in ("q", "choices"):
-                raise ParseError(f"line {n}: expected {'Choices:' if state == 'q' else 'A:'} to finish the question "
-                                 f"{q_text!r}, got {line!r}")
-            if state == "about":
-                raise ParseError(f"line {n}: expected a question (Q:) about {element!r}, got another About line")
+            _check_about_allowed(n, line, state, q_text, element)
             element, category = m.group("element").strip(), m.group("category").strip().lower()
             state = "about"
             continue
@@ -84,22 +80,14 @@ def parse_tifa(text: str, max_questions: int = 30) -> list[Question]:
         if m:
             if state != "q":
                 raise ParseError(f"line {n}: expected Choices: right after a question (Q:), got {line!r}")
-            choices = tuple(c.strip() for c in m.group("text").split(","))
-            if len(choices) < 2 or any(not c for c in choices):
-                raise ParseError(f"line {n}: expected at least two comma-separated choices, got {line!r}")
-            if len({c.lower() for c in choices}) != len(choices):
-                raise ParseError(f"line {n}: expected distinct choices, got {list(choices)}")
+            choices = _tifa_choices(n, line, m.group("text"))
             state = "choices"
             continue
         m = _A.match(line)
         if m:
             if state != "choices":
                 raise ParseError(f"line {n}: expected A: right after Choices:, got {line!r}")
-            ans = m.group("text").strip().rstrip(".")
-            lower = [c.lower() for c in choices]
-            if ans.lower() not in lower:
-                raise ParseError(f"line {n}: expected the answer to be one of the choices {list(choices)}, got {ans!r}")
-            ans = choices[lower.index(ans.lower())]
+            ans = _tifa_answer(n, m.group("text"), choices)
             if q_text not in seen:
                 seen.add(q_text)
                 out.append(Question(str(len(out)), q_text, choices, ans, element=element, category=category))
@@ -109,12 +97,45 @@ def parse_tifa(text: str, max_questions: int = 30) -> list[Question]:
             continue
         raise ParseError(f"line {n}: expected an 'About <element> (<category>):', 'Q:', 'Choices:' or 'A:' line, "
                          f"got {line[:120]!r}")
+    _check_tifa_end(state, q_text, out)
+    return out
+
+
+def _check_about_allowed(n: int, line: str, state: str, q_text: str | None, element: str | None) -> None:
+    """An ``About`` line may not interrupt an unfinished question nor follow another ``About`` directly."""
+    if state in ("q", "choices"):
+        raise ParseError(f"line {n}: expected {'Choices:' if state == 'q' else 'A:'} to finish the question "
+                         f"{q_text!r}, got {line!r}")
+    if state == "about":
+        raise ParseError(f"line {n}: expected a question (Q:) about {element!r}, got another About line")
+
+
+def _check_tifa_end(state: str, q_text: str | None, out: list[Question]) -> None:
+    """At the end of the output the last question must be finished and at least one must have been read."""
     if state in ("q", "choices"):
         raise ParseError(f"expected the question {q_text!r} to end with {'Choices: and A:' if state == 'q' else 'A:'}, "
                          "got the end of the output")
     if not out:
         raise ParseError("expected at least one 'About ...:' block with a question, got none")
-    return out
+
+
+def _tifa_choices(n: int, line: str, text: str) -> tuple[str, ...]:
+    """The comma-separated choices of a ``Choices:`` line: at least two, non-empty, distinct (case-insensitive)."""
+    choices = tuple(c.strip() for c in text.split(","))
+    if len(choices) < 2 or any(not c for c in choices):
+        raise ParseError(f"line {n}: expected at least two comma-separated choices, got {line!r}")
+    if len({c.lower() for c in choices}) != len(choices):
+        raise ParseError(f"line {n}: expected distinct choices, got {list(choices)}")
+    return choices
+
+
+def _tifa_answer(n: int, text: str, choices: tuple[str, ...]) -> str:
+    """The answer of an ``A:`` line matched case-insensitively to a choice, in the choice's spelling."""
+    ans = text.strip().rstrip(".")
+    lower = [c.lower() for c in choices]
+    if ans.lower() not in lower:
+        raise ParseError(f"line {n}: expected the answer to be one of the choices {list(choices)}, got {ans!r}")
+    return choices[lower.index(ans.lower())]
 
 
 _DSG_LINE = re.compile(r"^(?P<id>\d+)\s*\|\s*(?P<tuple>[^|]+?)\s*\|\s*(?P<question>[^|]+?)\s*\|\s*(?P<parents>[\d,\s]+?)\s*$")
@@ -162,18 +183,7 @@ def parse_dsg(text: str, max_questions: int = 30) -> list[Question]:
         question = m.group("question").strip()
         if not question.endswith("?"):
             raise ParseError(f"line {n}: expected a yes/no question ending with '?', got {question!r}")
-        raw = [p.strip() for p in m.group("parents").split(",")]
-        if any(not p for p in raw):
-            raise ParseError(f"line {n}: expected parent ids like '0', '2' or '1,3', got {m.group('parents')!r}")
-        ids = [int(p) for p in raw]
-        if 0 in ids and len(ids) > 1:
-            raise ParseError(f"line {n}: expected '0' alone (no parent) or parent ids, got {m.group('parents')!r}")
-        ids = [i for i in ids if i != 0]
-        bad = [i for i in ids if not 1 <= i < rid]
-        if bad:
-            raise ParseError(f"line {n}: expected parents among the earlier ids 1..{rid - 1}, got {bad}")
-        if len(set(ids)) != len(ids):
-            raise ParseError(f"line {n}: expected distinct parent ids, got {ids}")
+        ids = _dsg_parent_ids(n, m.group("parents"), rid)
         tup = m.group("tuple").strip()
         out.append(Question(str(rid - 1), question, ("yes", "no"), "yes", parents=tuple(str(i - 1) for i in ids),
                             element=tup, category=tup.split(" - ")[0].strip().lower()))
@@ -183,6 +193,23 @@ def parse_dsg(text: str, max_questions: int = 30) -> list[Question]:
         raise ParseError("expected at least one requirement line '<id> | <tuple> | <question> | <parents>', got none")
     build_dependency_graph(out, where="generated DSG questions")  # cannot fail by construction; kept as a guard
     return out
+
+
+def _dsg_parent_ids(n: int, parents: str, rid: int) -> list[int]:
+    """The 1-based parent ids of requirement ``rid`` (``0`` alone = none): distinct and all earlier than ``rid``."""
+    raw = [p.strip() for p in parents.split(",")]
+    if any(not p for p in raw):
+        raise ParseError(f"line {n}: expected parent ids like '0', '2' or '1,3', got {parents!r}")
+    ids = [int(p) for p in raw]
+    if 0 in ids and len(ids) > 1:
+        raise ParseError(f"line {n}: expected '0' alone (no parent) or parent ids, got {parents!r}")
+    ids = [i for i in ids if i != 0]
+    bad = [i for i in ids if not 1 <= i < rid]
+    if bad:
+        raise ParseError(f"line {n}: expected parents among the earlier ids 1..{rid - 1}, got {bad}")
+    if len(set(ids)) != len(ids):
+        raise ParseError(f"line {n}: expected distinct parent ids, got {ids}")
+    return ids
 
 
 PARSERS: dict[str, Callable[..., list[Question]]] = {"tifa": parse_tifa, "dsg": parse_dsg}
