@@ -501,3 +501,13 @@ def test_view_values():
     assert view_values(res) == {"a": 0.3, "b": 0.5}
     with pytest.raises(ValueError, match="found none"):
         view_values(res, grouping="prompt")
+
+
+@pytest.mark.parametrize("grouping", ["global", "prompt"])
+def test_permutation_test_with_a_metric_without_scores_is_undefined_not_a_crash(grouping):
+    # A metric that scored nothing (all NaN) used to raise IndexError deep in the vectorised
+    # Kendall counts; with nan_policy="omit" nothing is left to compare: NaN p, n = 0.
+    x, y, groups = _toy(seed=3)
+    r = H.permutation_test(np.full_like(x, np.nan), x, y, groups, "kendall_b", grouping, n_perm=20,
+                           nan_policy="omit")
+    assert np.isnan(r.p_value) and r.n == 0

@@ -154,6 +154,9 @@ def permutation_test(a, b, human, groups, statistic: str = "kendall_b", grouping
     a, b, h = a[keep], b[keep], h[keep]
     codes, uniq = _groups_codes(np.asarray(uniq[codes[keep]], dtype=object), len(a))
     G = len(uniq)
+    if len(a) < 2:  # nothing to compare (e.g. a metric without any score): an undefined test, not a crash
+        return PairedTest("permutation", statistic, grouping, math.nan, math.nan, math.nan, math.nan,
+                          math.nan, 0, n_perm)
     rng = np.random.default_rng(seed)
 
     if grouping == "prompt" and statistic != "pairwise_acc":
