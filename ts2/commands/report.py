@@ -47,13 +47,14 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
                  human_statistic: str = "kendall_b", human_grouping: str = "prompt",
                  seg_meta_metric: str = "rank", confidence: float = 0.95, chance: int = 0,
-                 min_segs_ci: int | None = None):
+                 min_segs_ci: int | None = None, explorer: bool = True):
     """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
 
     ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
     ``ts2 analyze human=...``, or its folder), the report also shows the SEG view and the human
     view of the same metrics side by side (both rank orders, Kendall's tau between them) and
-    writes ``views.csv``. Returns :class:`analysis.report.ReportOutputs`.
+    writes ``views.csv``. With ``explorer``, ``explorer.html`` (:mod:`analysis.explorer`) is written
+    beside ``report.html`` and linked from it. Returns :class:`analysis.report.ReportOutputs`.
 
     Raises
     ------
@@ -63,19 +64,10 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
         Unreadable result files, shards that disagree, a bad ``scatter`` pair.
     """
     from analysis import report as rp
-    from seg_data.results import published_path
-    from ts2 import results as rs
 
-    paths = rs.expand_result_paths(results)
-    shown = [published_path(p) for p in paths]  # ts2 run reports on its own set while writing it
-    dirs = [rs.load_result_dir(p, name=_display_name(q, shown)) for p, q in zip(paths, shown)]
-    merged, todo = rs.merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
-    if todo:
-        log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
-                 len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
-    merged = rs.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
-                                  dataset=dataset, subsets=subsets, confidence=confidence,
-                                  chance=chance, min_segs_ci=min_segs_ci)
+    merged = merged_results(results, flops=flops, lower_is_better=lower_is_better, protocols=protocols,
+                            bootstrap=bootstrap, seed=seed, dataset=dataset, subsets=subsets, confidence=confidence,
+                            chance=chance, min_segs_ci=min_segs_ci)
     extra_files = {}
     if human is not None:
         protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
@@ -92,7 +84,37 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
     return rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels, groups=groups,
                            scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts,
                            figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto,
-                           extra_files=extra_files)
+                           extra_files=extra_files, dataset=dataset, explorer=explorer)
+
+
+def merged_results(results: Sequence[str | Path], *, flops: Mapping[str, float] | None = None,
+                   lower_is_better: Sequence[str] = (), protocols: Sequence[str] = ("paper", "graph"),
+                   bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto",
+                   confidence: float = 0.95, chance: int = 0, min_segs_ci: int | None = None):
+    """Read the result folders ``results`` (sweeps expanded), merge them and compute the
+    meta-metrics still missing (:func:`ts2.results.complete_analysis`): what ``ts2 report`` and
+    ``ts2 explore`` draw from. Returns :class:`analysis.report.MergedResults`.
+
+    Raises
+    ------
+    FileNotFoundError
+        A result folder that does not exist or holds no result files.
+    ValueError
+        Unreadable result files, shards that disagree.
+    """
+    from seg_data.results import published_path
+    from ts2 import results as rs
+
+    paths = rs.expand_result_paths(results)
+    shown = [published_path(p) for p in paths]  # ts2 run reports on its own set while writing it
+    dirs = [rs.load_result_dir(p, name=_display_name(q, shown)) for p, q in zip(paths, shown)]
+    merged, todo = rs.merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
+    if todo:
+        log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
+                 len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
+    return rs.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
+                                dataset=dataset, subsets=subsets, confidence=confidence,
+                                chance=chance, min_segs_ci=min_segs_ci)
 
 
 def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
@@ -120,7 +142,7 @@ def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path
         pareto=None if cfg.pareto is None else _as_list(cfg.pareto), human=cfg.human,
         human_statistic=str(cfg.human_statistic), human_grouping=str(cfg.human_grouping),
         seg_meta_metric=str(cfg.seg_meta_metric), confidence=float(cfg.confidence),
-        chance=int(cfg.chance or 0), min_segs_ci=cfg.get("min_segs_ci"))
+        chance=int(cfg.chance or 0), min_segs_ci=cfg.get("min_segs_ci"), explorer=bool(cfg.explorer))
 
 
 def main(cfg: DictConfig) -> int:
