@@ -95,7 +95,7 @@ def test_walk_values_are_spearman_and_average_to_per_seg(mini_run, mini_page):
                 assert value == pytest.approx(-spearmanr(lv, sc).statistic, abs=1e-12)
                 checked += 1
             assert m["worst"] == int(np.nanargmin(vals))
-            for i, node in enumerate(seg["nodes"]):  # the page shows each image's score from scores.csv
+            for node in seg["nodes"]:  # the page shows each image's score from scores.csv
                 for im in node["images"]:
                     assert im["s"][j] == pytest.approx(scores.at[im["f"], metric])
     assert checked > 30
