@@ -171,21 +171,23 @@ def _protocol(name: str) -> Protocol:
 
 
 def _layout(seg) -> dict[str, tuple[float, float]]:
-    """Pixel centres of the nodes: one column per error count, left to right, by networkx."""
+    """Pixel centres of the nodes: columns left to right by error count (networkx's
+    ``multipartite_layout``), nodes of one column top to bottom in label order (1a, 1b, ...;
+    networkx orders a layer by set iteration, which is arbitrary)."""
     import networkx as nx
 
+    from seg_data.model import label_sort_key
+
     g = nx.DiGraph()
-    for n in seg.labels:
-        g.add_node(n, level=int(seg.levels[seg.labels.index(n)]))
-    g.add_edges_from(seg.seg.graph.edges)
-    pos = nx.multipartite_layout(g, subset_key="level", align="vertical", scale=1.0)
-    levels = sorted(set(seg.levels))
-    col = {lev: i for i, lev in enumerate(levels)}
-    out = {}
-    for lev in levels:
-        members = sorted((n for n in seg.labels if seg.levels[seg.labels.index(n)] == lev), key=lambda n: -pos[n][1])
-        for i, n in enumerate(members):
-            out[n] = (_PAD + _NODE_W / 2 + col[lev] * _COL, _PAD + _NODE_H / 2 + i * _ROW)
+    g.add_nodes_from((n, {"level": int(lev)}) for n, lev in zip(seg.labels, seg.levels))
+    g.add_edges_from(e for e in seg.seg.graph.edges if e[0] in g and e[1] in g)
+    pos = nx.multipartite_layout(g, subset_key="level", align="vertical")
+    xs = sorted({round(float(p[0]), 9) for p in pos.values()})
+    col = {n: xs.index(round(float(p[0]), 9)) for n, p in pos.items()}
+    out, used = {}, {}
+    for n in sorted(seg.labels, key=label_sort_key):
+        i = used[col[n]] = used.get(col[n], -1) + 1
+        out[n] = (_PAD + _NODE_W / 2 + col[n] * _COL, _PAD + _NODE_H / 2 + i * _ROW)
     return out
 
 

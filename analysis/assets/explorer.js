@@ -177,7 +177,7 @@
     seg.nodes.forEach(function (n, i) {
       var sc = n.images.map(function (im) { return im.s[m.j]; }).filter(function (v) { return v !== null; });
       var mean = sc.length ? sc.reduce(function (a, b) { return a + b; }, 0) / sc.length : null;
-      var first = n.errors.length ? n.errors[0] : "no error";
+      var first = n.errors.length ? n.errors[0] : n.level ? "errors not described" : "no error";
       if (first.length > 30) first = first.slice(0, 29) + "\u2026";
       svg.appendChild(sv("g", { "class": "node" + (nodeOn[i] ? " " + nodeOn[i] : ""), "data-node": n.label,
                                 transform: "translate(" + (n.x - W / 2) + "," + (n.y - H / 2) + ")" },
