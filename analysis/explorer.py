@@ -45,10 +45,10 @@ from .metametrics.rank import rank_walks
 from .metametrics.walkstats import WalkStats
 from .protocols import PROTOCOLS, Protocol
 from .scores_io import prepare_inputs, read_scores
-from .walks import protocol_walks
+from .walks import protocol_walks, walk_count
 
 __all__ = ["ExplorerOutputs", "explorer_data", "explorer_html", "json_for_script", "make_thumbnails",
-           "write_explorer", "THUMB_SIDE", "THUMB_BUDGET", "MAX_PAIRS"]
+           "write_explorer", "THUMB_SIDE", "THUMB_BUDGET", "MAX_PAIRS", "MAX_WALKS"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 THUMB_SIDE = 96
 #: Bytes all embedded thumbnails may take (base64 included); over it they are made smaller.
 THUMB_BUDGET = 40 * 2**20
+#: Walks listed per SEG at most; a SEG with more is drawn without its walks (and a note says so).
+MAX_WALKS = 5000
 #: Misordered image pairs kept per SEG and metric (the largest score gaps first).
 MAX_PAIRS = 30
 _JPEG_QUALITY = 70
@@ -303,7 +305,13 @@ def explorer_data(merged, dataset: SEGDataset | None = None, metrics: Sequence[s
                           "x": pos[lbl][0], "y": pos[lbl][1], "images": imgs})
         edges = [[node_index[u], node_index[v], [str(e) for e in d.get("errors", ())]] for u, v, d in g.edges(data=True)
                  if u in node_index and v in node_index]
-        walks = [[node_index[n] for n in w] for w in protocol_walks(s, proto.walks, proto.root_duplication)]
+        n_walks = walk_count(s, proto.walks, proto.root_duplication)
+        if n_walks > MAX_WALKS:
+            notes.append(f"SEG {s.seg_id}: {n_walks} walks, more than the {MAX_WALKS} the explorer lists; "
+                         "drawn without its walks")
+            walks = []
+        else:
+            walks = [[node_index[n] for n in w] for w in protocol_walks(s, proto.walks, proto.root_duplication)]
         wv = _walk_values(walks, s.rows, s.levels, x, proto)
         per_metric = {}
         for j, m in enumerate(chosen):
