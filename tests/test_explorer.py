@@ -259,3 +259,40 @@ def test_browser_injected_strings_run_no_script_and_show_as_text(browser, hostil
                                   "#app svg[onload]').length") == 0
     assert browser.execute_script("return Array.from(document.querySelectorAll('b')).map(b => b.textContent)") \
         == ["Prompt: "]  # our own label only: the error's <b>two</b> stayed text
+
+
+@pytest.mark.shared
+def test_release_scores_without_images_give_the_structure_only_view(ts2_dir, tmp_path, request):
+    """The released scores (no images/ folder): 165 SEGs, 2,840 images, no thumbnail; each image
+    is shown by its file name with its score."""
+    an = tmp_path / "an"
+    r = _ts2("analyze", f"scores={ts2_dir / 'released' / 'scores_subset.csv'}", f"path={ts2_dir}", "protocols=[graph]",
+             "bootstrap=0", "chance=0", "reference=null", f"output_dir={an}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    page = tmp_path / "ts2.html"
+    r = _ts2("explore", f"results={an}", f"path={ts2_dir}", f"out={page}", f"output_dir={tmp_path / 'ex'}",
+             "progress=false", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"explorer: {page} (165 SEGs, 2840 images, 0 thumbnails" in r.stdout
+    data = _page_data(page)
+    assert any("2840 of 2840 image(s) have no file on disk" in n for n in data["notes"])
+    ref = _per_seg(an, "clipscore")
+    mine = {s["id"]: s["metrics"]["clipscore"]["values"]["rank"] for s in data["segs"]}
+    assert min(mine, key=lambda k: np.inf if mine[k] is None else mine[k]) == ref.idxmin()
+    try:
+        driver = request.getfixturevalue("browser")
+    except pytest.skip.Exception:
+        return  # the data checks above stand without a browser
+    from selenium.webdriver.common.by import By
+
+    driver.get(page.as_uri() + "#a=clipscore")
+    first = driver.find_element(By.CSS_SELECTOR, "#seg-list tbody tr.seg-row")
+    assert first.get_attribute("data-seg") == ref.idxmin()
+    first.click()
+    seg = next(s for s in data["segs"] if s["id"] == ref.idxmin())
+    n = sum(len(x["images"]) for x in seg["nodes"])
+    cards = driver.find_element(By.CSS_SELECTOR, "#seg-view .nodes")
+    assert len(cards.find_elements(By.CSS_SELECTOR, "img")) == 0
+    names = [e.get_attribute("textContent") for e in cards.find_elements(By.CSS_SELECTOR, ".nothumb")]
+    assert sorted(names) == sorted(im["f"] for x in seg["nodes"] for im in x["images"]) and len(names) == n
+    assert len(cards.find_elements(By.CSS_SELECTOR, "figcaption.score")) == n
