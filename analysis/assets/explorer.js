@@ -242,7 +242,9 @@
                 el("table", { "class": "pairs" }, el("thead", {}, el("tr", {}, el("th", {}, "edge"),
                    el("th", {}, "fewer errors"), el("th", {}, "more errors"))), pb)]);
     } else {
-      box.appendChild(el("p", { "class": "sub" }, "No image pair along an edge is scored against the graph."));
+      var ties = m.edges.reduce(function (t, c) { return t + c[1]; }, 0);
+      box.appendChild(el("p", { "class": "sub" }, "No image pair along an edge is scored against the graph" +
+                         (ties ? "; " + ties + " pair(s) tied (a tie lowers a walk's rank_m too)." : ".")));
     }
     // nodes with their errors, thumbnails and scores
     var onWorst = {};
