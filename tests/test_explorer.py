@@ -150,6 +150,16 @@ def browser():
     d.quit()
 
 
+def _wait(driver, css: str):
+    """The element ``css`` once drawn: a click changes the URL fragment, and the page redraws on
+    the ``hashchange`` event, after the click returns."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, 10).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
 def _no_alert(driver) -> None:
     from selenium.common.exceptions import NoAlertPresentException
 
@@ -171,7 +181,7 @@ def test_browser_worst_seg_shows_worst_walk_thumbnails_and_scores(browser, mini_
     worst = rows[0].get_attribute("data-seg")
     assert ref[worst] == ref.min()
     rows[0].click()
-    view = browser.find_element(By.ID, "seg-view")
+    view = _wait(browser, "#seg-view")
     data = next(s for s in _page_data(mini_page)["segs"] if s["id"] == worst)
     n_images = sum(len(n["images"]) for n in data["nodes"])
     cards = view.find_element(By.CSS_SELECTOR, ".nodes")
@@ -191,6 +201,7 @@ def test_browser_worst_seg_shows_worst_walk_thumbnails_and_scores(browser, mini_
     assert len(view.find_elements(By.CSS_SELECTOR, "svg path.edge.worst")) == len(walk) - 1
     # view 3: both metrics side by side on this SEG
     browser.find_element(By.ID, "compare").click()
+    _wait(browser, "#compare-view")
     panels = browser.find_elements(By.CSS_SELECTOR, "#compare-view .panel")
     assert [p.get_attribute("data-metric") for p in panels] == ["geneval_shapes", "random"]
     assert all(len(p.find_elements(By.CSS_SELECTOR, ".nodes img.thumb")) == n_images for p in panels)
@@ -244,14 +255,15 @@ def test_browser_injected_strings_run_no_script_and_show_as_text(browser, hostil
     options = [o.text for o in Select(browser.find_element(By.ID, "metric-a")).options]
     assert PAYLOAD_METRIC in options
     row.click()
+    view = _wait(browser, "#seg-view")
     _no_alert(browser)
-    view = browser.find_element(By.ID, "seg-view")
     assert PAYLOAD_PROMPT in view.find_element(By.CSS_SELECTOR, "p.prompt").text
     errors = [e.text for e in view.find_elements(By.CSS_SELECTOR, "li.error")]
     assert errors.count(PAYLOAD_ERROR) == 2 and "<b>two</b>" in errors
     assert view.find_element(By.CSS_SELECTOR, ".panel h3").text == PAYLOAD_METRIC
     assert len(view.find_elements(By.CSS_SELECTOR, ".nodes img.thumb")) == 6
     browser.find_element(By.ID, "compare").click()
+    _wait(browser, "#compare-view")
     _no_alert(browser)
     # nothing the payloads carry became an element, and none of their handlers ran
     assert browser.execute_script("return window.__pwned === undefined")
@@ -289,6 +301,7 @@ def test_release_scores_without_images_give_the_structure_only_view(ts2_dir, tmp
     first = driver.find_element(By.CSS_SELECTOR, "#seg-list tbody tr.seg-row")
     assert first.get_attribute("data-seg") == ref.idxmin()
     first.click()
+    _wait(driver, "#seg-view")
     seg = next(s for s in data["segs"] if s["id"] == ref.idxmin())
     n = sum(len(x["images"]) for x in seg["nodes"])
     cards = driver.find_element(By.CSS_SELECTOR, "#seg-view .nodes")
