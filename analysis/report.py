@@ -417,7 +417,8 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
                  n_heatmaps: int = 2, extra_sections: Sequence[tuple[str, str]] = (),
                  prompts: Mapping[str, str] | None = None, figures: Sequence[str] = FIGURE_KINDS,
                  pareto: Sequence[str] | None = None, extra_files: Mapping[str, pd.DataFrame] | None = None,
-                 verdict=None, dataset_note: str | None = None) -> ReportOutputs:
+                 verdict=None, dataset_note: str | None = None, dataset=None,
+                 explorer: bool = False) -> ReportOutputs:
     """Write ``report.html``, the merged ``metametrics.csv``/``per_seg.csv``/``scores.csv``,
     ``pareto.csv``, the paper-style ``table.md``/``.tex``/``.csv``, ``figures/*.png`` and
     ``extra_files`` (name -> frame, as ``<name>.csv``) into ``output_dir``, as one result set
@@ -427,7 +428,9 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
     discrepancy list of ``ts2 reproduce``). ``verdict`` (an :class:`analysis.verdict.Verdict`)
     adds the Verdict section after the overview and writes ``verdict.csv``, ``ranking.csv`` and
     ``pairs.csv``; ``dataset_note`` (HTML, e.g. :func:`synthetic_dataset_note`) goes into the
-    overview.
+    overview. With ``explorer`` and per-image scores, the SEG explorer
+    (:func:`analysis.explorer.write_explorer`, drawing ``dataset``'s SEGs when given) is written as
+    ``explorer.html`` and linked from the page; when it cannot be built, a note says why.
     """
     extra_files = dict(extra_files or {})
     if verdict is not None:
@@ -435,7 +438,7 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
     with result_set(output_dir, "ts2 report") as stage:
         res = _write_report(merged, stage, title, protocol, dict(labels or {}), groups, scatter,
                             n_heatmaps, extra_sections, prompts, figures, pareto, extra_files, verdict,
-                            dataset_note)
+                            dataset_note, dataset, explorer)
         return _published(res)
 
 
@@ -465,8 +468,26 @@ def _overview(merged: MergedResults, labels: Mapping[str, str]) -> str:
     return "".join(parts) + "</ul>"
 
 
+def _explorer_section(merged: MergedResults, out: Path, dataset, protocol: str | None, title: str) -> tuple[str, str]:
+    """Write ``explorer.html`` into ``out``; the report's section linking to it (or saying why not)."""
+    from .explorer import write_explorer
+
+    try:
+        res = write_explorer(merged, out / "explorer.html", dataset, protocol=protocol, title=f"{title}: SEG explorer")
+    except ValueError as e:
+        log.warning("no SEG explorer: %s", e)
+        return "SEG explorer", f"<p class='note'>No explorer: {html.escape(str(e))}</p>"
+    return "SEG explorer", (
+        f"<p><a href='explorer.html'>explorer.html</a>: {res.n_segs} SEGs, {res.n_images} images "
+        f"({res.n_thumbnails} thumbnails, {res.size_bytes / 2**20:.1f} MB), one page that opens from disk. "
+        "SEGs worst first by a metric's rank_m or sep_m (filter by subset, or where one metric fails and another "
+        "passes); a SEG's graph with its walks, the worst walk highlighted, its images and scores; two metrics side "
+        "by side.</p>")
+
+
 def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatmaps, extra_sections, prompts,
-                  figures, pareto, extra_files, verdict=None, dataset_note=None) -> ReportOutputs:
+                  figures, pareto, extra_files, verdict=None, dataset_note=None, dataset=None,
+                  explorer=False) -> ReportOutputs:
     mm, ps = merged.metametrics, merged.per_seg
     written_mm = written_ps = written_sc = None
     if mm is not None:
@@ -535,6 +556,8 @@ def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatm
         sections.append(("Per-SEG comparison", "<p>No per-SEG scatter: there is no second non-control metric to "
                          "compare the metric under evaluation with (a control is built to fail, so agreeing with "
                          "it says nothing).</p>"))
+    if explorer and merged.scores is not None:
+        sections.append(_explorer_section(merged, out, dataset, protocol, title))
     sections.append(("Runs", runs_html(merged.runs)))
     if merged.notes:
         sections.append(("Notes", "<ul>" + "".join(f"<li class='note'>{html.escape(n)}</li>" for n in merged.notes)

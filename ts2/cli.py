@@ -53,6 +53,11 @@ for _name, _cmd in {
                       ("ts2 report results=outputs/run/X",
                        "ts2 report results=[outputs/score/a,outputs/score/b] figures=[pareto] title='My metrics'"),
                       writes_folder=True),
+    "explore": Command("explore", "ts2.commands.explore:main", "interactive SEG explorer: where a metric fails", (),
+                       ("ts2 explore results=outputs/run/X",
+                        "ts2 explore results=outputs/analyze/X path=../shared/ts2 metrics=[clipscore,blip1_tifa] "
+                        "out=explorer.html"),
+                       writes_folder=True),
     "run": Command("run", "ts2.commands.run:main", "score, analyse and report in one go", (),
                    ("ts2 run", "ts2 run path=../shared/ts2 metric=clipscore figures=[pareto] bootstrap=200"),
                    writes_folder=True),

@@ -165,6 +165,7 @@ OPTIONS: dict[str, Option] = {
     "ci_method": Option("choice", choices=("bca", "percentile")),
     "bootstrap_scheme": Option("choice", choices=("rescaled", "plain")),
     "heatmaps": Option("int", min=0, max=100, cap=True),
+    "thumbnail_size": Option("int", min=16, max=1024, cap=True),  # the explorer's thumbnails (pixels)
     # nested keys are declared by their dotted path
     "ranking.enabled": FLAG,
     "ranking.alpha": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
@@ -179,7 +180,7 @@ OPTIONS: dict[str, Option] = {
     **_protocol_options(),
     # flags
     **{k: FLAG for k in ("progress", "cache", "json", "check_images", "measure_flops", "list_metrics", "images",
-                         "retry_failed")},
+                         "retry_failed", "explorer")},
 }
 
 

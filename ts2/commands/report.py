@@ -47,7 +47,7 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                  extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
                  human_statistic: str = "kendall_b", human_grouping: str = "prompt",
                  seg_meta_metric: str = "rank", confidence: float = 0.95, chance: int = 0,
-                 min_segs_ci: int | None = None, verdict: bool = True):
+                 min_segs_ci: int | None = None, verdict: bool = True, explorer: bool = True):
     """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
 
     ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
@@ -55,7 +55,8 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
     view of the same metrics side by side (both rank orders, Kendall's tau between them) and
     writes ``views.csv``. With ``verdict`` (default), the report opens with the verdict of every
     metric under evaluation against the references and controls (:mod:`analysis.verdict`) and
-    writes ``verdict.csv``, ``ranking.csv`` and ``pairs.csv``. Returns
+    writes ``verdict.csv``, ``ranking.csv`` and ``pairs.csv``. With ``explorer``, ``explorer.html``
+    (:mod:`analysis.explorer`) is written beside ``report.html`` and linked from it. Returns
     :class:`analysis.report.ReportOutputs`.
 
     Raises
@@ -66,19 +67,11 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
         Unreadable result files, shards that disagree, a bad ``scatter`` pair.
     """
     from analysis import report as rp
-    from seg_data.results import published_path
     from ts2 import results as rs
 
-    paths = rs.expand_result_paths(results)
-    shown = [published_path(p) for p in paths]  # ts2 run reports on its own set while writing it
-    dirs = [rs.load_result_dir(p, name=_display_name(q, shown)) for p, q in zip(paths, shown)]
-    merged, todo = rs.merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
-    if todo:
-        log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
-                 len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
-    merged = rs.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
-                                  dataset=dataset, subsets=subsets, confidence=confidence,
-                                  chance=chance, min_segs_ci=min_segs_ci)
+    merged = merged_results(results, flops=flops, lower_is_better=lower_is_better, protocols=protocols,
+                            bootstrap=bootstrap, seed=seed, dataset=dataset, subsets=subsets, confidence=confidence,
+                            chance=chance, min_segs_ci=min_segs_ci)
     extra_files = {}
     if human is not None:
         protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
@@ -98,7 +91,38 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
                            scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts,
                            figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto,
                            extra_files=extra_files, verdict=vd,
-                           dataset_note=rp.synthetic_dataset_note(getattr(dataset, "metadata", None)))
+                           dataset_note=rp.synthetic_dataset_note(getattr(dataset, "metadata", None)),
+                           dataset=dataset, explorer=explorer)
+
+
+def merged_results(results: Sequence[str | Path], *, flops: Mapping[str, float] | None = None,
+                   lower_is_better: Sequence[str] = (), protocols: Sequence[str] = ("paper", "graph"),
+                   bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto",
+                   confidence: float = 0.95, chance: int = 0, min_segs_ci: int | None = None):
+    """Read the result folders ``results`` (sweeps expanded), merge them and compute the
+    meta-metrics still missing (:func:`ts2.results.complete_analysis`): what ``ts2 report`` and
+    ``ts2 explore`` draw from. Returns :class:`analysis.report.MergedResults`.
+
+    Raises
+    ------
+    FileNotFoundError
+        A result folder that does not exist or holds no result files.
+    ValueError
+        Unreadable result files, shards that disagree.
+    """
+    from seg_data.results import published_path
+    from ts2 import results as rs
+
+    paths = rs.expand_result_paths(results)
+    shown = [published_path(p) for p in paths]  # ts2 run reports on its own set while writing it
+    dirs = [rs.load_result_dir(p, name=_display_name(q, shown)) for p, q in zip(paths, shown)]
+    merged, todo = rs.merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
+    if todo:
+        log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
+                 len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
+    return rs.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
+                                dataset=dataset, subsets=subsets, confidence=confidence,
+                                chance=chance, min_segs_ci=min_segs_ci)
 
 
 def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
@@ -126,7 +150,7 @@ def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path
         pareto=None if cfg.pareto is None else _as_list(cfg.pareto), human=cfg.human,
         human_statistic=str(cfg.human_statistic), human_grouping=str(cfg.human_grouping),
         seg_meta_metric=str(cfg.seg_meta_metric), confidence=float(cfg.confidence),
-        chance=int(cfg.chance or 0), min_segs_ci=cfg.get("min_segs_ci"))
+        chance=int(cfg.chance or 0), min_segs_ci=cfg.get("min_segs_ci"), explorer=bool(cfg.explorer))
 
 
 def main(cfg: DictConfig) -> int:

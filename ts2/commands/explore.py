@@ -1,0 +1,91 @@
+"""``ts2 explore results=DIR [metrics=[a,b]] [out=FILE]``: the interactive SEG explorer.
+
+Reads result folders the way ``ts2 report`` does (:func:`ts2.commands.report.merged_results`:
+per-image scores, ``per_seg.csv``; values missing for score-only folders are computed, without a
+bootstrap) and writes one self-contained HTML page (:mod:`analysis.explorer`): ``explorer.html``
+in ``output_dir`` as a result set, or the file ``out=``. The SEG structure (prompts, node errors,
+edges, image files) comes from ``path=``/``dataset=``, else from the dataset the run recorded in
+its ``run.json``, else from the score table's node labels. Exit code 0, or 2 for bad input.
+
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from seg_data.results import atomic_write_text, result_set
+from ts2.commands.report import _as_list, merged_results
+from ts2.common import output_dir
+
+log = logging.getLogger(__name__)
+
+# Dataset loaders a run.json may name: only functions of seg_data are instantiated from a results folder.
+_TRUSTED_TARGET_PREFIX = "seg_data."
+
+
+def recorded_dataset(cfg: DictConfig, results: list[str]):
+    """The dataset to draw: ``path=``/``dataset=`` when given, else the one the first result's
+    ``run.json`` recorded (its ``path``, or a ``seg_data`` loader with its arguments), else ``None``."""
+    from ts2.common import load_dataset
+
+    if cfg.get("path") or cfg.get("dataset") is not None:
+        return load_dataset(cfg)
+    from omegaconf import OmegaConf
+
+    from seg_data.results import read_run_record
+    from ts2 import results as rs
+
+    for p in rs.expand_result_paths(results):
+        run = p / "run.json"
+        if not run.is_file():
+            continue
+        conf = read_run_record(run).raw.get("config") or {}
+        if conf.get("path"):
+            log.info("dataset: %s (from %s)", conf["path"], run)
+            return load_dataset(OmegaConf.create({"path": conf["path"], "image_roots": conf.get("image_roots")}))
+        ds = conf.get("dataset")
+        if isinstance(ds, dict) and str(ds.get("_target_", "")).startswith(_TRUSTED_TARGET_PREFIX):
+            log.info("dataset: %s (from %s)", ds["_target_"], run)
+            return load_dataset(OmegaConf.create({"dataset": ds, "image_roots": conf.get("image_roots")}))
+    log.info("no dataset given or recorded: SEGs from the score table's node labels (give path= for prompts, "
+             "node errors and images)")
+    return None
+
+
+def main(cfg: DictConfig) -> int:
+    from analysis.explorer import explorer_data, explorer_html
+
+    results = _as_list(cfg.get("results"))
+    if not results:
+        log.error("expected results=DIR or results=[DIR1,DIR2] (ts2 run/score/analyze/report folders), got none")
+        return 2
+    try:
+        dataset = recorded_dataset(cfg, results)
+        merged = merged_results(results, protocols=_as_list(cfg.protocols), bootstrap=0, dataset=dataset,
+                                subsets=str(cfg.subsets))
+        data, thumbs = explorer_data(merged, dataset, metrics=_as_list(cfg.metrics) or None, protocol=cfg.protocol,
+                                     subsets=str(cfg.subsets), title=str(cfg.title), images=bool(cfg.images),
+                                     thumb_side=int(cfg.thumbnail_size), progress=bool(cfg.progress))
+    except (FileNotFoundError, ValueError) as e:
+        log.error("%s", e)
+        return 2
+    page = explorer_html(data, thumbs)
+    if cfg.get("out"):
+        target = Path(str(cfg.out)).expanduser()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        written = atomic_write_text(target, page)
+    else:
+        with result_set(output_dir(cfg), "ts2 explore") as stage:
+            atomic_write_text(stage / "explorer.html", page)
+        written = output_dir(cfg) / "explorer.html"
+    for note in data["notes"]:
+        log.info("%s", note)
+    n_img = sum(len(n["images"]) for s in data["segs"] for n in s["nodes"])
+    sys.stdout.write(f"explorer: {written} ({len(data['segs'])} SEGs, {n_img} images, {len(thumbs)} thumbnails, "
+                     f"{len(page.encode('utf-8')) / 2**20:.1f} MB)\n")
+    return 0
