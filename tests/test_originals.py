@@ -4,7 +4,8 @@ Where a registry package ships the original (``t2v-metrics``, ``hpsv2``, ``image
 test runs that package's own code, fetched by the ``original`` fixture (skipped without network),
 importing only the modules needed and standing in (shims, named in each test) for what needs
 the full model zoo. Elsewhere the test transcribes the original's formula and cites its file and
-line. Tolerance: 1e-5 relative in fp32. docs/metrics.md's fidelity table reports these results.
+line. Tolerance: 1e-5 relative in fp32 (plus 2e-7 absolute for cosines, whose random-model values
+near 0 carry fp32 rounding of a batched against an unbatched forward). docs/metrics.md's fidelity table reports these results.
 """
 
 from __future__ import annotations
@@ -158,3 +159,88 @@ def test_vqascore_matches_t2v_metrics_instructblip(original, t5_instructblip, tm
     first.load("cpu")
     ratio = np.array(first.score_batch(_items(PROMPTS), images)) / want
     assert np.all(np.abs(ratio - 1) > 1e-3)
+
+
+# ---------------------------------------------------------------------------------------------
+# HPSv2: hpsv2 1.2.0's own eval transform, CLIP model and score (hpsv2/img_score.py)
+# ---------------------------------------------------------------------------------------------
+
+HPS_SIZES = [(32, 32), (48, 20), (20, 40), (64, 64), (50, 33)]  # (32, 32): longest side already 32, no pad
+
+
+@pytest.fixture(scope="module")
+def hps_tiny(tmp_path_factory):
+    """A tiny open_clip architecture both open_clips build (hpsv2's older CLIPTextCfg has no
+    mlp_ratio: 4, the default of both) and an HPS-style checkpoint ``{"state_dict": ...}``."""
+    import copy
+
+    import tiny_models as tm
+    from open_clip.model import CLIP
+
+    cfg = copy.deepcopy(tm.OPEN_CLIP_TINY)
+    del cfg["text_cfg"]["mlp_ratio"]
+    d = tm.build_open_clip(tmp_path_factory.mktemp("hps") / "m", seed=0, cfg=cfg)
+    torch.manual_seed(7)
+    torch.save({"state_dict": CLIP(**cfg).eval().state_dict()}, d / "HPS_v2.1_compressed.pt")
+    return d, cfg
+
+
+def _hps_images():
+    from PIL import Image
+
+    rng = np.random.default_rng(11)
+    return [Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for w, h in HPS_SIZES]
+
+
+def _hpsv2_modules(root):
+    """hpsv2's transform.py and model.py, imported alone (its tokenizer module, whose vocabulary
+    file the wheel lacks, and factory.py's stray ``from turtle import forward`` stubbed)."""
+    stubs = {"turtle": originals.stub("turtle", forward=None),
+             "hpsv2.src.open_clip.tokenizer": originals.stub("tokenizer", HFTokenizer=None, tokenize=None,
+                                                             SimpleTokenizer=None, decode=None)}
+    return originals.import_module(root, "hpsv2.src.open_clip.model", stubs)
+
+
+def test_hpsv2_matches_the_original_transform_model_and_score(original, hps_tiny):
+    """ts2's HPSv2 = hpsv2's ``preprocess_val`` (transform.py:140-157, resize_longest_max=True as
+    factory.py:369-375), its CLIP (model.py) with ``output_dict=True`` and img_score.py:77-81's
+    ``image_features @ text_features.T`` diagonal, one image at a time as img_score.score does."""
+    import open_clip
+
+    from metrics_adapters import get_metric
+
+    root = original("hpsv2")
+    d, cfg = hps_tiny
+    images = _hps_images()
+    with _hpsv2_modules(root) as model_mod:
+        import importlib
+
+        transform_mod = importlib.import_module("hpsv2.src.open_clip.transform")
+        preprocess_val = transform_mod.image_transform(32, is_train=False, mean=None, std=None,
+                                                       resize_longest_max=True)
+        net = model_mod.CLIP(**cfg, output_dict=True).eval()
+        net.load_state_dict(torch.load(d / "HPS_v2.1_compressed.pt")["state_dict"])  # img_score.py:52-54
+        tok = open_clip.get_tokenizer(f"local-dir:{d}")  # hpsv2's get_tokenizer: the same CLIP BPE, context 77
+        want, pixels = [], []
+        with torch.no_grad():
+            for im, p in zip(images, PROMPTS + PROMPTS[:1], strict=True):
+                x = preprocess_val(im).unsqueeze(0)
+                pixels.append(x[0])
+                out = net(x, tok([p]))
+                want.append(float(torch.diagonal(out["image_features"] @ out["text_features"].T)[0]))
+
+    m = get_metric("hpsv2", model=str(d), arch=f"local-dir:{d}")
+    m.load("cpu")
+    for im, ref in zip(images, pixels, strict=True):
+        np.testing.assert_allclose(m.preprocess(im).numpy(), ref.numpy(), atol=1e-6)
+    got = m.score_batch(_items(PROMPTS + PROMPTS[:1]), images)
+    # a batch of 5 against one image at a time: fp32 rounding, ~1e-7 absolute on cosines near 0
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-7)
+    # open_clip's own "longest" mode (ts2 before issue 30) resizes and pads the PIL image: other pixels
+    _, _, longest = open_clip.create_model_and_transforms(f"local-dir:{d}", image_resize_mode="longest")
+    assert float((longest(images[1]) - pixels[1]).abs().max()) > 1e-2
+    # HPSv2's precision: fp32 weights (create_model_and_transforms(precision="amp"), img_score.py:23),
+    # fp16 only through autocast on CUDA (img_score.py:76), which the engine's precision=auto applies
+    m16 = get_metric("hpsv2", model=str(d), arch=f"local-dir:{d}")
+    m16.load("cpu", "fp16")
+    assert {p.dtype for p in m16._model.parameters()} == {torch.float32}
