@@ -244,3 +244,120 @@ def test_hpsv2_matches_the_original_transform_model_and_score(original, hps_tiny
     m16 = get_metric("hpsv2", model=str(d), arch=f"local-dir:{d}")
     m16.load("cpu", "fp16")
     assert {p.dtype for p in m16._model.parameters()} == {torch.float32}
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding metrics: transcriptions of the originals (no registry package ships them)
+# ---------------------------------------------------------------------------------------------
+
+def _rgb_images(sizes, seed):
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for w, h in sizes]
+
+
+EMB_SIZES = [(40, 40), (48, 30), (30, 52), (64, 64)]
+
+
+def test_clipscore_matches_hessel_get_clip_score():
+    """jmhessel/clipscore, clipscore.py: ``CLIPCapDataset(prefix='A photo depicts')`` (``prefix + ' '
+    + caption``, ``clip.tokenize(truncate=True)``), ``CLIPImageDataset._transform_test(n_px)`` =
+    Resize(n_px, bicubic), CenterCrop(n_px), RGB, ToTensor, Normalize(CLIP mean, std), and
+    ``get_clip_score``: ``w * np.clip(np.sum(images * candidates, axis=1), 0, None)`` with w = 2.5
+    on sklearn-L2-normalised features. ts2: ``metric=clipscore metric.w=2.5
+    metric.template='A photo depicts {prompt}'``."""
+    import open_clip
+    import tiny_models as tm
+    from PIL import Image
+    from torchvision.transforms import CenterCrop, Compose, Normalize, Resize, ToTensor
+
+    from metrics_adapters import get_metric
+
+    d = tm.tiny("open_clip")
+    n_px = 32  # the tiny model's input size (Hessel's code fixes 224 for ViT-B/32)
+    transform = Compose([Resize(n_px, interpolation=Image.BICUBIC), CenterCrop(n_px), lambda im: im.convert("RGB"),
+                         ToTensor(), Normalize((0.48145466, 0.4578275, 0.40821073),
+                                               (0.26862954, 0.26130258, 0.27577711))])
+    model, _, _ = open_clip.create_model_and_transforms(f"local-dir:{d}")
+    tokenize = open_clip.get_tokenizer(f"local-dir:{d}")  # CLIP's BPE, context 77, truncating like clip.tokenize
+    images = _rgb_images(EMB_SIZES, seed=5)
+    with torch.no_grad():
+        img = model.eval().encode_image(torch.stack([transform(im) for im in images])).numpy().astype(np.float64)
+        txt = model.encode_text(tokenize(["A photo depicts " + p for p in PROMPTS])).numpy().astype(np.float64)
+    img = img / np.linalg.norm(img, axis=1, keepdims=True)  # sklearn.preprocessing.normalize(axis=1)
+    txt = txt / np.linalg.norm(txt, axis=1, keepdims=True)
+    want = 2.5 * np.clip(np.sum(img * txt, axis=1), 0, None)
+
+    m = get_metric("clipscore", arch=f"local-dir:{d}", w=2.5, template="A photo depicts {prompt}")
+    m.load("cpu")
+    got = np.array(m.score_batch(_items(PROMPTS), images))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-7)
+    assert (want > 0).any()
+
+
+def _ts2_repo_logits(model, processor, images, prompts):
+    """T2IScoreScore's own scorer, one pair at a time: src/correlation_scores/run_simscore.py
+    ``ScoreMethod.calculate_score`` (and src/T2IMetrics/correlation/base.py): ``processor(text=prompt,
+    images=image, return_tensors="pt", padding=True)`` -> ``model(**input).logits_per_image.item()``."""
+    out = []
+    with torch.no_grad():
+        for im, p in zip(images, prompts, strict=True):
+            inp = processor(text=p, images=im, return_tensors="pt", padding=True)
+            out.append(model(**inp).logits_per_image.item())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", ["clipscore_hf", "alignscore"])
+def test_clip_and_align_are_the_ts2_repository_logits_unscaled_and_clamped(name):
+    """The T2IScoreScore repository's CLIPScore/ALIGNScore are the models' ``logits_per_image``:
+    ``exp(logit_scale) * cos`` (CLIP), ``cos / temperature`` (ALIGN). ts2 computes the paper's eq. 6
+    (A.1), ``w * max(cos, 0)``; with w = 1 it is the repository's logit divided by that scale and
+    clamped at 0: the same order of a SEG's images except that negative cosines tie at 0."""
+    import tiny_models as tm
+    from transformers import AlignModel, AlignProcessor, CLIPModel, CLIPProcessor
+
+    from metrics_adapters import get_metric
+
+    kind, model_cls, proc_cls = {"clipscore_hf": ("hf_clip", CLIPModel, CLIPProcessor),
+                                 "alignscore": ("hf_align", AlignModel, AlignProcessor)}[name]
+    d = tm.tiny(kind)
+    model, proc = model_cls.from_pretrained(d).eval(), proc_cls.from_pretrained(d)
+    images = _rgb_images(EMB_SIZES, seed=6)
+    logits = _ts2_repo_logits(model, proc, images, PROMPTS)
+    scale = float(model.logit_scale.exp()) if name == "clipscore_hf" else 1.0 / float(model.temperature)
+    m = get_metric(name, model=str(d))
+    m.load("cpu")
+    got = np.array(m.score_batch(_items(PROMPTS), images))
+    np.testing.assert_allclose(got, np.clip(logits / scale, 0, None), rtol=1e-5, atol=2e-7)
+    assert np.ptp(logits) > 0
+
+
+def test_siglip_matches_the_model_card_recipe():
+    """google/siglip-base-patch16-224 model card: ``processor(text=texts, images=image,
+    padding="max_length")``, ``probs = torch.sigmoid(outputs.logits_per_image)``; ts2's SigLIPScore
+    is that probability for each (image, prompt) pair. (The T2IScoreScore repository's newer
+    src/T2IMetrics/correlation/siglip.py returns the logit with ``padding=True``: no sigmoid, and
+    without SigLIP's max-length padding the text embedding changes, since SigLIP has no attention mask.)"""
+    import tiny_models as tm
+    from transformers import AutoProcessor, SiglipModel
+
+    from metrics_adapters import get_metric
+
+    d = tm.tiny("hf_siglip")
+    model, proc = SiglipModel.from_pretrained(d).eval(), AutoProcessor.from_pretrained(d)
+    images = _rgb_images(EMB_SIZES, seed=7)
+    want = []
+    with torch.no_grad():
+        for im, p in zip(images, PROMPTS, strict=True):
+            # max_length: the real checkpoints' tokenizer length (64) is their text context; the tiny one's is 16
+            inp = proc(text=[p], images=im, padding="max_length", return_tensors="pt",
+                       max_length=model.config.text_config.max_position_embeddings)
+            # the real SiglipTokenizer returns input_ids only (no attention mask); the tiny one is BERT's
+            inp = {k: inp[k] for k in ("input_ids", "pixel_values")}
+            want.append(float(torch.sigmoid(model(**inp).logits_per_image)[0, 0]))
+    m = get_metric("siglip", model=str(d))
+    m.load("cpu")
+    got = np.array(m.score_batch(_items(PROMPTS), images))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert np.ptp(got) > 0
