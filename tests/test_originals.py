@@ -361,3 +361,69 @@ def test_siglip_matches_the_model_card_recipe():
     got = np.array(m.score_batch(_items(PROMPTS), images))
     np.testing.assert_allclose(got, want, rtol=1e-5)
     assert np.ptp(got) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Judges' parsers: VIEScore's mllm_output_to_dict (TIGER-AI-Lab/VIEScore, viescore/utils.py), transcribed
+# ---------------------------------------------------------------------------------------------
+
+def viescore_output_to_dict(input_string):
+    """The parsing path of VIEScore's ``mllm_output_to_dict`` (viescore/utils.py, commit a35f13f)
+    without its two lenient branches (``fix_json`` re-quoting and ``give_up_parsing``'s random
+    guess): the text between two ``||V^=^V||`` delimiters, else from the first ``{`` to the last
+    ``}``, else a bare ``[a, b]`` list or a bare 0-10 integer; newlines removed; ``json.loads``;
+    ``score`` made a list. ``False`` when nothing parses."""
+    import json
+    import re
+
+    delimiter = "||V^=^V||"
+    if input_string.count(delimiter) == 2:
+        start, end = input_string.find(delimiter) + len(delimiter), input_string.rfind(delimiter)
+    else:
+        start, end = input_string.find("{"), input_string.rfind("}") + 1
+        if start == -1 or end == 0:
+            start, end = input_string.find("["), input_string.rfind("]") + 1
+            if re.match(r"^\[\d+, ?\d+\]$", input_string[start:end]):
+                return {"score": json.loads(input_string[start:end])}
+            try:
+                if 0 <= int(input_string) <= 10:
+                    return {"score": [int(input_string)]}
+            except ValueError:
+                pass
+            return False
+    try:
+        data = json.loads(input_string[start:end].strip().replace("\n", ""))
+    except json.JSONDecodeError:
+        return False
+    if not isinstance(data["score"], list):
+        data["score"] = [data["score"]]
+    return data
+
+
+VIESCORE_REPLIES = [
+    '||V^=^V||{"score": [7], "reasoning": "the dog is there, the ball is red"}||V^=^V||',
+    'Here is my evaluation:\n{\n"score" : [4],\n"reasoning" : "two of the three objects are missing"\n}',
+    '```json\n{"score": 9, "reasoning": "all good"}\n```',
+    "8",
+]
+
+
+@pytest.mark.parametrize("reply", VIESCORE_REPLIES)
+def test_viescore_parser_reads_what_the_original_reads(reply):
+    """On VIEScore-format replies ts2's rating is VIEScore's SC score, ``min(score)``
+    (viescore/__init__.py: ``SC_score = min(SC_dict['score'])``; one score for text-to-image)."""
+    from metrics_adapters.judges.parsing import parse_rating
+
+    want = viescore_output_to_dict(reply)
+    assert want is not False
+    assert parse_rating(reply, 0, 10).score == float(min(want["score"]))
+
+
+@pytest.mark.parametrize("reply", ["[6, 0]", "The image gets a 6, I think.", '{"score": [6, 0]}'])
+def test_viescore_parser_is_stricter_where_the_original_guesses(reply):
+    """Where VIEScore reads two scores (its editing rubric) or, with ``give_up_parsing``, guesses a
+    random one, ts2 records a parse failure instead: its rubric asks for one score."""
+    from metrics_adapters.judges.parsing import ParseError, parse_rating
+
+    with pytest.raises(ParseError):
+        parse_rating(reply, 0, 10)
