@@ -10,7 +10,6 @@ near 0 carry fp32 rounding of a batched against an unbatched forward). docs/metr
 
 from __future__ import annotations
 
-import math
 import string
 import types
 
