@@ -426,3 +426,27 @@ def test_viescore_parser_is_stricter_where_the_original_guesses(reply):
 
     with pytest.raises(ParseError):
         parse_rating(reply, 0, 10)
+
+
+def llmscore_split(response):
+    """LLMScore's reading of its evaluator's reply (YujieLu10/LLMScore,
+    llm_evaluator/evaluation_instruction.py, ``generate_score_with_rationale``): blank lines dropped,
+    ``overall, error_counting, overall_rationale, error_counting_rationale = response.split("\\n")[:4]``
+    (its instruction asks for ``"X1\\nX2\\nZ1\\nZ2"``: rating 1-100, error count 0-9, two rationales)."""
+    response = "\n".join(item for item in response.split("\n") if item)
+    overall, error_counting, overall_rationale, error_counting_rationale = response.split("\n")[:4]
+    return int(overall), int(error_counting)
+
+
+def test_llmscore_judgement_reads_the_same_numbers_in_ts2s_format():
+    """ts2's LLM judge asks for JSON (its own LLMScore-style prompt); given the same verdict, its
+    parser reads the numbers LLMScore's line split reads from LLMScore's format. The bare
+    ``X1\\nX2`` lines themselves are refused: ts2 does not guess which bare number is which."""
+    from metrics_adapters.judges.parsing import ParseError, parse_judgement
+
+    original = "85\n\n2\nThe car is red but the sheep is black.\nOne colour error, counted once."
+    overall, errors = llmscore_split(original)
+    ours = parse_judgement('{"error_count": 2, "rating": 85, "rationale": "The car is red but the sheep is black."}')
+    assert (ours.rating, ours.error_count) == (overall, errors) == (85, 2)
+    with pytest.raises(ParseError):
+        parse_judgement(original)
