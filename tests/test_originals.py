@@ -131,10 +131,11 @@ def t2v_instructblip(root, net, proc, tmp, monkeypatch):
         return mod.InstructBLIPModel(model_name="instructblip-flant5-xl", device="cpu", cache_dir=str(tmp / "hf")), mod
 
 
-def test_vqascore_matches_t2v_metrics_instructblip(original, t5_instructblip, tmp_path, monkeypatch):
+@pytest.mark.parametrize("shape", ["square", "non-square"])
+def test_vqascore_matches_t2v_metrics_instructblip(shape, original, t5_instructblip, tmp_path, monkeypatch):
     """``VQAScore(vqa=InstructBlipVQA)`` by default = t2v_metrics' InstructBLIPModel.forward with its
-    default question and answer (instructblip_model.py:11-12, 64-143), same weights, square images
-    (on square images the original's Resize(224) + CenterCrop(224) is the processor's 224 x 224 resize)."""
+    default question and answer (instructblip_model.py:11-12, 64-143) and its image transform
+    (:44-50, Resize(224) of the shortest side + CenterCrop(224)), same weights."""
     from transformers import InstructBlipForConditionalGeneration, InstructBlipProcessor
 
     from metrics_adapters.qa.vqa import InstructBlipVQA
@@ -144,8 +145,10 @@ def test_vqascore_matches_t2v_metrics_instructblip(original, t5_instructblip, tm
     net = InstructBlipForConditionalGeneration.from_pretrained(t5_instructblip).eval()
     proc = InstructBlipProcessor.from_pretrained(t5_instructblip)
     orig, mod = t2v_instructblip(root, net, proc, tmp_path, monkeypatch)
-    images = qa_tiny.noise_images(len(PROMPTS), seed=3, size=64)
-    want = orig.forward(_save(images, tmp_path / "img"), PROMPTS).numpy()
+    images = (qa_tiny.noise_images(len(PROMPTS), seed=3, size=64) if shape == "square"
+              else _rgb_images([(96, 48), (40, 80), (64, 64), (120, 60)], seed=3))
+    paths = _save(images, tmp_path / "img")
+    want = orig.forward(paths, PROMPTS).numpy()
 
     m = VQAScore(vqa=InstructBlipVQA(model=str(t5_instructblip), batch_size=3))
     m.load("cpu")
@@ -153,6 +156,14 @@ def test_vqascore_matches_t2v_metrics_instructblip(original, t5_instructblip, tm
     got = np.array(m.score_batch(_items(PROMPTS), images))
     np.testing.assert_allclose(got, want, rtol=1e-5)
     assert len(set(np.round(want, 9))) == len(PROMPTS)  # the prompts get different scores
+    # the pixels: t2v_metrics' load_images against the crop step + the processor (PIL rounding apart)
+    from metrics_adapters.qa.vqascore import center_crop_224
+
+    theirs = orig.load_images(paths)
+    ours = proc.image_processor([center_crop_224(im, m.vqa) for im in images], return_tensors="pt")["pixel_values"]
+    assert float((theirs - ours).abs().mean()) < 1e-3 and float((theirs - ours).abs().max()) < 0.05
+    squashed = proc.image_processor(images, return_tensors="pt")["pixel_values"]  # image_prep=backend
+    assert (float((theirs - squashed).abs().mean()) > 0.1) == (shape == "non-square")
     # the first-token option is not t2v_metrics' score: sqrt(P(yes) P(</s> | yes)) differs from P(yes)
     first = VQAScore(vqa=m.vqa, score="first_token")
     first.load("cpu")
@@ -450,3 +461,20 @@ def test_llmscore_judgement_reads_the_same_numbers_in_ts2s_format():
     assert (ours.rating, ours.error_count) == (overall, errors) == (85, 2)
     with pytest.raises(ParseError):
         parse_judgement(original)
+
+
+def test_llava_image_step_is_t2v_metrics_expand2square(original):
+    """t2v_metrics pads a LLaVA image to a square of the processor's mean colour before its
+    processor (llava_model.py:214-215, mm_utils.py:128-139 ``expand2square``, run here as is)."""
+    from metrics_adapters.qa.vqascore import pad_to_square_mean
+
+    root = original("t2v-metrics")
+    backend = types.SimpleNamespace(_proc=types.SimpleNamespace(
+        image_processor=types.SimpleNamespace(image_mean=[0.48145466, 0.4578275, 0.40821073])))
+    stubs = {"cv2": originals.stub("cv2")}  # imported by mm_utils for video frames only
+    with originals.import_module(root, "t2v_metrics.models.vqascore_models.mm_utils", stubs) as mm:
+        for im in _rgb_images([(50, 30), (30, 51), (40, 40)], seed=9):
+            want = mm.expand2square(im, tuple(int(x * 255) for x in backend._proc.image_processor.image_mean))
+            got = pad_to_square_mean(im, backend)
+            assert got.size == want.size and np.array_equal(np.asarray(got), np.asarray(want))
+        assert got is im  # a square image is left as it is, as the original returns it

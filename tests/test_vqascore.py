@@ -149,7 +149,8 @@ def test_score_is_the_models_own_loss_on_the_answer(kind, tiny_dirs):
     every prompt position -100), one request at a time (no padding): t2v_metrics' formula through
     transformers' own loss, not through ts2's gather."""
     images = qa_tiny.noise_images(len(PROMPTS), seed=2)
-    m = VQAScore(vqa=_backend(kind, tiny_dirs[kind], batch_size=3))  # batches of 3 and 1: mixed lengths
+    # image_prep=backend: the pixels are the processor's alone here (test_originals.py checks t2v_metrics' step)
+    m = VQAScore(vqa=_backend(kind, tiny_dirs[kind], batch_size=3), image_prep="backend")  # batches of 3 and 1
     m.load("cpu")
     got = np.array(m.score_batch(_items(PROMPTS), images))
     backend, ref = m.vqa, []
@@ -173,7 +174,7 @@ def test_score_is_the_models_own_loss_on_the_answer(kind, tiny_dirs):
 def test_first_token_is_the_first_generated_step(kind, tiny_dirs):
     """Random weights: P("Yes") equals softmax(generate's first-step logits)[yes], padded batch or alone."""
     images = qa_tiny.noise_images(len(PROMPTS), seed=2)
-    m = VQAScore(vqa=_backend(kind, tiny_dirs[kind], batch_size=3), score="first_token")
+    m = VQAScore(vqa=_backend(kind, tiny_dirs[kind], batch_size=3), score="first_token", image_prep="backend")
     m.load("cpu")
     got = np.array(m.score_batch(_items(PROMPTS), images))
 
@@ -232,6 +233,8 @@ def test_bad_settings_are_named():
         VQAScore(prompt_format="lavis")
     with pytest.raises(ValueError, match="non-empty answer"):
         VQAScore(answer=" ")
+    with pytest.raises(ValueError, match="expected image_prep in .*got 'crop'"):
+        VQAScore(image_prep="crop")
     a, b = VQAScore(), VQAScore(template='Is "{prompt}" shown?')
     assert a.fingerprint_hash() != b.fingerprint_hash()
     assert VQAScore(vqa=InstructBlipVQA(template="{question}", max_new_tokens=5)).fingerprint_hash() == \
@@ -252,18 +255,19 @@ def test_t2v_metrics_question_answer_and_prompt_per_backend(tiny_dirs):
     ib = VQAScore(vqa=InstructBlipVQA())
     # instructblip_model.py:11-12
     assert ib.template.format(prompt="a cat") == 'Question: Does this figure show "a cat"? Please answer yes or no.'
-    assert (ib.answer, ib.vqa_template, ib.system) == ("yes", "{question}", None)
+    assert (ib.answer, ib.vqa_template, ib.system, ib.image_step) == ("yes", "{question}", None, "center_crop_224")
     llava = VQAScore(vqa=ChatVQA(model=str(tiny_dirs["llava"]), template="{question} Answer briefly."))
     # llava_model.py:10-11
     assert llava.template.format(prompt="a cat") == 'Does this figure show "a cat"? Please answer yes or no.'
     # constants.py:5, put before " USER: " by llava_model.py:17
-    assert (llava.answer, llava.vqa_template) == ("Yes", "{question}")
+    assert (llava.answer, llava.vqa_template, llava.image_step) == ("Yes", "{question}", "pad_to_square_mean")
     assert llava.system == ("A chat between a curious user and an artificial intelligence assistant. The assistant "
                             "gives helpful, detailed, and polite answers to the user's questions.")
     from metrics_adapters.qa.vqa import BlipVQA
 
     blip = VQAScore(vqa=BlipVQA(template="{question}?"))  # no t2v_metrics model: the backend's own format
-    assert (blip.answer, blip.vqa_template, blip.system) == ("Yes", "{question}?", None)
+    assert (blip.answer, blip.vqa_template, blip.system, blip.image_step) == ("Yes", "{question}?", None, None)
+    assert VQAScore(image_prep="backend").fingerprint_hash() != ib.fingerprint_hash()
 
 
 def test_cli_keeps_first_token_scores_apart_from_the_default(tiny_dirs, tmp_path):

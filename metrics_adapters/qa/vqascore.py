@@ -34,6 +34,11 @@ The defaults follow the t2v_metrics model of the same family (:data:`T2V_METRICS
 - BLIP and Fuyu, which t2v_metrics does not have: the same question and ``Yes`` in the backend's
   own prompt format.
 
+The image goes through t2v_metrics' step for the family first (``image_prep="t2v_metrics"``):
+InstructBLIP ``Resize(224)`` of the shortest side and ``CenterCrop(224)`` (instructblip_model.py:44-50;
+the processor alone would squash a non-square image to 224 x 224), LLaVA ``expand2square`` with the
+processor's mean colour (llava_model.py:214-215). ``image_prep="backend"`` skips it.
+
 ``prompt_format="backend"`` keeps the backend's own template and system prompt (ts2's earlier
 InstructBLIP prompt was ``Question: {question} Short answer:``). ``template`` and ``answer`` set
 the question and the answer explicitly.
@@ -87,14 +92,46 @@ class VQAScoreFormat:
     answer: str
     template: str = "{question}"
     system: str | None = None
+    image: str | None = None  # a key of IMAGE_PREPS: what t2v_metrics does to a PIL image first
+
+
+def center_crop_224(image, backend: VQABackend):
+    """t2v_metrics' InstructBLIP transform before ``ToTensor``: ``Resize(224, bicubic)`` of the
+    shortest side, then ``CenterCrop(224)`` (instructblip_model.py:44-50). The processor's own
+    224 x 224 resize then has nothing left to do; without this it squashes non-square images."""
+    from torchvision.transforms import CenterCrop, InterpolationMode, Resize
+
+    return CenterCrop(224)(Resize(224, interpolation=InterpolationMode.BICUBIC)(image))
+
+
+def pad_to_square_mean(image, backend: VQABackend):
+    """t2v_metrics' LLaVA ``expand2square`` (mm_utils.py:128-139, used at llava_model.py:214-215):
+    the image centred on a square of the image processor's mean colour, ``int(m * 255)`` per
+    channel, before the processor's resize and centre crop (which then keeps the whole image)."""
+    from PIL import Image
+
+    width, height = image.size
+    if width == height:
+        return image
+    mean = getattr(getattr(backend._proc, "image_processor", None), "image_mean", None)
+    if mean is None:
+        raise MetricError(f"VQAScore: expected the image mean of {type(backend).__name__}'s processor, got none")
+    side = max(width, height)
+    out = Image.new(image.mode, (side, side), tuple(int(x * 255) for x in mean))
+    out.paste(image, ((side - width) // 2, (side - height) // 2))
+    return out
+
+
+IMAGE_PREPS = {"center_crop_224": center_crop_224, "pad_to_square_mean": pad_to_square_mean}
 
 
 # Backend class -> the t2v_metrics format of its model family (subclasses inherit it).
 T2V_METRICS_FORMATS: dict[type, VQAScoreFormat] = {
     # instructblip_model.py:11-12 and :77-78 (the question goes to the Q-Former and T5 as is)
-    InstructBlipVQA: VQAScoreFormat('Question: Does this figure show "{prompt}"? Please answer yes or no.', "yes"),
+    InstructBlipVQA: VQAScoreFormat('Question: Does this figure show "{prompt}"? Please answer yes or no.', "yes",
+                                    image="center_crop_224"),
     # llava_model.py:10-11, 13-17 (SYSTEM_MSG + " USER: <image>\n" + question + " ASSISTANT: ")
-    ChatVQA: VQAScoreFormat(DEFAULT_TEMPLATE, "Yes", system=LLAVA_SYSTEM),
+    ChatVQA: VQAScoreFormat(DEFAULT_TEMPLATE, "Yes", system=LLAVA_SYSTEM, image="pad_to_square_mean"),
 }
 
 
@@ -180,6 +217,10 @@ class VQAScore(Metric):
         ``t2v_metrics``: the backend prompt format and system message of t2v_metrics' model of the
         backend's family (where it has one); ``backend``: the backend's own ``template`` and system
         prompt.
+    image_prep : {"t2v_metrics", "backend"}
+        ``t2v_metrics``: first what t2v_metrics does to the image for the backend's family
+        (InstructBLIP: resize the shortest side to 224 and centre-crop; LLaVA: pad to a square of
+        the mean colour), then the backend's processor; ``backend``: the processor alone.
     yes_words : list of str or None
         ``first_token`` only: the words whose first tokens are counted; ``None``: ``[answer]``.
     input_tokens : float or None
@@ -210,12 +251,15 @@ class VQAScore(Metric):
 
     def __init__(self, name: str = "vqascore", vqa: VQABackend | None = None, template: str | None = None,
                  answer: str | None = None, score: str = "sequence", prompt_format: str = "t2v_metrics",
-                 yes_words: Sequence[str] | None = None, input_tokens: float | None = None) -> None:
+                 image_prep: str = "t2v_metrics", yes_words: Sequence[str] | None = None,
+                 input_tokens: float | None = None) -> None:
         super().__init__(name)
         if score not in SCORES:
             raise ValueError(f"{name}: expected score in {list(SCORES)}, got {score!r}")
         if prompt_format not in PROMPT_FORMATS:
             raise ValueError(f"{name}: expected prompt_format in {list(PROMPT_FORMATS)}, got {prompt_format!r}")
+        if image_prep not in PROMPT_FORMATS:
+            raise ValueError(f"{name}: expected image_prep in {list(PROMPT_FORMATS)}, got {image_prep!r}")
         self.vqa = vqa if vqa is not None else InstructBlipVQA()
         if not _is_generative(self.vqa):
             raise TypeError(f"{name}: expected a generative VQA backend (one with answer_logits: BlipVQA, "
@@ -225,6 +269,9 @@ class VQAScore(Metric):
         self.prompt_format = prompt_format
         # None: the backend's own (template, system prompt) are used as they are.
         self._prompt = (fmt.template, fmt.system) if fmt is not None and prompt_format == "t2v_metrics" else None
+        self.image_prep = image_prep
+        # the t2v_metrics image step of the family (None: the backend's processor alone)
+        self.image_step = fmt.image if fmt is not None and image_prep == "t2v_metrics" else None
         self.template = str(template if template is not None else (fmt.question if fmt else DEFAULT_TEMPLATE))
         check_prompt_template(name, self.template)
         self.answer = str(answer if answer is not None else (fmt.answer if fmt else "Yes"))
@@ -258,6 +305,7 @@ class VQAScore(Metric):
         rule = {"sequence": "answer+eos/exp-mean-ce/v2", "first_token": "first-token/full-softmax/v1"}[self.score]
         out = {"template": self.template, "answer": self.answer, "score": self.score, "rule": rule,
                "prompt_format": self.prompt_format, "vqa_template": self.vqa_template, "system": self.system,
+               "image_step": self.image_step,
                "vqa": vqa, "vqa_weights": local_signature(getattr(self.vqa, "model", None))}
         if self.score == "first_token":
             out["yes_words"] = self.yes_words
@@ -328,6 +376,9 @@ class VQAScore(Metric):
         if images is None or len(images) != len(items):
             raise MetricError(f"{self.name}: expected one image per item ({len(items)}), "
                               f"got {None if images is None else len(images)}")
+        if self.image_step is not None:
+            step = IMAGE_PREPS[self.image_step]
+            images = [step(im, self.vqa) for im in images]
         reqs = [VQARequest(question=self.template.format(prompt=it.prompt), image=im, image_id=it.file_name,
                            seg_id=it.seg_id) for it, im in zip(items, images, strict=True)]
         return self.answer_probabilities(reqs)
