@@ -213,7 +213,7 @@ def _hpsv2_modules(root):
 
 def test_hpsv2_matches_the_original_transform_model_and_score(original, hps_tiny):
     """ts2's HPSv2 = hpsv2's ``preprocess_val`` (transform.py:140-157, resize_longest_max=True as
-    factory.py:369-375), its CLIP (model.py) with ``output_dict=True`` and img_score.py:77-81's
+    factory.py:368-375), its CLIP (model.py) with ``output_dict=True`` and img_score.py:77-81's
     ``image_features @ text_features.T`` diagonal, one image at a time as img_score.score does."""
     import open_clip
 
@@ -229,7 +229,7 @@ def test_hpsv2_matches_the_original_transform_model_and_score(original, hps_tiny
         preprocess_val = transform_mod.image_transform(32, is_train=False, mean=None, std=None,
                                                        resize_longest_max=True)
         net = model_mod.CLIP(**cfg, output_dict=True).eval()
-        net.load_state_dict(torch.load(d / "HPS_v2.1_compressed.pt")["state_dict"])  # img_score.py:52-54
+        net.load_state_dict(torch.load(d / "HPS_v2.1_compressed.pt")["state_dict"])  # img_score.py:54-55
         tok = open_clip.get_tokenizer(f"local-dir:{d}")  # hpsv2's get_tokenizer: the same CLIP BPE, context 77
         want, pixels = [], []
         with torch.no_grad():

@@ -78,7 +78,7 @@ def answer_ids(tokenizer: Any, answer: str) -> list[int]:
     """The tokens of ``answer`` (no special tokens) followed by the end-of-sequence token.
 
     These are t2v_metrics' answer labels: for T5 ``t5_output_tokenizer("yes")`` gives ``[yes, </s>]``
-    (t2v_metrics/models/vqascore_models/instructblip_model.py:115-127, clip_t5_model.py:241), for
+    (t2v_metrics/models/vqascore_models/instructblip_model.py:115-127, clip_t5_model.py:245), for
     LLaVA the label positions of ``"Yes</s>"`` after the prompt (llava_model.py:32, 243-251).
 
     Raises

@@ -11,7 +11,7 @@ The answer labels are the tokens of ``answer`` followed by the end-of-sequence t
 
 which for a one-token "Yes" is ``sqrt(P(Yes) * P(</s> | Yes))``. This is
 ``exp(-CrossEntropyLoss(reduction="mean")(logits, labels))`` of
-t2v_metrics/models/vqascore_models/instructblip_model.py:139-142, clip_t5_model.py:275-279 and
+t2v_metrics/models/vqascore_models/instructblip_model.py:139-142, clip_t5_model.py:282-284 and
 llava_model.py:293-301 (t2v-metrics 3.0 on PyPI).
 
 ``score="first_token"`` (ts2's earlier formula, kept as a named option): the probability of the
@@ -70,7 +70,7 @@ __all__ = ["DEFAULT_TEMPLATE", "SCORES", "T2V_METRICS_FORMATS", "VQAScore", "VQA
 
 log = logging.getLogger(__name__)
 
-# t2v_metrics/models/vqascore_models/{clip_t5,llava}_model.py:10 (clip_t5: line 9)
+# t2v_metrics/models/vqascore_models/llava_model.py:10 and clip_t5_model.py:9
 DEFAULT_TEMPLATE = 'Does this figure show "{prompt}"? Please answer yes or no.'
 # t2v_metrics/constants.py:5 (the LLaVA-1.5 system message of llava_model.py:17)
 LLAVA_SYSTEM = ("A chat between a curious user and an artificial intelligence assistant. The assistant gives "
