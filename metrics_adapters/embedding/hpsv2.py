@@ -70,7 +70,8 @@ def _to_rgb(image):
 
 def hpsv2_transform(image_size: int, mean=OPENAI_MEAN, std=OPENAI_STD):
     """HPSv2's eval transform (transform.py:140-157 with ``resize_longest_max=True``, as its
-    factory.py:368-375 builds ``preprocess_val`` under img_score.py:33's ``light_augmentation=True``): RGB, ``ToTensor``, :class:`ResizeMaxSize`, ``Normalize``.
+    factory.py:368-375 builds ``preprocess_val`` under img_score.py:33's ``light_augmentation=True``):
+    RGB, ``ToTensor``, :class:`ResizeMaxSize`, ``Normalize``.
 
     The original keeps RGBA images as RGBA (``_convert_to_rgb_or_rgba``); ts2's decoder hands
     every image over as RGB already, so both see the same pixels.
