@@ -44,7 +44,8 @@ def fetch(dist: str, root: Path, timeout: float = 300.0) -> Path:
     stem = dist.replace("-", "_")
     found = sorted(wheels.glob(f"{stem}-{version}-*.whl"))
     if res.returncode != 0 or not found:
-        raise OriginalUnavailable(f"pip download {dist}=={version} failed (no network?): {res.stderr.strip()[-300:]}")
+        last = (res.stderr.strip().splitlines() or ["no wheel found"])[-1]
+        raise OriginalUnavailable(f"pip download {dist}=={version} failed (no network?): {last[:300]}")
     try:
         with zipfile.ZipFile(found[0]) as z:
             z.extractall(target)
