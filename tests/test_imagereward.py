@@ -75,7 +75,9 @@ def test_matches_the_original_imagereward_code(ir_dir, ref):
     m.load("cpu")
     items = [ScoreItem("s", "0", f"f{i}", p) for i, p in enumerate(PROMPTS)]
     got = m.score_batch(items, ref_images())  # one padded batch; the reference scored one at a time
-    np.testing.assert_allclose(got, ref["expected"], rtol=1e-4, atol=1e-5)
+    # issue 30: 1e-5 relative in fp32; the standardisation (r - 0.167) / 1.033 leaves rewards near 0 whose
+    # fp32 rounding (a padded batch against one image at a time) is ~1.6e-6 absolute
+    np.testing.assert_allclose(got, ref["expected"], rtol=1e-5, atol=2e-6)
     assert np.std(got) > 1e-3  # the images and prompts give different rewards
 
 

@@ -131,17 +131,19 @@ OPEN_CLIP_TINY = {
 }
 
 
-def build_open_clip(out: Path, seed: int = 0) -> Path:
-    """An open_clip ``local-dir:`` folder: ``open_clip_config.json`` + safetensors weights."""
+def build_open_clip(out: Path, seed: int = 0, cfg: dict | None = None) -> Path:
+    """An open_clip ``local-dir:`` folder: ``open_clip_config.json`` + safetensors weights
+    (``cfg``: the model config, default :data:`OPEN_CLIP_TINY`)."""
     import torch
     from open_clip.model import CLIP
     from safetensors.torch import save_file
 
     torch.manual_seed(seed)
-    model = CLIP(**OPEN_CLIP_TINY).eval()
+    cfg = OPEN_CLIP_TINY if cfg is None else cfg
+    model = CLIP(**cfg).eval()
     out.mkdir(parents=True, exist_ok=True)
     (out / "open_clip_config.json").write_text(json.dumps({
-        "model_cfg": OPEN_CLIP_TINY,
+        "model_cfg": cfg,
         "preprocess_cfg": {"mean": [0.48145466, 0.4578275, 0.40821073], "std": [0.26862954, 0.26130258, 0.27577711]},
     }))
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "open_clip_model.safetensors"))

@@ -2,8 +2,13 @@
 
 ``score = cos(E_I(image), E_T(prompt))``: the HPSv2 repository's ``image_features @
 text_features.T`` on the L2-normalised features open_clip returns, with no clamp and no scale.
-Its image transform is the one HPSv2 evaluates with (``resize_longest_max=True``: the longest
-side resized to 224, then padded to a square), not CLIP's centre crop. The checkpoint
+Its image transform is the one HPSv2 evaluates with (:func:`hpsv2_transform`): the image becomes a
+tensor first, then its longest side is resized to 224 (bicubic, on the tensor) and the tensor is
+padded with zeros to a square, before CLIP's normalisation; an image whose longest side is
+already 224 is neither resized nor padded (hpsv2/src/open_clip/transform.py:26-49, 140-157 of
+hpsv2 1.2.0), not CLIP's centre crop. ``hpsv2.img_score.score`` runs the fp32 model under
+``torch.cuda.amp.autocast()`` (img_score.py:76, 92, 107): fp16 autocast on CUDA, which is the
+engine's ``precision=auto`` (this class keeps fp32 weights whatever the precision). The checkpoint
 (``xswu/HPSv2``, ``HPS_v2.1_compressed.pt`` by default) is a ``{"state_dict": ...}`` file loaded
 strictly into the architecture, as ``hpsv2.img_score`` does. A reward model trained to predict
 human preference, not faithfulness: see docs/metrics.md.
@@ -19,9 +24,61 @@ from typing import Any, ClassVar
 from .base import local_signature
 from .clipscore import OpenCLIPScore, _quiet_root_info
 
-__all__ = ["HPSv2Score"]
+__all__ = ["HPSv2Score", "ResizeMaxSize", "hpsv2_transform"]
 
 log = logging.getLogger(__name__)
+
+# hpsv2/src/open_clip/constants.py (OpenAI CLIP's), used by HPSv2's eval transform
+OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+class ResizeMaxSize:
+    """HPSv2's ``ResizeMaxSize`` on a ``[C, H, W]`` tensor (hpsv2/src/open_clip/transform.py:26-49):
+    scale ``max_size / max(H, W)``, new sides ``round(side * scale)``, bicubic resize of the tensor
+    (antialiased, torchvision's default since 0.17, which the original inherits), then zero padding
+    ``[left, top, right, bottom] = [pad_w // 2, pad_h // 2, pad_w - pad_w // 2, pad_h - pad_h // 2]``.
+    When the scale is exactly 1 nothing happens (no resize, no pad), as in the original.
+    """
+
+    def __init__(self, max_size: int, fill: float = 0.0) -> None:
+        if not isinstance(max_size, int) or max_size < 1:
+            raise ValueError(f"ResizeMaxSize: expected a positive int size, got {max_size!r}")
+        self.max_size = max_size
+        self.fill = fill
+
+    def __call__(self, img):
+        import torchvision.transforms.functional as F
+        from torchvision.transforms import InterpolationMode
+
+        height, width = img.shape[1:]
+        scale = self.max_size / float(max(height, width))
+        if scale == 1.0:
+            return img
+        new_size = [round(dim * scale) for dim in (height, width)]
+        img = F.resize(img, new_size, InterpolationMode.BICUBIC, antialias=True)
+        pad_h, pad_w = self.max_size - new_size[0], self.max_size - new_size[1]
+        return F.pad(img, padding=[pad_w // 2, pad_h // 2, pad_w - pad_w // 2, pad_h - pad_h // 2], fill=self.fill)
+
+    def __repr__(self) -> str:
+        return f"ResizeMaxSize(max_size={self.max_size}, fill={self.fill})"
+
+
+def _to_rgb(image):
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def hpsv2_transform(image_size: int, mean=OPENAI_MEAN, std=OPENAI_STD):
+    """HPSv2's eval transform (transform.py:140-157 with ``resize_longest_max=True``, as its
+    factory.py:368-375 builds ``preprocess_val`` under img_score.py:33's ``light_augmentation=True``):
+    RGB, ``ToTensor``, :class:`ResizeMaxSize`, ``Normalize``.
+
+    The original keeps RGBA images as RGBA (``_convert_to_rgb_or_rgba``); ts2's decoder hands
+    every image over as RGB already, so both see the same pixels.
+    """
+    from torchvision.transforms import Compose, Normalize, ToTensor
+
+    return Compose([_to_rgb, ToTensor(), ResizeMaxSize(int(image_size)), Normalize(mean=mean, std=std)])
 
 
 class HPSv2Score(OpenCLIPScore):
@@ -63,7 +120,8 @@ class HPSv2Score(OpenCLIPScore):
     def settings(self) -> dict[str, Any]:
         return {"arch": self.arch, "arch_files": local_signature(self.arch) if self.arch.startswith("local-dir:")
                 else None, "model": self.model, "filename": self.filename, "revision": self.revision,
-                "weights": local_signature(self.model), "template": self.template}
+                "weights": local_signature(self.model), "template": self.template,
+                "transform": "hpsv2:tensor-resize-max-pad/v2"}
 
     def model_ids(self) -> dict[str, Any]:
         return {"model": self.model, "filename": self.filename, "revision": self.revision, "arch": self.arch,
@@ -93,9 +151,8 @@ class HPSv2Score(OpenCLIPScore):
         ckpt = self.checkpoint_path()
         try:
             with _quiet_root_info():
-                model, _, transform = open_clip.create_model_and_transforms(
-                    self.arch, pretrained=None, load_weights=False, device="cpu", cache_dir=self.download_dir,
-                    image_resize_mode="longest")
+                model = open_clip.create_model(self.arch, pretrained=None, load_weights=False, device="cpu",
+                                               cache_dir=self.download_dir)
                 self._tokenizer = open_clip.get_tokenizer(self.arch, cache_dir=self.download_dir)
         except (RuntimeError, OSError, ValueError) as e:
             raise RuntimeError(f"{self.name}: could not build open_clip {self.arch!r}: {e}") from e
@@ -106,7 +163,8 @@ class HPSv2Score(OpenCLIPScore):
         except (RuntimeError, OSError, KeyError, TypeError, pickle.UnpicklingError) as e:
             raise RuntimeError(f"{self.name}: {ckpt} is not an HPSv2 checkpoint for {self.arch!r}: {e}") from e
         self._model = model.to(device).eval()
-        self._transform = transform
+        size = model.visual.image_size
+        self._transform = hpsv2_transform(size[0] if isinstance(size, (tuple, list)) else size)
         self._ctx = int(getattr(self._tokenizer, "context_length", None) or model.context_length)
 
     def _score_from_cos(self, cos):

@@ -13,8 +13,12 @@ would pick first -- and ``t_j`` is the **first token id of candidate j**, tokeni
 exactly the one :meth:`answer` sends (same template, system prompt, image placement), so
 ``exp`` of an entry is the probability that the backend's answer starts with that candidate.
 
-VQAScore (P("Yes")) is ``exp(answer_logprobs(images, [q], ["Yes"]))`` with its question
-template; normalising over ``["Yes", "No"]`` is the caller's choice.
+``answer_logits(images, questions, prefix)`` on the same backends is the teacher-forced form:
+logits ``(n, len(prefix) + 1, vocab)`` at the first answer position and after each forced
+``prefix`` token (encoder-decoder models: decoder steps fed ``[start, *prefix]``; decoder-only
+models: ``prefix`` appended to every (left-padded) prompt, :func:`append_tokens`). VQAScore reads
+the log-probability of a whole answer (``"Yes"`` plus the end-of-sequence token, :func:`answer_ids`)
+from it, as t2v_metrics does (:mod:`.vqascore`); ``answer_logprobs`` is its first position.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["answer_logprobs", "first_token_ids", "logprobs_at", "check_pairs"]
+__all__ = ["answer_ids", "answer_logprobs", "append_tokens", "check_pairs", "eos_id", "first_token_ids",
+           "logprobs_at"]
 
 
 def check_pairs(images: Sequence[Any], questions: Sequence[str], candidates: Sequence[str]) -> None:
@@ -51,6 +56,75 @@ def first_token_ids(tokenizer: Any, candidates: Sequence[str]) -> list[int]:
             raise ValueError(f"expected candidate {c!r} to tokenise to at least one token, got none")
         ids.append(int(toks[0]))
     return ids
+
+
+def eos_id(tokenizer: Any) -> int:
+    """The end-of-sequence token id: ``eos_token_id``, else ``sep_token_id`` (BERT-style decoders,
+    e.g. BLIP's, end an answer with ``[SEP]``).
+
+    Raises
+    ------
+    ValueError
+        A tokenizer with neither.
+    """
+    for attr in ("eos_token_id", "sep_token_id"):
+        v = getattr(tokenizer, attr, None)
+        if v is not None:
+            return int(v)
+    raise ValueError(f"expected {type(tokenizer).__name__} to have an eos_token_id or sep_token_id, got neither")
+
+
+def answer_ids(tokenizer: Any, answer: str) -> list[int]:
+    """The tokens of ``answer`` (no special tokens) followed by the end-of-sequence token.
+
+    These are t2v_metrics' answer labels: for T5 ``t5_output_tokenizer("yes")`` gives ``[yes, </s>]``
+    (t2v_metrics/models/vqascore_models/instructblip_model.py:115-127, clip_t5_model.py:245), for
+    LLaVA the label positions of ``"Yes</s>"`` after the prompt (llava_model.py:32, 243-251).
+
+    Raises
+    ------
+    ValueError
+        An answer that tokenises to nothing, or no end-of-sequence token.
+
+    Examples
+    --------
+    With a SentencePiece (T5/LLaMA) vocabulary ``answer_ids(tok, "Yes")`` is ``[▁Yes, </s>]``.
+    """
+    toks = [int(t) for t in tokenizer(str(answer), add_special_tokens=False)["input_ids"]]
+    if not toks:
+        raise ValueError(f"expected the answer {answer!r} to tokenise to at least one token, got none")
+    return toks + [eos_id(tokenizer)]
+
+
+# How each per-token input of a decoder-only model continues over appended answer tokens.
+_APPEND_FILL = {"attention_mask": 1, "token_type_ids": 0, "image_patches_indices": -1}
+
+
+def append_tokens(inputs: dict[str, Any], prefix: Sequence[int]) -> dict[str, Any]:
+    """Decoder-only model inputs with ``prefix`` appended to every row (prompts are left-padded, so
+    every row's answer starts at the same column).
+
+    Raises
+    ------
+    ValueError
+        An input of shape ``(n, prompt length)`` this function does not know how to continue.
+    """
+    import torch
+
+    if not prefix:
+        return inputs
+    ids = inputs["input_ids"]
+    n, length = ids.shape
+    out = dict(inputs)
+    out["input_ids"] = torch.cat([ids, torch.tensor([list(prefix)] * n, dtype=ids.dtype, device=ids.device)], 1)
+    for k, v in inputs.items():
+        if k == "input_ids" or not isinstance(v, torch.Tensor) or v.dim() != 2 or tuple(v.shape) != (n, length):
+            continue
+        if k not in _APPEND_FILL:
+            raise ValueError(f"expected per-token inputs among {sorted(_APPEND_FILL)}, got {k!r}: cannot append "
+                             f"answer tokens to it")
+        out[k] = torch.cat([v, torch.full((n, len(prefix)), _APPEND_FILL[k], dtype=v.dtype, device=v.device)], 1)
+    return out
 
 
 def logprobs_at(logits: Any, token_ids: Sequence[int]) -> np.ndarray:

@@ -168,6 +168,14 @@ class _HFBackend(VQABackend):
         with torch.inference_mode():
             return self._net.generate(**inputs, **kw)
 
+    def _texts(self, questions: Sequence[str], template: str | None, system: str | None) -> list[str]:
+        """``questions`` in ``template`` (default the backend's own); backends without a chat
+        template take no system message."""
+        if system is not None:
+            raise ValueError(f"{type(self).__name__}: expected no system message (the model has no chat template), "
+                             f"got {system!r}")
+        return [format_prompt(self.template if template is None else template, q, None) for q in questions]
+
     def _encode_distinct(self, images: Sequence[Any], texts: list[str]) -> tuple[Any, list[int]]:
         """Processor inputs with each distinct image of the batch once (BLIP-style towers see each
         image once, :mod:`.image_reuse`) and the index that repeats its features per question."""
@@ -247,15 +255,21 @@ class BlipVQA(_HFBackend):
         return answer_logprobs(self, images, questions, candidates, self._next_logits)
 
     def _next_logits(self, images: list[Any], questions: list[str]):
+        return self.answer_logits(images, questions)[:, 0]
+
+    def answer_logits(self, images: Sequence[Any], questions: Sequence[str], prefix: Sequence[int] = (), *,
+                      template: str | None = None, system: str | None = None):
+        """Teacher-forced logits ``(n, len(prefix) + 1, vocab)`` of one batch (:mod:`.logprobs`): the
+        answer decoder fed ``[start, *prefix]``."""
         import torch
 
         net = self._net
         out = None
-        for rows, q in self._question_states(images, [format_prompt(self.template, q, None) for q in questions]):
-            start = torch.full((len(rows), 1), net.decoder_start_token_id, dtype=torch.long, device=q.device)
-            logits = net.text_decoder(input_ids=start, encoder_hidden_states=q).logits[:, 0]
+        for rows, q in self._question_states(list(images), self._texts(questions, template, system)):
+            ids = torch.tensor([[net.decoder_start_token_id, *prefix]] * len(rows), dtype=torch.long, device=q.device)
+            logits = net.text_decoder(input_ids=ids, encoder_hidden_states=q).logits
             if out is None:
-                out = logits.new_empty((len(questions), logits.shape[-1]))
+                out = logits.new_empty((len(questions), *logits.shape[1:]))
             out[torch.as_tensor(rows, device=logits.device)] = logits
         return out
 
@@ -292,18 +306,26 @@ class InstructBlipVQA(_HFBackend):
         return answer_logprobs(self, images, questions, candidates, self._next_logits)
 
     def _next_logits(self, images: list[Any], questions: list[str]):
+        return self.answer_logits(images, questions)[:, 0]
+
+    def answer_logits(self, images: Sequence[Any], questions: Sequence[str], prefix: Sequence[int] = (), *,
+                      template: str | None = None, system: str | None = None):
+        """Teacher-forced logits ``(n, len(prefix) + 1, vocab)`` of one batch (:mod:`.logprobs`): a T5
+        language model's decoder fed ``[start, *prefix]`` (t2v_metrics passes the answer as ``labels``,
+        which T5 shifts right the same way); a decoder-only one with ``prefix`` after the prompt."""
         import torch
 
         from .image_reuse import repeat_vision_outputs
+        from .logprobs import append_tokens
 
-        texts = [format_prompt(self.template, q, None) for q in questions]
+        texts = self._texts(questions, template, system)
         inputs, index = self._encode_distinct(images, texts)
         with repeat_vision_outputs(self._net.vision_model, index):
             if self._net.config.use_decoder_only_language_model:
-                return self._net(**inputs).logits[:, -1, :]
+                return self._net(**append_tokens(inputs, prefix)).logits[:, -(len(prefix) + 1):, :]
             start = self._net.config.text_config.decoder_start_token_id
-            dec = torch.full((len(texts), 1), start, dtype=torch.long, device=self.device)
-            return self._net(**inputs, decoder_input_ids=dec).logits[:, 0, :]
+            dec = torch.tensor([[start, *prefix]] * len(texts), dtype=torch.long, device=self.device)
+            return self._net(**inputs, decoder_input_ids=dec).logits
 
     def _answer_batch(self, requests: list[VQARequest]) -> list[str | VQAError]:
         from .image_reuse import repeat_vision_outputs
@@ -386,8 +408,22 @@ class ChatVQA(_HFBackend):
         return answer_logprobs(self, images, questions, candidates, self._next_logits)
 
     def _next_logits(self, images: list[Any], questions: list[str]):
-        reqs = [self.request(VQARequest(q, image=im)) for im, q in zip(images, questions)]
-        return self.chat.model(**self.chat.encode(reqs)).logits[:, -1, :]  # left padding: the last is next
+        return self.answer_logits(images, questions)[:, 0]
+
+    def answer_logits(self, images: Sequence[Any], questions: Sequence[str], prefix: Sequence[int] = (), *,
+                      template: str | None = None, system: str | None = None):
+        """Teacher-forced logits ``(n, len(prefix) + 1, vocab)`` of one batch (:mod:`.logprobs`):
+        ``prefix`` appended after the chat template's generation prompt (left padding: the answer
+        starts at the same column in every row). ``system`` replaces the backend's system prompt."""
+        from ..chat import ChatRequest
+        from .logprobs import append_tokens
+
+        if len(images) != len(questions):
+            raise ValueError(f"expected one image per question, got {len(images)} and {len(questions)}")
+        t = self.template if template is None else template
+        reqs = [ChatRequest(format_prompt(t, q, None), images=(im,), system=system) for im, q in zip(images, questions)]
+        enc = append_tokens(self.chat.encode(reqs), prefix)
+        return self.chat.model(**enc).logits[:, -(len(prefix) + 1):, :]
 
 
 class OpenAIVQA(VQABackend):

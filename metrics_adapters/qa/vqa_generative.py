@@ -171,6 +171,15 @@ class FuyuVQA(_HFBackend):
         texts = [format_prompt(self.template, q, None) for q in questions]
         return self._net(**self._inputs(images, texts)).logits[:, -1, :]  # the processor pads on the left
 
+    def answer_logits(self, images: Sequence[Any], questions: Sequence[str], prefix: Sequence[int] = (), *,
+                      template: str | None = None, system: str | None = None):
+        """Teacher-forced logits ``(n, len(prefix) + 1, vocab)`` of one batch (:mod:`.logprobs`):
+        ``prefix`` appended after the prompt (and the processor's begin-of-answer token)."""
+        from .logprobs import append_tokens
+
+        inputs = append_tokens(self._inputs(images, self._texts(questions, template, system)), prefix)
+        return self._net(**inputs).logits[:, -(len(prefix) + 1):, :]
+
 
 def _until_eos(ids: list[int], eos: int | None) -> list[int]:
     """Generated ids up to and including the first end token (what an unbatched run returns)."""
