@@ -152,6 +152,16 @@ class WalkStats:
         return np.where(self.sorted_valid, self.group_start == np.arange(self.shape[1])[None, :], False).sum(axis=1)
 
     @cached_property
+    def tied_score_pairs(self) -> np.ndarray:
+        """Pairs of valid samples with equal scores, per walk (``sum over tie groups g(g-1)/2``)."""
+        return np.where(self.sorted_valid, self.group_end - self.group_start, 0).sum(axis=1) / 2
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Samples each sorted position stands for: 1 where valid (a histogram's cells hold counts)."""
+        return self.sorted_valid
+
+    @cached_property
     def is_group_end(self) -> np.ndarray:
         """Sorted positions where the ECDFs are evaluated: the last of each tie group."""
         return self.sorted_valid & (self.group_end == np.arange(self.shape[1])[None, :])
