@@ -19,6 +19,8 @@ from functools import cached_property
 
 import numpy as np
 
+from .walkstats import WalkStats
+
 __all__ = ["HistStats"]
 
 
@@ -133,50 +135,41 @@ class HistStats:
         m[:, a, b] = b[None, :] < self.n_slots[:, None]
         return m
 
-    # -- ranks over (slot, value) cells -------------------------------------------------------------
-    @cached_property
-    def weights(self) -> np.ndarray:
-        """Samples in each (slot, value) cell, ``(n, slots * n_values)``."""
-        return self.hist.reshape(self.shape[0], -1)
+    @property
+    def constant_scores(self) -> np.ndarray:
+        return self.n_score_values <= 1
 
-    @cached_property
-    def sorted_valid(self) -> np.ndarray:
-        return self.weights > 0
+    ks_between = WalkStats.ks_between  # the same ECDF reading, at every distinct value
 
-    def _cells(self, per: np.ndarray, axis: int) -> np.ndarray:
-        # per-slot (axis=1) or per-value (axis=2) numbers spread over every (slot, value) cell
-        n, k, r = self.hist.shape
-        full = np.broadcast_to(np.expand_dims(per, axis), (n, k, r))
-        return full.reshape(n, k * r)
-
-    def score_ranks(self, method: str) -> np.ndarray:
-        """Rank (1-based, ties by ``method``) of each cell's value among the walk's valid samples."""
+    def rank_comoments(self, tie_method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(S_xy, S_xx, S_yy)`` of (level rank, score rank), each (slot, value) cell weighted by its count."""
         h = self.value_count
-        below = np.cumsum(h, axis=1) - h
-        if method == "average":
-            r = below + (h + 1.0) / 2.0
-        elif method == "min":
-            r = below + 1.0
-        elif method == "max":
-            r = below + h
-        elif method == "dense":
-            r = np.cumsum(h > 0, axis=1).astype(float)
-        else:
-            raise ValueError(f"expected tie method 'average', 'min', 'max' or 'dense', got {method!r}")
-        return self._cells(r, 1)
-
-    def level_ranks(self, method: str) -> np.ndarray:
-        """Rank (1-based, ties by ``method``) of each cell's level among the walk's valid samples."""
         cnt = self.count
-        before = np.cumsum(cnt, axis=1) - cnt
-        if method == "average":
-            per_slot = before + (cnt + 1.0) / 2.0
-        elif method == "min":
-            per_slot = before + 1.0
-        elif method == "max":
-            per_slot = before + cnt
-        elif method == "dense":
-            per_slot = np.broadcast_to(np.arange(1.0, cnt.shape[1] + 1.0), cnt.shape)
-        else:
-            raise ValueError(f"expected tie method 'average', 'min', 'max' or 'dense', got {method!r}")
-        return self._cells(per_slot, 2)
+        n = self.n.astype(float)
+        rx = rank_of_counts(cnt, tie_method)
+        ry = rank_of_counts(h, tie_method)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dx = rx - ((cnt * rx).sum(axis=1) / n)[:, None]
+            dy = ry - ((h * ry).sum(axis=1) / n)[:, None]
+        return (np.einsum("nar,na,nr->n", self.hist, dx, dy), (cnt * dx * dx).sum(axis=1),
+                (h * dy * dy).sum(axis=1))
+
+
+def rank_of_counts(cnt: np.ndarray, method: str) -> np.ndarray:
+    """1-based rank of each class of ``cnt[n, c]`` samples (classes in increasing order), ties by ``method``.
+
+    Examples
+    --------
+    >>> rank_of_counts(np.array([[2.0, 1.0, 3.0]]), "average").tolist()
+    [[1.5, 3.0, 5.0]]
+    """
+    before = np.cumsum(cnt, axis=1) - cnt
+    if method == "average":
+        return before + (cnt + 1.0) / 2.0
+    if method == "min":
+        return before + 1.0
+    if method == "max":
+        return before + cnt
+    if method == "dense":
+        return np.cumsum(cnt > 0, axis=1).astype(float)
+    raise ValueError(f"expected tie method 'average', 'min', 'max' or 'dense', got {method!r}")

@@ -33,7 +33,7 @@ def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
     n2 = stats.tied_score_pairs
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.clip((good - bad) / np.sqrt((n0 - n1) * (n0 - n2)), -1.0, 1.0)
-    out[stats.n_score_values <= 1] = 0.0
+    out[stats.constant_scores] = 0.0
     out[stats.n_slots <= 1] = fill
     out[stats.n < 2] = np.nan
     return out
