@@ -36,9 +36,6 @@ class MetaMetricSpec:
     ``options`` maps keyword arguments of the walk function to :class:`~analysis.protocols.Protocol`
     fields; ``normalised`` marks the one divided by the metric's score std (delta); ``maximum``
     is the best value a metric can reach (None: unbounded), used by chance-adjusted values.
-    ``order_only`` marks a walk function that reads scores only through their order and ties
-    (unchanged by any increasing map of a SEG's scores): the chance levels (:mod:`analysis.chance`)
-    let metrics with the same within-SEG pattern share its permutations.
     """
 
     name: str
@@ -47,7 +44,6 @@ class MetaMetricSpec:
     normalised: bool = False
     description: str = ""
     maximum: float | None = 1.0
-    order_only: bool = False
 
     def function(self) -> Callable[..., np.ndarray]:
         return resolve(self.target)
@@ -76,16 +72,16 @@ def get_meta_metric(name: str) -> MetaMetricSpec:
 for _spec in (
     MetaMetricSpec("rank", "analysis.metametrics.rank:rank_walks",
                    (("tie_method", "tie_method"), ("degenerate", "degenerate_walk")),
-                   description="Spearman ordering score rank_m", order_only=True),
+                   description="Spearman ordering score rank_m"),
     MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
                    (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
-                   description="Kolmogorov-Smirnov separation score sep_m", order_only=True),
+                   description="Kolmogorov-Smirnov separation score sep_m"),
     MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
                    normalised=True, description="dynamic-range separation delta_m", maximum=None),
     MetaMetricSpec("kendall", "analysis.metametrics.kendall:kendall_walks", (("degenerate", "degenerate_walk"),),
-                   description="Kendall tau-b ordering score", order_only=True),
+                   description="Kendall tau-b ordering score"),
     MetaMetricSpec("pair_acc", "analysis.metametrics.pair_acc:pair_acc_walks",
-                   description="tie-aware pairwise ordering accuracy", order_only=True),
+                   description="tie-aware pairwise ordering accuracy"),
 ):
     register_meta_metric(_spec)
 

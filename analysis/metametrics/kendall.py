@@ -30,10 +30,10 @@ def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
     n = stats.n.astype(float)
     n0 = n * (n - 1) / 2
     n1 = (stats.count * (stats.count - 1) / 2).sum(axis=1)
-    n2 = stats.tied_score_pairs
+    n2 = np.where(stats.sorted_valid, stats.group_end - stats.group_start, 0).sum(axis=1) / 2
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.clip((good - bad) / np.sqrt((n0 - n1) * (n0 - n2)), -1.0, 1.0)
-    out[stats.constant_scores] = 0.0
+    out[stats.n_score_values <= 1] = 0.0
     out[stats.n_slots <= 1] = fill
     out[stats.n < 2] = np.nan
     return out

@@ -29,11 +29,18 @@ def rank_walks(stats: WalkStats, tie_method: str = "average", degenerate: str = 
     ndarray, shape (n_walks,)
     """
     fill = degenerate_fill(degenerate)
-    sxy, sxx, syy = stats.rank_comoments(tie_method)
+    v = stats.sorted_valid
+    n = stats.n.astype(float)
+    rx = stats.level_ranks(tie_method)
+    ry = stats.score_ranks(tie_method)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rho = sxy / np.sqrt(sxx * syy)
+        mx = np.where(v, rx, 0.0).sum(axis=1) / n
+        my = np.where(v, ry, 0.0).sum(axis=1) / n
+        dx = np.where(v, rx - mx[:, None], 0.0)
+        dy = np.where(v, ry - my[:, None], 0.0)
+        rho = (dx * dy).sum(axis=1) / np.sqrt((dx * dx).sum(axis=1) * (dy * dy).sum(axis=1))
     out = -np.clip(rho, -1.0, 1.0)
-    out[stats.constant_scores] = 0.0
+    out[stats.n_score_values <= 1] = 0.0
     out[stats.n_slots <= 1] = fill
     out[stats.n < 2] = np.nan
     return out

@@ -37,7 +37,16 @@ def sep_walks(stats: WalkStats, pairs: str = "all", degenerate: str = "zero") ->
     a, b = level_pairs(k, pairs)
     out = np.full(stats.shape[0], np.nan)
     if len(a):
-        d = stats.ks_between(a, b)
+        # ECDFs of each level at the end of every sample's tie group (constant within a group,
+        # 1 for every level on padded positions, so no masking is needed). |F_a - F_b| is formed
+        # as |le_a n_b - le_b n_a| / (n_a n_b): exact integers until the division.
+        le = stats.less_equal  # slot-major (slots, n, width)
+        n = stats.count.astype(stats.count_dtype)
+        cross = np.empty((stats.shape[0], len(a)), dtype=stats.count_dtype)
+        for p, (i, j) in enumerate(zip(a, b)):
+            cross[:, p] = np.abs(le[i] * n[:, j, None] - le[j] * n[:, i, None]).max(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            d = cross.astype(float) / (stats.count[:, a] * stats.count[:, b])
         ok = b[None, :] < stats.n_slots[:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(ok, d, 0.0).sum(axis=1) / ok.sum(axis=1)

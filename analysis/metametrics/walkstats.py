@@ -152,47 +152,6 @@ class WalkStats:
         return np.where(self.sorted_valid, self.group_start == np.arange(self.shape[1])[None, :], False).sum(axis=1)
 
     @cached_property
-    def tied_score_pairs(self) -> np.ndarray:
-        """Pairs of valid samples with equal scores, per walk (``sum over tie groups g(g-1)/2``)."""
-        return np.where(self.sorted_valid, self.group_end - self.group_start, 0).sum(axis=1) / 2
-
-    @property
-    def constant_scores(self) -> np.ndarray:
-        """Walks whose valid scores are all equal (or fewer than two)."""
-        return self.n_score_values <= 1
-
-    def ks_between(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """KS statistic ``sup_x |F_a(x) - F_b(x)|`` between level slots ``a[p]`` and ``b[p]``, ``(n, len(a))``.
-
-        The ECDFs are read at the end of every tie group (constant within a group, the full count
-        on padded positions, so no masking is needed); ``|F_a - F_b|`` is formed as
-        ``|le_a n_b - le_b n_a| / (n_a n_b)``: exact integers until the division. NaN where a slot is empty.
-        """
-        le = self.less_equal  # slot-major (slots, n, width)
-        n = self.count.astype(self.count_dtype)
-        cross = np.empty((self.shape[0], len(a)), dtype=self.count_dtype)
-        for p, (i, j) in enumerate(zip(a, b)):
-            cross[:, p] = np.abs(le[i] * n[:, j, None] - le[j] * n[:, i, None]).max(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return cross.astype(float) / (self.count[:, a] * self.count[:, b])
-
-    def rank_comoments(self, tie_method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(S_xy, S_xx, S_yy)``: co-moments of (level rank, score rank) over each walk's valid samples.
-
-        Ranks by ``tie_method``; Spearman's rho is ``S_xy / sqrt(S_xx S_yy)``.
-        """
-        v = self.sorted_valid
-        n = self.n.astype(float)
-        rx = self.level_ranks(tie_method)
-        ry = self.score_ranks(tie_method)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mx = np.where(v, rx, 0.0).sum(axis=1) / n
-            my = np.where(v, ry, 0.0).sum(axis=1) / n
-            dx = np.where(v, rx - mx[:, None], 0.0)
-            dy = np.where(v, ry - my[:, None], 0.0)
-        return (dx * dy).sum(axis=1), (dx * dx).sum(axis=1), (dy * dy).sum(axis=1)
-
-    @cached_property
     def is_group_end(self) -> np.ndarray:
         """Sorted positions where the ECDFs are evaluated: the last of each tie group."""
         return self.sorted_valid & (self.group_end == np.arange(self.shape[1])[None, :])
