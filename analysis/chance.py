@@ -6,7 +6,12 @@ distribution is far from 0, a metric that ties everything gets pair_acc 0.5, and
 the images of each SEG (NaN cells stay where they are), which keeps every SEG's node sizes, walks
 and score distribution, and recomputing the meta-metric with the protocol's own rules. The chance
 level is the mean of the dataset values (Avg and subsets) over ``n_perm`` permutations, the band
-their percentile interval (:func:`analysis.stats.percentile_ci`).
+their percentile interval (:func:`analysis.stats.percentile_ci`), ``mc_error`` the Monte-Carlo
+standard error of the chance level itself (``std / sqrt(n_perm)`` over the permutations).
+
+Which null this is: each metric keeps its *own* scores, so a discrete metric keeps its per-SEG
+ties; a random metric with the same overall score distribution (which does not tie like that
+within a SEG) can read higher. "Above chance" and "beats a random control" are different bars.
 
 The permuted columns are analysed like extra metrics (all permutations of all metrics go through
 the vectorised kernels in chunks), so the cost is that of ``n_perm`` more analyses of the table.
@@ -26,19 +31,25 @@ from .protocols import Protocol
 from .stats import percentile_ci
 from .walks import Structure, WalkTable
 
-__all__ = ["ChanceLevels", "permute_within_segs", "chance_levels", "chance_adjusted"]
+__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "chance_levels", "chance_adjusted"]
+
+#: The null the chance levels are the expectation under (the tables and the report name it).
+NULL_DESCRIPTION = "each metric's own scores permuted within each SEG (its ties and missing cells kept)"
 
 
 @dataclass(frozen=True)
 class ChanceLevels:
-    """Chance levels of one protocol: ``mean``/``low``/``high`` are ``(metric, meta_metric, group)``
-    arrays (NaN where undefined), from ``n_perm`` within-SEG permutations at level ``confidence``."""
+    """Chance levels of one protocol: ``mean``/``low``/``high``/``mc_error`` are ``(metric, meta_metric,
+    group)`` arrays (NaN where undefined), from ``n_perm`` within-SEG permutations; the band is at level
+    ``confidence``, ``mc_error`` the Monte-Carlo standard error of ``mean`` (``std / sqrt(n)`` over the
+    ``n`` permutations where the cell is defined; NaN with fewer than two)."""
 
     mean: np.ndarray
     low: np.ndarray
     high: np.ndarray
     n_perm: int
     confidence: float
+    mc_error: np.ndarray
 
 
 def permute_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray], n_perm: int,
@@ -87,7 +98,7 @@ def permute_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray], n_pe
 
 def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTable, sigma: np.ndarray,
                   protocol: Protocol, metrics: Sequence[str], meta_metrics: Sequence[str],
-                  lower_is_better: Sequence[str] = (), n_perm: int = 100, seed: int = 0, confidence: float = 0.95,
+                  lower_is_better: Sequence[str] = (), *, n_perm: int, seed: int = 0, confidence: float = 0.95,
                   max_columns: int = 200, progress: bool = False) -> ChanceLevels:
     """Chance level and band of every meta-metric of every metric under ``protocol``.
 
@@ -102,7 +113,8 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         As in :func:`analysis.pipeline.run_protocol` (``magnitude`` deltas are taken as magnitudes
         in every permutation too, like the value they are compared with).
     n_perm : int
-        Permutations (>= 1).
+        Permutations (>= 1); the cost grows linearly with it. No default here: the commands'
+        default is ``chance`` in ``conf/analysis/default.yaml``.
     seed : int
         Seeds the permutations (``default_rng([seed, 16])``, a stream apart from the bootstrap's).
     confidence : float
@@ -153,8 +165,10 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # cells undefined in every permutation: NaN
         mean = np.nanmean(r, axis=0)
+        n_ok = (~np.isnan(r)).sum(axis=0)
+        mc = np.where(n_ok > 1, np.nanstd(r, axis=0, ddof=1) / np.sqrt(np.maximum(n_ok, 1)), np.nan)
     ci = percentile_ci(r, confidence)
-    return ChanceLevels(mean, np.asarray(ci.low), np.asarray(ci.high), int(n_perm), float(confidence))
+    return ChanceLevels(mean, np.asarray(ci.low), np.asarray(ci.high), int(n_perm), float(confidence), mc)
 
 
 def chance_adjusted(value, chance, maximum: float | None):

@@ -17,6 +17,7 @@ import pandas as pd
 
 from seg_data.results import atomic_write_text, input_fingerprints, published_path, result_set
 
+from .chance import NULL_DESCRIPTION
 from .pipeline import AnalysisResult
 from .tables import seg_count_text, write_tables
 
@@ -72,6 +73,8 @@ def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFr
         "min_segs_ci": result.min_segs_ci,
         "notes": list(result.notes),
     }
+    if result.chance:
+        meta["chance_null"] = NULL_DESCRIPTION
     p = out / "analysis.json"
     atomic_write_text(p, json.dumps(meta, indent=1))
     paths.append(p)
@@ -99,6 +102,11 @@ def _fmt(v: float, lo: float, hi: float, with_ci: bool, na: bool = False) -> str
     return s
 
 
+def _mc(e: float) -> str:
+    """`` +-e`` in points (two decimals: the Monte-Carlo error is usually below 1), or nothing."""
+    return f" +-{100 * float(e):.2f}" if np.isfinite(e) else ""
+
+
 def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), subset: str = "Avg") -> str:
     """A small fixed-width table per protocol: one line per metric, ``subset`` values in %.
 
@@ -106,8 +114,9 @@ def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), 
     the shown meta-metrics are defined, not the dataset's count). A CI withheld because a cell has
     fewer than ``min_segs_ci`` SEGs shows as ``[n/a]``, with the reason under the table.
 
-    With chance levels, a second table per protocol gives each cell's chance level, its band and
-    the chance-adjusted value ``(v - chance) / (max - chance)`` (in %; "-" for delta, unbounded).
+    With chance levels, a second table per protocol gives each cell's chance level with its
+    Monte-Carlo error, its band and the chance-adjusted value ``(v - chance) / (max - chance)``
+    (in %; "-" for delta, unbounded), and names the null (:data:`analysis.chance.NULL_DESCRIPTION`).
     """
     with_ci = result.bootstrap > 0
     mms = [m for m in meta_metrics if m in result.meta_metrics]
@@ -138,12 +147,14 @@ def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), 
                 if na else "")
         block(f"protocol={name}: {seg_count_text(n, subset)}, values in %{ci}", ["metric", "SEGs"] + mms, cells, foot)
         if pr.chance is not None:
-            ch, lo, hi, adj = pr.chance_arrays()
-            cells = [[m] + [f"{_fmt(ch[i, k, g], lo[i, k, g], hi[i, k, g], True)} -> "
+            ch, lo, hi, mc, adj = pr.chance_arrays()
+            cells = [[m] + [f"{_fmt(ch[i, k, g], np.nan, np.nan, False)}{_mc(mc[i, k, g])} "
+                            f"[{_pct(lo[i, k, g]) if np.isfinite(lo[i, k, g]) else '-'}, "
+                            f"{_pct(hi[i, k, g]) if np.isfinite(hi[i, k, g]) else '-'}] -> "
                             f"{_fmt(adj[i, k, g], np.nan, np.nan, False)}" for k in kk]
                      for i, m in enumerate(result.metrics)]
-            block(f"protocol={name}: chance level [{level} band] -> chance-adjusted value, in % "
-                  f"({pr.chance.n_perm} within-SEG permutations)", ["metric"] + mms, cells)
+            block(f"protocol={name}: chance level +-Monte-Carlo error [{level} band] -> chance-adjusted value, "
+                  f"in % ({pr.chance.n_perm} permutations; null: {NULL_DESCRIPTION})", ["metric"] + mms, cells)
     return "\n".join(lines)
 
 

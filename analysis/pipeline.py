@@ -48,7 +48,7 @@ __all__ = ["ProtocolResult", "AnalysisResult", "analyze", "run_protocol", "inclu
 log = logging.getLogger(__name__)
 
 METAMETRICS_COLUMNS = ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs",
-                       "chance", "chance_low", "chance_high", "adjusted"]
+                       "chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]
 PER_SEG_COLUMNS = ["metric", "protocol", "meta_metric", "seg_id", "subset", "value"]
 #: Fewest SEGs a cell needs for a bootstrap CI (``min_segs_ci``): below it a resample of the few
 #: SEGs says nothing about the spread (one SEG gives an interval of width 0), so the CI is NaN.
@@ -82,14 +82,15 @@ class ProtocolResult:
     def protocol(self) -> Protocol:
         return self.seg_values.protocol
 
-    def chance_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(chance, chance_low, chance_high, adjusted)`` shaped like ``estimates`` (NaN without chance)."""
+    def chance_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(chance, chance_low, chance_high, chance_mc_error, adjusted)`` shaped like ``estimates``
+        (NaN without chance)."""
         if self.chance is None:
             nan = np.full(self.estimates.shape, np.nan)
-            return nan, nan, nan, nan
+            return nan, nan, nan, nan, nan
         adj = np.stack([chance_adjusted(self.estimates[:, k], self.chance.mean[:, k], get_meta_metric(name).maximum)
                         for k, name in enumerate(self.seg_values.meta_metrics)], axis=1)
-        return self.chance.mean, self.chance.low, self.chance.high, adj
+        return self.chance.mean, self.chance.low, self.chance.high, self.chance.mc_error, adj
 
 
 @dataclass(frozen=True)
@@ -136,16 +137,17 @@ class AnalysisResult:
 
     def metametrics_frame(self) -> pd.DataFrame:
         """Long table: ``metric, protocol, meta_metric, subset, value, ci_low, ci_high, n_segs,
-        chance, chance_low, chance_high, adjusted`` (the last four NaN without chance levels)."""
+        chance, chance_low, chance_high, chance_mc_error, adjusted`` (the last five NaN without
+        chance levels)."""
         rows = []
         for pname, pr in self.protocols.items():
-            ch, ch_lo, ch_hi, adj = pr.chance_arrays()
+            ch, ch_lo, ch_hi, ch_mc, adj = pr.chance_arrays()
             for i, m in enumerate(self.metrics):
                 for k, mm in enumerate(self.meta_metrics):
                     for g, sub in enumerate(pr.group_names):
                         rows.append((m, pname, mm, sub, pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g],
                                      int(pr.n_segs[i, k, g]), ch[i, k, g], ch_lo[i, k, g], ch_hi[i, k, g],
-                                     adj[i, k, g]))
+                                     ch_mc[i, k, g], adj[i, k, g]))
         return pd.DataFrame(rows, columns=METAMETRICS_COLUMNS)
 
     def per_seg_frame(self) -> pd.DataFrame:
@@ -280,7 +282,8 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
     levels = None
     if chance and n_s:
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
-                               sorted(inputs.lower_is_better), int(chance), seed, confidence, progress=True)
+                               sorted(inputs.lower_is_better), n_perm=int(chance), seed=seed, confidence=confidence,
+                               progress=True)
     return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded,
                           notes, fail_notes)
 

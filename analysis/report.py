@@ -27,6 +27,7 @@ import pandas as pd
 
 from seg_data.results import atomic_write_text, metric_columns, published_path, result_set
 
+from .chance import NULL_DESCRIPTION
 from .report_figures import FIGURE_KINDS, ReportFigure, make_figures, pareto_table
 
 __all__ = [
@@ -153,9 +154,12 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
     subsets = (["Avg"] if "Avg" in subsets else []) + [s for s in subsets if s != "Avg"]
     idx = d.set_index(["meta_metric", "subset", "metric"])
     has_chance = {"chance", "adjusted"} <= set(d.columns)
+    # The chance level keeps each metric's own per-SEG ties; a scored `random` control is another
+    # bar (a random metric with a discrete metric's overall distribution can read higher): show it beside.
+    random_ctrl = "random" if "random" in metrics else None
     # With a bootstrap, a value without an interval had too few SEGs for one (min_segs_ci): say so.
     has_ci = "ci_low" in d.columns and bool(np.isfinite(pd.to_numeric(d["ci_low"], errors="coerce")).any())
-    withheld = False
+    withheld = chance_shown = False
 
     def head(m):
         tag = {"control": "<br><small>control</small>", "reference": "<br><small>reference</small>"}
@@ -202,10 +206,18 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                     txt += f"<br><small class=na>[n/a: {seg_text}]<sup>&dagger;</sup></small>"
                     withheld = True
                 if has_chance and np.isfinite(float(r["chance"])):
+                    mc = float(r["chance_mc_error"]) if "chance_mc_error" in r.index else float("nan")
+                    err = f" &plusmn;{100 * mc:.2f}" if np.isfinite(mc) else ""
+                    rnd = ""
+                    if random_ctrl is not None and m != random_ctrl and (k, s, random_ctrl) in idx.index:
+                        rv = idx.loc[(k, s, random_ctrl)]
+                        rv = float((rv.iloc[0] if isinstance(rv, pd.DataFrame) else rv)["value"])
+                        rnd = f"; random {_fmt_pct(rv)}" if np.isfinite(rv) else ""
                     # delta has no maximum, so no chance-adjusted value: no "adj." label without a number
                     adj = float(r["adjusted"])
-                    txt += (f"<br><small class=chance>chance {_fmt_pct(float(r['chance']))}"
-                            + (f"; adj. {_fmt_pct(adj)}" if np.isfinite(adj) else "") + "</small>")
+                    txt += (f"<br><small class=chance>chance<sup>&Dagger;</sup> {_fmt_pct(float(r['chance']))}{err}"
+                            f"{rnd}" + (f"; adj. {_fmt_pct(adj)}" if np.isfinite(adj) else "") + "</small>")
+                    chance_shown = True
                 cells.append(f"<td{cls}>{txt}</td>")
             rows.append(f"<tr><td>{html.escape(k)}</td><td>{html.escape(s)}</td>{''.join(cells)}</tr>")
     foot = ""
@@ -217,6 +229,13 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
         foot += ("<p class='foot'><sup>&dagger;</sup> n/a: no confidence interval for a value from fewer SEGs than "
                  "<code>min_segs_ci</code> (default 10): a bootstrap over so few SEGs gives intervals of no meaning "
                  "(zero width with one SEG).</p>")
+    if chance_shown:
+        foot += (f"<p class='foot'><sup>&Dagger;</sup> chance: the mean value under the null &ldquo;"
+                 f"{html.escape(NULL_DESCRIPTION)}&rdquo;, &plusmn; its Monte-Carlo error (points); a discrete "
+                 "metric keeps its per-SEG ties, so its chance level can sit below what a random metric with the "
+                 "same overall score distribution reads"
+                 + ("; <i>random</i>: the scored random control's value in that row" if random_ctrl else "")
+                 + "; adj.: (value &minus; chance) / (max &minus; chance).</p>")
     return "<table class='mm'>" + "".join(rows) + "</table>" + foot
 
 
@@ -518,8 +537,9 @@ def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatm
         protocols = list(dict.fromkeys(mm["protocol"]))
         body = (f"<p>Values in %, {_level(merged.confidence)} (bootstrap over SEGs) below each value when computed; "
                 "the best non-control value of each row in bold; controls shaded"
-                + ("; <i>chance</i>: the expected value when scores carry no information (scores permuted within "
-                   "each SEG), <i>adj.</i>: (value &minus; chance) / (max &minus; chance)"
+                + ("; <i>chance</i>: the expected value when scores carry no information (each metric's own "
+                   "scores permuted within each SEG) &plusmn; its Monte-Carlo error, <i>adj.</i>: "
+                   "(value &minus; chance) / (max &minus; chance)"
                    if {"chance", "adjusted"} <= set(mm.columns) else "")
                 + ". The same table is in <code>table.md</code>, <code>table.tex</code> and <code>table.csv</code>; "
                 "every cell with its CI is in <code>metametrics.csv</code>.</p>")

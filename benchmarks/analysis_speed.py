@@ -14,6 +14,20 @@ Timings (best of ``--repeats``):
   separately. Target: < 30 s for 1000 replicates.
 - ``reference`` (optional): the plain-loop scipy implementation on ``--reference-columns``
   columns under protocol=paper, extrapolated to ``--columns``, and the speed-up ratio.
+
+``--process`` (issue 28's must-show) times whole processes, back to back in this run:
+
+- the import floor ``python -c "import pandas, scipy.stats, numpy, networkx, matplotlib"``;
+- ``ts2 analyze`` with DEFAULT options (bootstrap, chance levels, ranking as configured) on the 19
+  Table-2 columns, ``protocol=paper subsets=ts2 lower_is_better=[llmscore_ec,llmscore_over]
+  path=TS2``, and its ratio to the floor (target <= 1.5x); the same with both protocols (target
+  <= 2x). ``--scores19 FILE`` is that table (one row per image with ``file_name`` and the 19
+  columns of :data:`analysis.paper_table2.METRICS`; the authors' ``output/scores_final_all_3.csv``
+  joined to ``metadata.csv`` by row is one); without it a 19-column table is derived from the
+  released columns as above (said in the output);
+- the same command with ``chance=0`` (what the chance levels cost);
+- ``--synthetic 100k``: ``ts2 analyze`` with default options on a synthetic 100,000-image x 20-metric
+  table (``benchmarks/scale.py`` makes the structure); target < 10 s and < 1 GB peak RSS.
 """
 
 from __future__ import annotations
@@ -73,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--reference-columns", type=int, default=0,
                     help="also time the plain-loop reference on this many columns (about 8 s per column)")
+    ap.add_argument("--process", action="store_true", help="time whole `ts2 analyze` processes against the import floor")
+    ap.add_argument("--scores19", type=Path, default=None, help="the 19-column Table 2 score table (see above)")
+    ap.add_argument("--synthetic", default=None, help="also time a synthetic table of this size, e.g. 100k (20 metrics)")
+    ap.add_argument("--workdir", type=Path, default=None, help="keep the synthetic data set here (reused)")
     args = ap.parse_args(argv)
     if not (args.ts2 / "released" / "scores_subset.csv").is_file():
         sys.stderr.write(f"needs the released TS2 files at {args.ts2} (pass --ts2 DIR)\n")
@@ -82,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     from analysis.pipeline import analyze
     from analysis.stats import bootstrap_group_means, stratified_counts
 
+    if args.process:
+        sys.stdout.write("\n".join(process_lines(args)) + "\n")
+        return 0
     df = make_table(args.ts2, args.columns)
     both = ["paper", "graph"]
     t_table, res = best_of(lambda: analyze(df, protocols=both, bootstrap=0), args.repeats)
@@ -128,6 +149,66 @@ def main(argv: list[str] | None = None) -> int:
                      f"(extrapolated from {k}); vectorised paper-only {t_paper:.3f} s; ratio {t_ref / t_paper:.0f}x")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def run_process(cmd: list[str], log: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one child process (``os.wait4``: its own rusage)."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    with open(log, "wb") as out:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd[:8])} ... failed; see {log}:\n{log.read_text()[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def process_lines(args) -> list[str]:
+    """Whole ``ts2 analyze`` processes with default options against the import floor, in one run."""
+    import tempfile
+
+    from analysis.paper_table2 import METRICS
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="ts2-speed-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if args.scores19 is not None:
+        scores, origin = args.scores19, f"{args.scores19}"
+    else:
+        scores, origin = work / "derived19.csv", "derived from the released columns (no --scores19)"
+        t = make_table(args.ts2, 19)
+        t.columns = list(t.columns[:3]) + list(METRICS)  # names as in Table 2, for lower_is_better
+        t.to_csv(scores, index=False)
+    floor, floor_rss = run_process([sys.executable, "-c", "import pandas, scipy.stats, numpy, networkx, matplotlib"],
+                                   work / "floor.log")
+    base = [sys.executable, "-m", "ts2", "analyze", f"scores={scores}", f"path={args.ts2}", "subsets=ts2",
+            "lower_is_better=[llmscore_ec,llmscore_over]"]
+    load = os.getloadavg()[0]
+    lines = [f"machine load average (1 min) {load:.1f} on {os.cpu_count()} cores; 19 columns: {origin}",
+             f"import floor: {floor:.2f} s, {floor_rss:.0f} MiB"]
+    runs = (("protocol=paper, default options", ["protocol=paper"], 1.5),
+            ("both protocols, default options", ["protocols=[paper,graph]"], 2.0),
+            ("protocol=paper, chance=0", ["protocol=paper", "chance=0"], None),
+            ("both protocols, chance=0", ["protocols=[paper,graph]", "chance=0"], None))
+    for i, (label, extra, target) in enumerate(runs):
+        wall, rss = run_process(base + extra + [f"output_dir={work / f'run{i}'}"], work / f"run{i}.log")
+        verdict = "" if target is None else f"  target <= {target}x [{'ok' if wall / floor <= target else 'SLOW'}]"
+        lines.append(f"ts2 analyze, {label}: {wall:.2f} s, {rss:.0f} MiB; {wall / floor:.2f}x the import floor{verdict}")
+    if args.synthetic:
+        sys.path.insert(0, str(REPO / "benchmarks"))
+        from scale import make_scores, make_structure
+
+        dataset, _ = make_structure(args.synthetic, work)
+        table = work / f"scores-{args.synthetic}-20.csv"
+        n = make_scores(dataset, 20, table)
+        wall, rss = run_process([sys.executable, "-m", "ts2", "analyze", f"scores={table}", f"path={dataset}",
+                                 f"output_dir={work / 'synthetic'}"], work / "synthetic.log")
+        ok = wall < 10 and rss < 1024
+        lines.append(f"ts2 analyze, default options, synthetic {n:,} images x 20 metrics: {wall:.1f} s, {rss:.0f} MiB"
+                     f"  target < 10 s and < 1 GB [{'ok' if ok else 'MISSED'}]")
+    return lines
 
 
 if __name__ == "__main__":

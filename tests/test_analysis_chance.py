@@ -77,6 +77,12 @@ def test_chance_levels_equal_a_loop_over_permuted_tables(protocol):
     np.testing.assert_allclose(got.mean, np.nanmean(vals, axis=0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got.low, np.quantile(vals, 0.025, axis=0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got.high, np.quantile(vals, 0.975, axis=0), rtol=1e-12, atol=1e-12)
+    # the chance level's own Monte-Carlo error: the spread of the permuted values over sqrt(n)
+    n_ok = (~np.isnan(vals)).sum(axis=0)
+    with np.errstate(invalid="ignore"):
+        want = np.nanstd(vals, axis=0, ddof=1) / np.sqrt(n_ok)
+    np.testing.assert_allclose(got.mc_error, np.where(n_ok > 1, want, np.nan), rtol=1e-12, atol=1e-12)
+    assert np.nanmax(got.mc_error) > 0
 
 
 def test_chance_of_a_two_image_seg_by_hand():
@@ -97,7 +103,7 @@ def test_chance_of_a_two_image_seg_by_hand():
 
 
 def test_metametrics_columns_and_adjusted_formula():
-    assert METAMETRICS_COLUMNS[-4:] == ["chance", "chance_low", "chance_high", "adjusted"]
+    assert METAMETRICS_COLUMNS[-5:] == ["chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]
     r = analyze(small_table(1), protocols=["paper"], bootstrap=0, chance=20)
     f = r.metametrics_frame()
     assert list(f.columns) == METAMETRICS_COLUMNS
@@ -107,7 +113,8 @@ def test_metametrics_columns_and_adjusted_formula():
     assert f[f["meta_metric"] == "delta"]["adjusted"].isna().all()
     assert (f["chance_low"] <= f["chance"] + 1e-12).all() and (f["chance"] <= f["chance_high"] + 1e-12).all()
     off = analyze(small_table(1), protocols=["paper"], bootstrap=0).metametrics_frame()
-    assert off[["chance", "chance_low", "chance_high", "adjusted"]].isna().all().all()
+    assert off[["chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]].isna().all().all()
+    assert (f["chance_mc_error"] >= 0).all() and (f["chance_mc_error"] <= f["chance_high"] - f["chance_low"] + 1e-12).all()
     assert float(chance_adjusted(0.5, 0.5, 1.0)) == 0.0
 
 
@@ -120,3 +127,22 @@ def test_mini_controls_sit_at_chance_and_the_real_metric_far_above(protocol):
     assert f.loc[("random", "sep", "Avg"), "value"] > 0.5
     assert abs(f.loc[("random", "sep", "Avg"), "adjusted"]) < 0.1
     assert f.loc[("geneval_shapes", "sep", "Avg"), "adjusted"] > 0.8
+
+
+def test_summary_and_report_name_the_null_and_show_the_error_and_the_random_control():
+    from analysis import report as rp
+    from analysis.chance import NULL_DESCRIPTION
+    from analysis.outputs import summary_text
+
+    r = analyze(read_scores(MINI), protocols=["paper"], bootstrap=0, chance=30, seed=0)
+    assert NULL_DESCRIPTION in summary_text(r)
+    mm = r.metametrics_frame()
+    page = rp.metametrics_html(mm, "paper", roles={"random": "control"})
+    cell = mm.set_index(["metric", "meta_metric", "subset"]).loc[("geneval_shapes", "sep", "Avg")]
+    rv = mm.set_index(["metric", "meta_metric", "subset"]).loc[("random", "sep", "Avg"), "value"]
+    # geneval_shapes' sep cell: its chance level, that level's Monte-Carlo error, the random control beside it
+    assert (f"{rp._fmt_pct(cell['chance'])} &plusmn;{100 * cell['chance_mc_error']:.2f}; "
+            f"random {rp._fmt_pct(rv)}; adj.") in page
+    assert "permuted within each SEG" in page and "Monte-Carlo error" in page
+    without = rp.metametrics_html(mm[mm["metric"] != "random"], "paper")
+    assert "; random " not in without and "&plusmn;" in without

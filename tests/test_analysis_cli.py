@@ -63,7 +63,7 @@ def test_analyze_writes_every_output(scores, tmp_path):
         assert (out / name).is_file(), name
     mm = pd.read_csv(out / "metametrics.csv")
     assert list(mm.columns) == ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs",
-                                "chance", "chance_low", "chance_high", "adjusted"]
+                                "chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]
     assert mm["chance"].notna().all() and mm[mm.meta_metric != "delta"]["adjusted"].notna().all()  # chance=100 default
     assert set(mm.meta_metric) == {"rank", "sep", "delta", "kendall", "pair_acc"} and set(mm.subset) == {"Avg"}
     ps = pd.read_csv(out / "per_seg.csv", dtype={"seg_id": str})
@@ -90,7 +90,7 @@ def test_analyze_protocols_and_bootstrap_off(scores, tmp_path):
     assert set(mm.protocol) == {"paper", "graph"} and mm["ci_low"].isna().all()
     assert not (out / "ranking.csv").exists()
     text = (out / "metametrics.csv").read_text().splitlines()[1]
-    assert text.endswith(",,12,,,,")  # empty CI and chance cells, not "nan"
+    assert text.endswith(",,12,,,,,")  # empty CI and chance cells, not "nan"
 
 
 def test_bad_input_is_a_clear_error(tmp_path):

@@ -63,7 +63,8 @@ def test_metametrics_html_prints_what_was_asked():
     assert "<b>42.0</b>" in page and "chance" not in page
     with_chance = mm.assign(chance=[0.1, 0.1, np.nan], chance_low=0.0, chance_high=0.2, adjusted=[0.356, -0.111, np.nan])
     page = metametrics_html(with_chance, "p", roles={"rnd": "control"})
-    assert "chance 10.0; adj. 35.6" in page
+    assert "chance<sup>&Dagger;</sup> 10.0; adj. 35.6" in page  # no chance_mc_error column: no error shown
+    assert "permuted within each SEG" in page  # the footnote names the null
 
 
 def _run_folder(d, scores, wall=11.1):
