@@ -40,6 +40,7 @@ from typing import Any
 
 from .base import Metric, ScoreItem
 from .cache import ScoreCache
+from .extras import missing_extra
 from .images import DEFAULT_MAX_SIDE, decode_settings
 from .outputs import (
     BASE_COLUMNS,
@@ -369,19 +370,32 @@ def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, setting
 
 
 def _load(metric: Metric, plan: _Plan, work: _Work) -> bool:
-    """Load the metric; a failure fails every pending pair with the reason instead of raising."""
+    """Load the metric; a failure fails every pending pair with the reason instead of raising,
+    except a module of an optional extra that is not installed (:class:`MissingExtraError`)."""
     t0 = time.perf_counter()
     try:
         metric.load(plan.device, plan.precision if plan.precision != "fp32" else None)
+    except ModuleNotFoundError as e:
+        # The light install without the model stack: every metric that needs it would fail the
+        # same way, so stop at once with the extra to install instead of failing each image.
+        missing = missing_extra(e, f"metric {metric.name}")
+        if missing is not None:
+            raise missing from e
+        _record_load_error(metric, plan, work, e)
+        return False
     except Exception as e:  # bad model id, offline hub, OOM
-        work.load_error = f"{type(e).__name__}: {e}"
-        log.error("%s: could not load the metric: %s", metric.name, work.load_error)
-        for p in plan.todo:
-            work.pair_fail[p] = f"metric failed to load: {work.load_error}"
+        _record_load_error(metric, plan, work, e)
         return False
     work.load_time = time.perf_counter() - t0
     log.info("%s: model loaded in %.1f s", metric.name, work.load_time)
     return True
+
+
+def _record_load_error(metric: Metric, plan: _Plan, work: _Work, e: Exception) -> None:
+    work.load_error = f"{type(e).__name__}: {e}"
+    log.error("%s: could not load the metric: %s", metric.name, work.load_error)
+    for p in plan.todo:
+        work.pair_fail[p] = f"metric failed to load: {work.load_error}"
 
 
 def _update_flops(metric: Metric, cache: ScoreCache, plan: _Plan, work: _Work) -> None:
@@ -417,6 +431,8 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
     ------
     RuntimeError
         ``device=cuda`` without CUDA. Metric errors never raise: they become failures.
+    metrics_adapters.extras.MissingExtraError
+        The metric needs a module of an optional extra (torch, ...) that is not installed.
     """
     settings = settings or EngineSettings()
     t_start = time.perf_counter()
