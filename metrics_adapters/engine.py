@@ -40,7 +40,8 @@ from typing import Any
 
 from .base import Metric, ScoreItem
 from .cache import ScoreCache
-from .extras import missing_extra
+from .extras import missing_extra, require_module
+from .hub import require_models
 from .images import DEFAULT_MAX_SIDE, decode_settings
 from .outputs import (
     BASE_COLUMNS,
@@ -233,9 +234,11 @@ def resolve_device(device: str) -> str:
         return d
     available = False
     if _cuda_possible():
-        import torch
-
-        available = torch.cuda.is_available()
+        try:
+            import torch
+        except ImportError:  # the light install (no torch): CPU only
+            torch = None
+        available = torch is not None and torch.cuda.is_available()
     if d == "auto":
         return "cuda" if available else "cpu"
     if not available:
@@ -371,8 +374,15 @@ def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, setting
 
 def _load(metric: Metric, plan: _Plan, work: _Work) -> bool:
     """Load the metric; a failure fails every pending pair with the reason instead of raising,
-    except a module of an optional extra that is not installed (:class:`MissingExtraError`)."""
+    except a module of an optional extra that is not installed (:class:`MissingExtraError`) and a
+    declared hub model that is not available (:class:`~metrics_adapters.hub.ModelUnavailableError`)."""
     t0 = time.perf_counter()
+    hub = metric.hub_models()
+    if hub:  # hub weights are torch models: on the light install, the extra comes before the weights
+        require_module("torch", f"metric {metric.name}")
+    # Before load() imports the model stack (open_clip: 5 s): an uncached hub model on an offline
+    # machine stops the run at once with one line (ModelUnavailableError, raised to the caller).
+    require_models(hub, metric.config_key)
     try:
         metric.load(plan.device, plan.precision if plan.precision != "fp32" else None)
     except ModuleNotFoundError as e:
@@ -433,6 +443,10 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
         ``device=cuda`` without CUDA. Metric errors never raise: they become failures.
     metrics_adapters.extras.MissingExtraError
         The metric needs a module of an optional extra (torch, ...) that is not installed.
+    metrics_adapters.hub.ModelUnavailableError
+        A model of :meth:`~metrics_adapters.base.Metric.hub_models` is neither cached nor
+        downloadable now (checked before loading; one whose loader finds it missing later
+        fails the metric's items instead).
     """
     settings = settings or EngineSettings()
     t_start = time.perf_counter()

@@ -9,7 +9,7 @@ image. The table maps the import name to the distribution and extra of ``pyproje
 
 from __future__ import annotations
 
-__all__ = ["MissingExtraError", "MODULE_EXTRAS", "missing_extra"]
+__all__ = ["MissingExtraError", "MODULE_EXTRAS", "missing_extra", "require_module"]
 
 # import name -> (distribution on PyPI, extra of ts2 that installs it)
 MODULE_EXTRAS: dict[str, tuple[str, str]] = {
@@ -54,3 +54,22 @@ def missing_extra(error: BaseException, what: str) -> MissingExtraError | None:
         return None
     extra = MODULE_EXTRAS[top][1]
     return MissingExtraError(f'{what} needs {top}, which is not installed: pip install "ts2[{extra}]"', name=top)
+
+
+def require_module(module: str, what: str) -> None:
+    """Raise :class:`MissingExtraError` when ``module`` (a key of :data:`MODULE_EXTRAS`) cannot
+    be imported, without importing it.
+
+    Raises
+    ------
+    MissingExtraError
+        ``module`` is not installed; the message names ``what`` and the extra.
+    """
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise missing_extra(ModuleNotFoundError(f"No module named {module!r}", name=module), what)

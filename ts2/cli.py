@@ -182,7 +182,9 @@ def error_line(prog: str, exc: BaseException, output_dir: object = None,
     ``KeyboardInterrupt`` (Ctrl-C) is ``interrupted`` (with ``; nothing written`` for a command
     whose result set is swapped in whole: ``nothing_written``) and 130, the shell's code for
     SIGINT; a metric that needs an optional extra that is not installed
-    (:class:`metrics_adapters.extras.MissingExtraError`) names the extra, exit 2; a URL that
+    (:class:`metrics_adapters.extras.MissingExtraError`) names the extra, exit 2; a model that
+    is not cached with the hub unreachable (:class:`metrics_adapters.hub.ModelUnavailableError`)
+    is its message, which names the model and the key for a local copy, exit 2; a URL that
     cannot be reached names the reason; any other ``OSError`` (a full disk
     ``ENOSPC``, a file-size limit ``EFBIG``, ``EACCES``, ``EROFS``, ``EDQUOT``, ...) names the file
     (the error's, else the file being written, else ``output_dir``) and the errno's name, exit 2.
@@ -197,6 +199,11 @@ def error_line(prog: str, exc: BaseException, output_dir: object = None,
         from metrics_adapters.extras import MissingExtraError
 
         if isinstance(exc, MissingExtraError):
+            return f"{prog}: {exc}", 2
+    if isinstance(exc, OSError):
+        from metrics_adapters.hub import ModelUnavailableError
+
+        if isinstance(exc, ModelUnavailableError):  # its message names the model and the key
             return f"{prog}: {exc}", 2
     if isinstance(exc, urllib.error.URLError):
         return f"{prog}: cannot read from the network: {getattr(exc, 'reason', exc)}", 2

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..base import Metric, MetricError, ScoreItem, check_prompt_template
 from ..embedding.base import local_signature
+from ..hub import under
 from .vqa import InstructBlipVQA, VQABackend, VQARequest, format_prompt
 
 __all__ = ["DEFAULT_TEMPLATE", "VQAScore", "yes_spellings", "yes_token_ids"]
@@ -150,6 +151,9 @@ class VQAScore(Metric):
 
     def model_ids(self) -> dict[str, Any]:
         return self.vqa.model_ids()
+
+    def hub_models(self) -> tuple[Any, ...]:
+        return under("vqa", self.vqa.hub_models())
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self.vqa.load(device, dtype)
