@@ -797,7 +797,8 @@ def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
     Raises
     ------
     ValueError
-        Either table has no ``file_name`` column, or no image is in both.
+        Either table has no ``file_name`` column, or no image is in both (the message shows one
+        ``file_name`` of each).
     """
     for t in (table, reference):
         if not t.has_file_name:
@@ -815,8 +816,11 @@ def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
     extra = list(names.values())
     joined = table.frame.join(ref, on="file_name")
     if extra and joined[extra].notna().to_numpy().sum() == 0:
+        # One name from each side shows the usual cause at a glance: a folder prefix on one side only
+        # ('000-00.jpg' vs 'images/000-00.jpg').
         raise ValueError(f"expected images of {table.source} in the reference {reference.source} (joined on "
-                         f"file_name), found none in common")
+                         f"file_name), found none in common: e.g. {table.frame['file_name'].iloc[0]!r} in yours, "
+                         f"{reference.frame['file_name'].iloc[0]!r} in the reference")
     return ScoreTable(joined, tuple(table.metrics) + tuple(extra),
                       frozenset(table.lower_is_better) | frozenset(names[m] for m in reference.lower_is_better),
                       table.source, tuple(table.notes) + tuple(reference.notes) + tuple(notes),

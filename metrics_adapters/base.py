@@ -71,6 +71,9 @@ class Metric(ABC):
     columns: ClassVar[tuple[str, ...] | None] = None
     role: ClassVar[str] = "metric"
     version: ClassVar[str] = "1"
+    # Where the metric's config sits in the command's config, for messages naming a key
+    # (`metrics.NAME` for an extra metric of `ts2 score`; set by ts2.commands.score.build_metrics).
+    config_key: str = "metric"
 
     def __init__(self, name: str) -> None:
         self.name = str(name)
@@ -118,6 +121,17 @@ class Metric(ABC):
         Optional; the default reports none.
         """
         return {}
+
+    def hub_models(self) -> tuple[Any, ...]:
+        """The hub repositories :meth:`load` will read, as :class:`metrics_adapters.hub.HubModel`
+        (each with the config key that points it at a local copy instead).
+
+        The engine checks them before :meth:`load` imports anything
+        (:func:`metrics_adapters.hub.require_models`): an uncached model on an offline machine
+        stops the run at once with one line naming the model and the key. Optional; the default
+        declares none (a metric without hub weights, or one whose loader checks by itself).
+        """
+        return ()
 
     # -- work ------------------------------------------------------------------------------------
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional hook

@@ -1,7 +1,9 @@
 """The engine's batch loop: decode in the background, score batch by batch, commit in the background.
 
 :func:`compute` is step 3 of :func:`metrics_adapters.engine.score_metric` (see there); it is the
-only part of a run that imports torch.
+only part of a run that imports torch. Without torch installed (the light ``pip install -e .``)
+the metrics that need no model (controls, the shapes detector, blur) still run: the batches are
+then decoded in the main process and scored without ``inference_mode``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import Metric, MetricError, ScoreItem
 from .cache import ScoreCache
+from .extras import missing_extra
 from .hub import ModelUnavailableError
 
 if TYPE_CHECKING:
@@ -25,10 +28,19 @@ __all__ = ["compute", "autocast"]
 log = logging.getLogger(__name__)
 
 
-def autocast(device: str, precision: str):
-    import torch
+def _torch():
+    """``torch`` when it is installed, else ``None`` (the light install: no model metrics)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
 
+
+def autocast(device: str, precision: str):
     if device.startswith("cuda") and precision in ("fp16", "bf16"):
+        import torch
+
         return torch.autocast(device_type="cuda", dtype=torch.float16 if precision == "fp16" else torch.bfloat16)
     return contextlib.nullcontext()
 
@@ -84,13 +96,23 @@ class _CacheWrites:
         self.writer.close()
 
 
-def _loader(metric: Metric, todo_items: list[ScoreItem], settings: EngineSettings, device: str):
-    """The DataLoader of the to-do items and the metric's pixel spec (or ``None``)."""
-    from torch.utils.data import DataLoader
+def _in_process_batches(dataset, batch_size: int, collate_fn):
+    """The batches a ``DataLoader(num_workers=0, shuffle=False)`` would give, without torch."""
+    for start in range(0, len(dataset), batch_size):
+        yield collate_fn([dataset[j] for j in range(start, min(start + batch_size, len(dataset)))])
 
+
+def _loader(metric: Metric, todo_items: list[ScoreItem], settings: EngineSettings, device: str):
+    """The DataLoader of the to-do items and the metric's pixel spec (or ``None``); without torch,
+    the same batches decoded in the main process."""
     from .pipeline import DecodeDataset, RawCollate
 
     spec = metric.pixel_spec() if metric.needs_images else None
+    if _torch() is None:  # only metrics without a model loaded: a pixel spec is a torch model's
+        return _in_process_batches(DecodeDataset(todo_items, metric, settings.max_image_side, None),
+                                   settings.batch_for(device), RawCollate(False)), None
+    from torch.utils.data import DataLoader
+
     workers = settings.workers_for(device) if metric.needs_images else 0
     workers = min(workers, max(0, len(todo_items) // 8))  # a few images do not pay a worker's start-up
     if workers > 0:
@@ -111,6 +133,9 @@ def _score_isolated(call, b_items: list[ScoreItem], images, name: str) -> list[t
     except ModelUnavailableError:
         raise  # a model that cannot be loaded fails every item alike: compute() stops the metric
     except Exception as e:
+        missing = missing_extra(e, f"metric {name}")  # a model loaded on first use, from an extra not installed
+        if missing is not None:
+            raise missing from e
         log.warning("%s: batch of %d failed (%s: %s); retrying item by item", name, len(b_items), type(e).__name__, e)
     rows: list[tuple[float, ...] | BaseException] = []
     for k, it in enumerate(b_items):
@@ -125,11 +150,11 @@ def _score_isolated(call, b_items: list[ScoreItem], images, name: str) -> list[t
 def compute(metric: Metric, todo_items: list[ScoreItem], plan: Plan, cache: ScoreCache, settings: EngineSettings,
              work: Work) -> int:
     """Run the metric over the missing pairs; fills ``work.results``/``pair_fail``; returns pairs stored."""
-    import torch
     from tqdm.auto import tqdm
 
     from .pipeline import to_model_input
 
+    torch = _torch()
     ncols = len(metric.output_columns())
     loader, spec = _loader(metric, todo_items, settings, plan.device)
     dtype = getattr(torch, spec.dtype) if spec is not None else None
@@ -140,7 +165,8 @@ def compute(metric: Metric, todo_items: list[ScoreItem], plan: Plan, cache: Scor
     bar.set_postfix(cached=len(plan.cached), failed=0)
 
     def call(batch_items, images):
-        with torch.inference_mode(), autocast(plan.device, plan.precision):
+        with torch.inference_mode() if torch is not None else contextlib.nullcontext(), \
+                autocast(plan.device, plan.precision):
             vals = metric.score_batch(batch_items, images)
         return _as_rows(vals, len(batch_items), ncols, metric.name)
 

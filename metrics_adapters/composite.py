@@ -24,6 +24,7 @@ import numpy as np
 
 from .base import Metric, ScoreItem
 from .controls.shuffle import _instantiate
+from .hub import under
 
 __all__ = ["CompositeMetric", "minmax", "composite_scores", "add_composite"]
 
@@ -149,6 +150,9 @@ class CompositeMetric(Metric):
 
     def model_ids(self) -> dict[str, Any]:
         return {"align": self.align.model_ids(), "quality": self.quality.model_ids()}
+
+    def hub_models(self) -> tuple[Any, ...]:
+        return (*under("align", self.align.hub_models()), *under("quality", self.quality.hub_models()))
 
     def flops_per_image(self) -> float | None:
         fa, fq = self.align.flops_per_image(), self.quality.flops_per_image()

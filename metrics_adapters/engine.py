@@ -35,6 +35,8 @@ from pathlib import Path
 
 from .base import Metric, ScoreItem
 from .cache import ScoreCache
+from .extras import missing_extra, require_module
+from .hub import require_models
 from .identity import fingerprint_hash
 from .images import DEFAULT_MAX_SIDE, decode_settings
 from .outputs import (
@@ -93,9 +95,11 @@ def resolve_device(device: str) -> str:
         return d
     available = False
     if _cuda_possible():
-        import torch
-
-        available = torch.cuda.is_available()
+        try:
+            import torch
+        except ImportError:  # the light install (no torch): CPU only
+            torch = None
+        available = torch is not None and torch.cuda.is_available()
     if d == "auto":
         return "cuda" if available else "cpu"
     if not available:
@@ -196,19 +200,39 @@ def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, setting
 
 
 def _load(metric: Metric, plan: Plan, work: Work) -> bool:
-    """Load the metric; a failure fails every pending pair with the reason instead of raising."""
+    """Load the metric; a failure fails every pending pair with the reason instead of raising,
+    except a module of an optional extra that is not installed (:class:`MissingExtraError`) and a
+    declared hub model that is not available (:class:`~metrics_adapters.hub.ModelUnavailableError`)."""
     t0 = time.perf_counter()
+    hub = metric.hub_models()
+    if hub:  # hub weights are torch models: on the light install, the extra comes before the weights
+        require_module("torch", f"metric {metric.name}")
+    # Before load() imports the model stack (open_clip: 5 s): an uncached hub model on an offline
+    # machine stops the run at once with one line (ModelUnavailableError, raised to the caller).
+    require_models(hub, metric.config_key)
     try:
         metric.load(plan.device, plan.precision if plan.precision != "fp32" else None)
+    except ModuleNotFoundError as e:
+        # The light install without the model stack: every metric that needs it would fail the
+        # same way, so stop at once with the extra to install instead of failing each image.
+        missing = missing_extra(e, f"metric {metric.name}")
+        if missing is not None:
+            raise missing from e
+        _record_load_error(metric, plan, work, e)
+        return False
     except Exception as e:  # bad model id, offline hub, OOM
-        work.load_error = f"{type(e).__name__}: {e}"
-        log.error("%s: could not load the metric: %s", metric.name, work.load_error)
-        for p in plan.todo:
-            work.pair_fail[p] = f"metric failed to load: {work.load_error}"
+        _record_load_error(metric, plan, work, e)
         return False
     work.load_time = time.perf_counter() - t0
     log.info("%s: model loaded in %.1f s", metric.name, work.load_time)
     return True
+
+
+def _record_load_error(metric: Metric, plan: Plan, work: Work, e: Exception) -> None:
+    work.load_error = f"{type(e).__name__}: {e}"
+    log.error("%s: could not load the metric: %s", metric.name, work.load_error)
+    for p in plan.todo:
+        work.pair_fail[p] = f"metric failed to load: {work.load_error}"
 
 
 def _update_flops(metric: Metric, cache: ScoreCache, plan: Plan, work: Work) -> None:
@@ -244,6 +268,12 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
     ------
     RuntimeError
         ``device=cuda`` without CUDA. Metric errors never raise: they become failures.
+    metrics_adapters.extras.MissingExtraError
+        The metric needs a module of an optional extra (torch, ...) that is not installed.
+    metrics_adapters.hub.ModelUnavailableError
+        A model of :meth:`~metrics_adapters.base.Metric.hub_models` is neither cached nor
+        downloadable now (checked before loading; one whose loader finds it missing later
+        fails the metric's items instead).
     """
     settings = settings or EngineSettings()
     t_start = time.perf_counter()

@@ -12,10 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["ModelUnavailableError", "package_dir", "require_model", "hub_reachable", "PROBE_TIMEOUT_S"]
+__all__ = ["ModelUnavailableError", "HubModel", "package_dir", "require_model", "require_models", "under", "hub_reachable",
+           "PROBE_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,38 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 class ModelUnavailableError(OSError):
     """A model is neither a local folder, nor installed, nor downloadable right now."""
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """A hub repository a metric's ``load()`` reads, and the config key that points it at a local copy.
+
+    Declared by :meth:`metrics_adapters.base.Metric.hub_models` and checked by the engine with
+    :func:`require_models` before the metric imports anything, so that an offline machine gets one
+    line in a second or two instead of the model stack's import and its retries.
+
+    Attributes
+    ----------
+    repo : str
+        Hub id (``org/name``); a local path or anything that is not a hub id is never checked.
+    key : str
+        The config key, relative to the metric's config (``pretrained``, ``model``, ``vqa.model``).
+    revision : str or None
+    local : str
+        What to write after ``key=`` for a local copy: ``DIR`` (a folder), or a file inside it.
+    files : tuple of str
+        Files whose presence in the local cache means the model is cached (besides the usual
+        ``config.json``, ...), e.g. open_clip's weights file.
+    cache_dir : str or None
+        The cache the loader downloads into, when not the default Hugging Face cache.
+    """
+
+    repo: str
+    key: str
+    revision: str | None = None
+    local: str = "DIR"
+    files: tuple[str, ...] = ()
+    cache_dir: str | None = None
 
 
 def package_dir(dist: str, subdir: str | None = None) -> Path:
@@ -91,11 +126,11 @@ def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
-def _in_hf_cache(model: str, revision: str | None) -> bool:
+def _in_hf_cache(model: str, revision: str | None, files: tuple[str, ...] = (), cache_dir: str | None = None) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
-    for name in ("config.json", "modules.json", "open_clip_config.json", "preprocessor_config.json"):
-        hit = try_to_load_from_cache(model, name, revision=revision)
+    for name in ("config.json", "modules.json", "open_clip_config.json", "preprocessor_config.json", *files):
+        hit = try_to_load_from_cache(model, name, revision=revision, cache_dir=cache_dir)
         if isinstance(hit, str):
             return True
     return False
@@ -125,7 +160,8 @@ def _go_offline() -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
 
 
-def require_model(model: str, revision: str | None = None, option: str = "model") -> str:
+def require_model(model: str, revision: str | None = None, option: str = "model", local: str = "DIR",
+                  files: tuple[str, ...] = (), cache_dir: str | None = None) -> str:
     """Check that ``model`` can be loaded now; return it unchanged.
 
     A local folder (or anything that is not a hub id) passes untouched. A hub id passes when it
@@ -140,6 +176,10 @@ def require_model(model: str, revision: str | None = None, option: str = "model"
         Hub revision the loader will ask for.
     option : str
         The config key that names the model, used in the message (e.g. ``metric.model``).
+    local : str
+        The value the message suggests for ``option``: ``DIR`` or a file inside it.
+    files, cache_dir
+        See :class:`HubModel`.
 
     Raises
     ------
@@ -150,7 +190,7 @@ def require_model(model: str, revision: str | None = None, option: str = "model"
     _one_log_line_per_message()
     if model.startswith("local-dir:") or Path(model).expanduser().exists() or not _HUB_ID.match(model):
         return model
-    if _in_hf_cache(model, revision):
+    if _in_hf_cache(model, revision, tuple(files), cache_dir):
         if not _offline_env() and not hub_reachable():
             log.info("the Hugging Face hub is unreachable: loading %s from the local cache only", model)
             _go_offline()
@@ -166,5 +206,25 @@ def require_model(model: str, revision: str | None = None, option: str = "model"
 
     raise ModelUnavailableError(
         f"model {model!r}{' @ ' + revision if revision else ''} is not in the local Hugging Face cache "
-        f"({constants.HF_HUB_CACHE}) and {why}: download it where there is network "
-        f"(hf download {model} --local-dir DIR) and point ts2 at it: {option}=DIR")
+        f"({cache_dir or constants.HF_HUB_CACHE}) and {why}: download it where there is network "
+        f"(hf download {model} --local-dir DIR) and point ts2 at it: {option}={local}")
+
+
+def under(prefix: str, models: Iterable[HubModel]) -> tuple[HubModel, ...]:
+    """``models`` of a part mounted at ``prefix`` of its holder's config (``vqa``, ``inner``, ...)."""
+    return tuple(replace(m, key=f"{prefix}.{m.key}") for m in models)
+
+
+def require_models(models: Iterable[HubModel], prefix: str = "metric") -> None:
+    """:func:`require_model` for each of ``models``; ``prefix`` is where the metric's config sits
+    (``metric``, or ``metrics.NAME`` for an extra metric of the run).
+
+    Raises
+    ------
+    ModelUnavailableError
+        The first model that is neither cached nor downloadable now (the message names it and
+        ``prefix.key=...``).
+    """
+    for m in models:
+        require_model(m.repo, m.revision, option=f"{prefix}.{m.key}", local=m.local, files=m.files,
+                      cache_dir=m.cache_dir)

@@ -36,6 +36,11 @@ class ModelPart:
         """Model ids and revisions, for ``run.json``."""
         return {}
 
+    def hub_models(self) -> tuple[Any, ...]:
+        """The hub repositories :meth:`load` reads (:class:`metrics_adapters.hub.HubModel`, keys
+        relative to the part's config); the metric holding the part prefixes them. Default: none."""
+        return ()
+
     def n_params(self) -> float | None:
         """Parameter count (for the FLOPs estimate), when known."""
         return None

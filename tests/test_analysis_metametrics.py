@@ -28,6 +28,8 @@ from analysis.scores_io import prepare_inputs, read_scores
 from analysis.stats import intervals, resampling, significance
 from analysis.walks import build_walk_table
 
+pytestmark = pytest.mark.light  # torch-free: .ci/run also runs it on the light install
+
 ALL = tuple(META_METRICS)
 
 

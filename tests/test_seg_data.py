@@ -28,6 +28,8 @@ from seg_data import (
 )
 from seg_data.summary import summarize
 
+pytestmark = pytest.mark.light  # torch-free: .ci/run also runs it on the light install
+
 
 # ---------------------------------------------------------------------------------------------
 # The real TS2 release (../shared)

@@ -23,32 +23,36 @@ class Command:
     actions: tuple[str, ...] = ()  # sub-commands passed as action=<name>
     examples: tuple[str, ...] = ()  # shown by `ts2 COMMAND --help`
     writes_folder: bool = False  # writes a result set into output_dir: one writer at a time (a lock)
+    aliases: tuple[str, ...] = ()  # other names accepted on the command line (e.g. British spelling)
 
 
 COMMANDS: dict[str, Command] = {}
+ALIASES: dict[str, str] = {}  # alias -> command name
 
 
 def register_command(name: str, command: Command) -> None:
-    if name in COMMANDS:
-        raise ValueError(f"command {name!r} is already registered")
+    taken = [n for n in (name, *command.aliases) if n in COMMANDS or n in ALIASES]
+    if taken:
+        raise ValueError(f"command name(s) {taken} already registered")
     COMMANDS[name] = command
+    ALIASES.update(dict.fromkeys(command.aliases, name))
 
 
 # Built-in commands. Each target is imported only when its command runs.
 for _name, _cmd in {
     "data": Command("data", "ts2.commands.data:main", "dataset tools", ("info", "validate", "make-synthetic"),
-                    ("ts2 data info path=../shared/ts2", "ts2 data validate path=my_segs.yaml check_images=true",
+                    ("ts2 data info path=PATH/TO/ts2", "ts2 data validate path=my_segs.yaml check_images=true",
                      "ts2 data make-synthetic out=DIR n_segs=10")),
     "score": Command("score", "ts2.commands.score:main", "score a dataset's images with metrics", (),
                      ("ts2 score dataset=mini metric=geneval_shapes",
-                      "ts2 score path=../shared/ts2 metric=clipscore +metric@metrics.sig=siglip device=cuda"),
+                      "ts2 score path=PATH/TO/ts2 metric=clipscore +metric@metrics.sig=siglip device=cuda"),
                      writes_folder=True),
     "cache": Command("cache", "ts2.commands.cache:main", "manage the score cache", ("info", "clear"),
                      ("ts2 cache info", "ts2 cache clear name=clipscore")),
     "analyze": Command("analyze", "ts2.commands.analyze:main", "TS2 meta-metrics of a score table", (),
                        ("ts2 analyze scores=outputs/score/X/scores.csv dataset=mini",
-                        "ts2 analyze scores=scores.csv path=../shared/ts2 protocol=graph compare=[a,b]"),
-                       writes_folder=True),
+                        "ts2 analyze scores=scores.csv path=PATH/TO/ts2 protocol=graph compare=[a,b]"),
+                       writes_folder=True, aliases=("analyse",)),
     "report": Command("report", "ts2.commands.report:main", "merge results into one report", (),
                       ("ts2 report results=outputs/run/X",
                        "ts2 report results=[outputs/score/a,outputs/score/b] figures=[pareto] title='My metrics'"),
@@ -59,10 +63,10 @@ for _name, _cmd in {
                         "out=explorer.html"),
                        writes_folder=True),
     "run": Command("run", "ts2.commands.run:main", "score, analyse and report in one go", (),
-                   ("ts2 run", "ts2 run path=../shared/ts2 metric=clipscore figures=[pareto] bootstrap=200"),
+                   ("ts2 run", "ts2 run path=PATH/TO/ts2 metric=clipscore figures=[pareto] bootstrap=200"),
                    writes_folder=True),
     "reproduce": Command("reproduce", "ts2.commands.reproduce:main", "the paper's Table 2 in both protocols", (),
-                         ("ts2 reproduce path=../shared/ts2", "ts2 reproduce path=../shared/ts2 bootstrap=0"),
+                         ("ts2 reproduce", "ts2 reproduce path=PATH/TO/ts2 bootstrap=0"),
                          writes_folder=True),
     "questions": Command("questions", "ts2.commands.questions:main", "question generation for TIFA/DSG",
                          ("generate",),
@@ -76,7 +80,8 @@ def _usage() -> str:
     lines = ["usage: ts2 COMMAND [ACTION] [key=value ...] [-m] [--cfg job]", "", "commands:"]
     for name, c in COMMANDS.items():
         acts = f" ({' | '.join(c.actions)})" if c.actions else ""
-        lines.append(f"  {name:<10} {c.help}{acts}")
+        alias = f" (also: {', '.join(c.aliases)})" if c.aliases else ""
+        lines.append(f"  {name:<10} {c.help}{acts}{alias}")
     lines += ["", "`ts2 COMMAND --help` lists a command's keys with their defaults and meanings, and examples."]
     return "\n".join(lines)
 
@@ -86,9 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(_usage())
         return 0
-    name, rest = argv[0], argv[1:]
+    name, rest = ALIASES.get(argv[0], argv[0]), argv[1:]
     if name not in COMMANDS:
-        print(f"ts2: unknown command {name!r}; expected one of {sorted(COMMANDS)}", file=sys.stderr)
+        import difflib
+
+        close = difflib.get_close_matches(name, [*COMMANDS, *ALIASES], n=1)
+        hint = f"; did you mean {ALIASES.get(close[0], close[0])!r}?" if close else ""
+        print(f"ts2: unknown command {name!r}{hint} (expected one of {sorted(COMMANDS)})", file=sys.stderr)
         return 2
     cmd = COMMANDS[name]
     overrides = rest
@@ -177,7 +186,11 @@ def error_line(prog: str, exc: BaseException, output_dir: object = None,
 
     ``KeyboardInterrupt`` (Ctrl-C) is ``interrupted`` (with ``; nothing written`` for a command
     whose result set is swapped in whole: ``nothing_written``) and 130, the shell's code for
-    SIGINT; a URL that cannot be reached names the reason; any other ``OSError`` (a full disk
+    SIGINT; a metric that needs an optional extra that is not installed
+    (:class:`metrics_adapters.extras.MissingExtraError`) names the extra, exit 2; a model that
+    is not cached with the hub unreachable (:class:`metrics_adapters.hub.ModelUnavailableError`)
+    is its message, which names the model and the key for a local copy, exit 2; a URL that
+    cannot be reached names the reason; any other ``OSError`` (a full disk
     ``ENOSPC``, a file-size limit ``EFBIG``, ``EACCES``, ``EROFS``, ``EDQUOT``, ...) names the file
     (the error's, else the file being written, else ``output_dir``) and the errno's name, exit 2.
     ``None`` for anything else: a bug, left to its traceback.
@@ -187,6 +200,16 @@ def error_line(prog: str, exc: BaseException, output_dir: object = None,
 
     if isinstance(exc, KeyboardInterrupt):
         return f"{prog}: interrupted" + ("; nothing written" if nothing_written else ""), 130
+    if isinstance(exc, ModuleNotFoundError):
+        from metrics_adapters.extras import MissingExtraError
+
+        if isinstance(exc, MissingExtraError):
+            return f"{prog}: {exc}", 2
+    if isinstance(exc, OSError):
+        from metrics_adapters.hub import ModelUnavailableError
+
+        if isinstance(exc, ModelUnavailableError):  # its message names the model and the key
+            return f"{prog}: {exc}", 2
     if isinstance(exc, urllib.error.URLError):
         return f"{prog}: cannot read from the network: {getattr(exc, 'reason', exc)}", 2
     if isinstance(exc, OSError):
@@ -218,6 +241,25 @@ def _one_line_errors(handler, prog: str, nothing_written: bool = False):
             return out[1]
 
     return call
+
+
+# What Hydra writes into a run folder before any handler runs (conf/hydra/job_logging/ts2_file.yaml).
+_HYDRA_FILES = frozenset({".hydra", "ts2.log"})
+
+
+def _drop_unwritten_folder(folder) -> None:
+    """Remove the run folder of a failed command when it holds only Hydra's own files, so a
+    failed ``ts2 analyze`` or ``ts2 report`` leaves no empty ``outputs/<cmd>/<timestamp>/``
+    (the error was printed; the log said nothing more)."""
+    import os
+    import shutil
+
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return
+    if names <= _HYDRA_FILES:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class JobFailed(RuntimeError):
@@ -262,10 +304,16 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     def task(cfg) -> None:
         from ts2.common import output_dir
 
+        folder = output_dir(cfg)
+        rc = 1  # until the handler returns: an exception it raises is a failure too
         try:
-            with folder_lock(output_dir(cfg), prog) if cmd.writes_folder else nullcontext():
-                rc = int(handler(cfg) or 0)
-        except FolderLockedError as e:
+            with folder_lock(folder, prog) if cmd.writes_folder else nullcontext():
+                try:
+                    rc = int(handler(cfg) or 0)
+                finally:
+                    if rc:
+                        _drop_unwritten_folder(folder)
+        except FolderLockedError as e:  # another writer's folder: never ours to tidy
             print(f"{prog}: {e}", file=sys.stderr)
             rc = 2
         result["rc"] = max(result["rc"], rc)

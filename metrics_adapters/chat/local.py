@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hub import HubModel
 from .base import ChatModel, ChatRequest, ChatResult
 from .loading import count_params, load_pretrained
 
@@ -115,6 +116,9 @@ class TransformersChatModel(ChatModel):
 
     def model_ids(self) -> dict[str, Any]:
         return {"model": self.model_name, "revision": self.revision, "gguf_file": self.gguf_file}
+
+    def hub_models(self) -> tuple[HubModel, ...]:
+        return (HubModel(self.model_name, "model", self.revision, files=(self.gguf_file,) if self.gguf_file else ()),)
 
     def n_params(self) -> float | None:
         return count_params(self.model)

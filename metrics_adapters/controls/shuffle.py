@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import Metric, MetricError, ScoreItem
+from ..hub import under
 
 __all__ = ["MetricWrapper", "ShuffledImage", "ShuffledText", "shuffle_words"]
 
@@ -57,6 +58,9 @@ class MetricWrapper(Metric):
 
     def model_ids(self) -> dict[str, Any]:
         return self.inner.model_ids()
+
+    def hub_models(self) -> tuple[Any, ...]:
+        return under("inner", self.inner.hub_models())
 
     def flops_per_image(self) -> float | None:
         return self.inner.flops_per_image()

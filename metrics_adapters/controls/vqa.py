@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Metric, ScoreItem
+from ..hub import under
 from ..qa.vqa import VQABackend, VQAError, VQARequest, format_prompt
 from .shuffle import _instantiate, shuffle_words
 
@@ -93,6 +94,9 @@ class BlindQA(VQABackend):
     def model_ids(self) -> dict[str, Any]:
         return {f"blind_{k}": v for k, v in self.lm.model_ids().items()}
 
+    def hub_models(self) -> tuple[Any, ...]:
+        return under("lm", self.lm.hub_models())
+
     def n_params(self) -> float | None:
         return self.lm.n_params()
 
@@ -152,6 +156,9 @@ class ClipAsVQA(VQABackend):
     def model_ids(self) -> dict[str, Any]:
         return {f"clip_as_vqa_{k}": v for k, v in self.embedding.model_ids().items()}
 
+    def hub_models(self) -> tuple[Any, ...]:
+        return under("embedding", self.embedding.hub_models())
+
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self.embedding.load(device, dtype)
         self.device = device
@@ -208,6 +215,9 @@ class ShuffledQuestionVQA(VQABackend):
 
     def model_ids(self) -> dict[str, Any]:
         return self.inner.model_ids()
+
+    def hub_models(self) -> tuple[Any, ...]:
+        return under("inner", self.inner.hub_models())
 
     def n_params(self) -> float | None:
         return self.inner.n_params()

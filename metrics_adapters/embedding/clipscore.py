@@ -6,15 +6,100 @@ openai weights by default) and transformers ``CLIPModel`` (:class:`HFCLIPScore`)
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import logging
+import os
 from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from ..hub import HubModel
 from .base import EmbeddingMetric, local_signature
 from .hf import HFEmbeddingMetric
 
-__all__ = ["OpenCLIPScore", "HFCLIPScore"]
+__all__ = ["OpenCLIPScore", "HFCLIPScore", "open_clip_hub_file"]
+
+# open_clip's weight files in a hub repository (constants.HF_WEIGHTS_NAME / HF_SAFE_WEIGHTS_NAME).
+OPEN_CLIP_WEIGHTS = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+
+
+def _hf_hub_of(node: ast.AST) -> str | None:
+    """The ``hf_hub=`` string of a ``_pcfg(...)``-like call node, else None."""
+    if isinstance(node, ast.Call):
+        for kw in node.keywords:
+            if kw.arg == "hf_hub" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                return kw.value.value or None
+    return None
+
+
+@lru_cache(maxsize=1)
+def _open_clip_hub_table() -> dict[str, dict[str, str]]:
+    """arch -> weights tag -> ``hf_hub`` entry, read from the installed ``open_clip/pretrained.py``
+    WITHOUT importing open_clip (5 s, with torch): the table is a module-level literal
+    (``_VITL14 = dict(openai=_pcfg(hf_hub=...), ...)``, ``_PRETRAINED = {"ViT-L-14": _VITL14, ...}``).
+    Empty when open_clip is not installed or its file has another shape."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("open_clip")
+    except (ImportError, ValueError):
+        return {}
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    try:
+        tree = ast.parse((Path(list(spec.submodule_search_locations)[0]) / "pretrained.py").read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return {}
+    named: dict[str, ast.AST] = {}
+    table: ast.Dict | None = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            named[node.targets[0].id] = node.value
+            if node.targets[0].id == "_PRETRAINED" and isinstance(node.value, ast.Dict):
+                table = node.value
+    if table is None:
+        return {}
+    out = {}
+    for k, v in zip(table.keys, table.values):
+        if isinstance(k, ast.Constant) and isinstance(k.value, str):
+            tags = _tag_entries(named.get(v.id) if isinstance(v, ast.Name) else v)
+            if tags:
+                out[k.value] = tags
+    return out
+
+
+def _tag_entries(node: ast.AST | None) -> dict[str, str]:
+    """``dict(tag=_pcfg(hf_hub=...), ...)`` or ``{"tag": _pcfg(hf_hub=...)}`` -> tag -> hf_hub."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+        pairs = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+    elif isinstance(node, ast.Dict):
+        pairs = [(k.value, v) for k, v in zip(node.keys, node.values)
+                 if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    else:
+        return {}
+    return {tag: hub for tag, value in pairs if (hub := _hf_hub_of(value))}
+
+
+def open_clip_hub_file(arch: str, tag: str) -> tuple[str, str | None] | None:
+    """``(repository, file)`` on the hub that open_clip downloads for ``arch`` / ``tag``
+    (``file`` None: open_clip's default weight names), or None when the weights are not on the
+    hub (a URL) or the pair is unknown. Reads open_clip's table without importing it.
+
+    Examples
+    --------
+    >>> open_clip_hub_file("ViT-L-14", "openai")  # doctest: +SKIP
+    ('timm/vit_large_patch14_clip_224.openai', None)
+    """
+    table = _open_clip_hub_table()
+    arch = arch.replace("/", "-")
+    entry = table.get(arch) or table.get(arch.removesuffix("-quickgelu")) or {}
+    hub = entry.get(tag.lower().replace("-", "_"))  # open_clip's _clean_tag
+    if not hub:
+        return None
+    repo, fname = os.path.split(hub)  # "org/name/" (default file names) or "org/name/file"
+    return repo, (fname or None)
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +152,19 @@ class OpenCLIPScore(EmbeddingMetric):
 
     def model_ids(self) -> dict[str, Any]:
         return {"arch": self.arch, "pretrained": self.pretrained, "library": "open_clip"}
+
+    def hub_models(self) -> tuple[HubModel, ...]:
+        if self.arch.startswith("hf-hub:"):
+            return (HubModel(self.arch.removeprefix("hf-hub:"), "arch", local="local-dir:DIR",
+                             files=OPEN_CLIP_WEIGHTS, cache_dir=self.download_dir),)
+        if self.arch.startswith("local-dir:") or self.pretrained is None or Path(self.pretrained).expanduser().exists():
+            return ()
+        hub = open_clip_hub_file(self.arch, self.pretrained)
+        if hub is None:  # weights from a URL (open_clip's own cache) or an unknown tag: open_clip decides
+            return ()
+        repo, fname = hub
+        files = (fname,) if fname else OPEN_CLIP_WEIGHTS
+        return (HubModel(repo, "pretrained", local=f"DIR/{files[0]}", files=files, cache_dir=self.download_dir),)
 
     def _load(self, device: str, dtype: str | None) -> None:
         import open_clip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from ..hub import require_model
+from ..hub import HubModel, require_model
 from .base import EmbeddingMetric, local_signature
 
 __all__ = ["HFEmbeddingMetric"]
@@ -74,6 +74,11 @@ class HFEmbeddingMetric(EmbeddingMetric):
 
     def model_ids(self) -> dict[str, Any]:
         return {"model": self.model, "revision": self.revision, "class": f"transformers.{self.model_class}"}
+
+    def hub_models(self) -> tuple[HubModel, ...]:
+        src, pkw = self._processor_source()
+        extra = (HubModel(src, "processor", pkw.get("revision")),) if src != self.model else ()
+        return (HubModel(self.model, "model", self.revision), *extra)
 
     def _load(self, device: str, dtype: str | None) -> None:
         import transformers

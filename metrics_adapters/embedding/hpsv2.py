@@ -21,6 +21,7 @@ import pickle
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..hub import HubModel
 from .base import local_signature
 from .clipscore import OpenCLIPScore, _quiet_root_info
 
@@ -126,6 +127,12 @@ class HPSv2Score(OpenCLIPScore):
     def model_ids(self) -> dict[str, Any]:
         return {"model": self.model, "filename": self.filename, "revision": self.revision, "arch": self.arch,
                 "library": "open_clip"}
+
+    def hub_models(self) -> tuple[HubModel, ...]:
+        # The checkpoint (a local file or folder is not a hub id and is never checked) and an
+        # hf-hub: architecture; pretrained is None, so no open_clip weights tag.
+        return (*super().hub_models(), HubModel(self.model, "model", self.revision, files=(self.filename,),
+                                                cache_dir=self.download_dir))
 
     def checkpoint_path(self) -> Path:
         """The local checkpoint file: ``model`` itself, ``model/filename``, or a hub download."""

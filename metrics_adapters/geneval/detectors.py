@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..hub import require_model
+from ..hub import HubModel, require_model
 from .colours import COLOUR_NAMES, colour_index, dominant_colour
 
 __all__ = ["Detection", "Detector", "ShapesDetector", "OwlDetector", "classify_shape", "SHAPE_NAMES", "DETECTORS",
@@ -74,6 +74,10 @@ class Detector(ABC):
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:  # noqa: B027 - optional
         pass
+
+    def hub_models(self) -> tuple[HubModel, ...]:
+        """Hub repositories :meth:`load` reads (see :meth:`metrics_adapters.base.Metric.hub_models`)."""
+        return ()
 
     def unload(self) -> None:  # noqa: B027 - optional
         pass
@@ -272,7 +276,7 @@ class OwlDetector(Detector):
         from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 
         try:
-            require_model(self.model_name, self.revision, option="metric.detector.model_name")
+            require_model(self.model_name, self.revision, option="metric.detector.model")
             self.processor = AutoProcessor.from_pretrained(self.model_name, revision=self.revision)
             self.model = AutoModelForZeroShotObjectDetection.from_pretrained(self.model_name, revision=self.revision)
         except OSError as e:
@@ -288,6 +292,9 @@ class OwlDetector(Detector):
 
     def model_ids(self) -> dict[str, Any]:
         return {"detector": self.model_name, "revision": self.revision}
+
+    def hub_models(self) -> tuple[HubModel, ...]:
+        return (HubModel(self.model_name, "model", self.revision),)
 
     def flops_per_image(self) -> float | None:
         if self._n_params is None or self.model is None:

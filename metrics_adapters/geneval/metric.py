@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..base import Metric, MetricError, ScoreItem
+from ..hub import under
 from ..judges.records import AnswerLog, write_usage
 from .detectors import Detector, build_detector
 from .parser import PromptParseError, PromptSpec, TemplateParser
@@ -65,6 +67,7 @@ class GenEvalMetric(Metric):
         if article_count not in ("exact", "at_least"):
             raise ValueError(f"{name}: expected article_count 'exact' or 'at_least', got {article_count!r}")
         self.detector = build_detector(detector)
+        self._detector_by_name = isinstance(detector, str)  # `detector: owlv2` has no keys to override
         if parser is not None and not hasattr(parser, "parse"):
             from hydra.utils import instantiate
 
@@ -85,6 +88,14 @@ class GenEvalMetric(Metric):
 
     def model_ids(self) -> dict[str, Any]:
         return self.detector.model_ids()
+
+    def hub_models(self) -> tuple[Any, ...]:
+        if not self._detector_by_name:
+            return under("detector", self.detector.hub_models())
+        # A detector chosen by name has no `detector.model` key: the hint is the detector's config.
+        cls = type(self.detector)
+        return tuple(replace(m, key="detector", local=f"{{_target_:{cls.__module__}.{cls.__qualname__},{m.key}:{m.local}}}")
+                     for m in self.detector.hub_models())
 
     def flops_per_image(self) -> float | None:
         return self.detector.flops_per_image()

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Metric, MetricError, ScoreItem
+from ..hub import under
 from .backends import (
     DEFAULT_API_URL,
     DEFAULT_LLM,
@@ -112,6 +113,9 @@ class LLMJudge(Metric):
 
     def model_ids(self) -> dict[str, Any]:
         return {"captioner": self.captioner.model_ids(), "evaluator": self.evaluator.model_ids()}
+
+    def hub_models(self) -> tuple[Any, ...]:
+        return (*under("captioner", self.captioner.hub_models()), *under("evaluator", self.evaluator.hub_models()))
 
     def flops_per_image(self) -> float | None:
         p1, p2 = self.captioner.n_params(), self.evaluator.n_params()

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Metric, MetricError, ScoreItem
+from ..hub import under
 from .backends import DEFAULT_VLM, ChatBackend, ChatRequest, TransformersChatBackend
 from .common import Outcome, ask_and_parse
 from .parsing import parse_rating
@@ -88,6 +89,9 @@ class VLMJudge(Metric):
 
     def model_ids(self) -> dict[str, Any]:
         return self.backend.model_ids()
+
+    def hub_models(self) -> tuple[Any, ...]:
+        return under("backend", self.backend.hub_models())
 
     def flops_per_image(self) -> float | None:
         p = self.backend.n_params()

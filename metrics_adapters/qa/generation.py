@@ -128,6 +128,9 @@ class _ChatLM(LMBackend):
     def model_ids(self) -> dict[str, Any]:
         return {f"{self.id_prefix}_{k}": v for k, v in self.chat.model_ids().items()}
 
+    def hub_models(self) -> tuple[Any, ...]:
+        return self.chat.hub_models()  # the chat model's `model` is this LM's `model` key
+
     def n_params(self) -> float | None:
         return self.chat.n_params()
 

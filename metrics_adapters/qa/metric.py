@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..base import Metric, MetricError, ScoreItem
+from ..hub import under
 from .accumulate import ACCUMULATIONS, accumulate, dsg_gate
 from .matching import AnswerMatcher
 from .questions import QuestionError, QuestionSet, format_parents, load_question_csv
@@ -200,6 +201,11 @@ class QAMetric(Metric):
         if self.parent_overrides:
             s["parent_overrides"] = self.parent_overrides
         return s
+
+    def hub_models(self) -> tuple[Any, ...]:
+        # The VQA backend only: the answer matcher loads on first use and only when an answer
+        # needs embedding (docs/qa.md), so it is not required up front.
+        return under("vqa", self.vqa.hub_models())
 
     def model_ids(self) -> dict[str, Any]:
         ids = {**self.vqa.model_ids(), "matcher_model": self.matcher.model, "accumulation": self.accumulation,

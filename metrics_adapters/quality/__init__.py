@@ -1,8 +1,8 @@
 """No-reference image-quality metrics, for quality-aware composites (:mod:`..composite`).
 
 - :class:`BlurEffect` (``quality=blur``): the no-reference perceptual blur metric of Crete-Roffet
-  et al. (2007) as implemented by scikit-image (``skimage.measure.blur_effect``); classical, no
-  weights, works offline. 0 = sharp, 1 = blurred (lower is better).
+  et al. (2007), scikit-image's ``skimage.measure.blur_effect`` on scipy alone (it runs on the
+  light install); classical, no weights, works offline. 0 = sharp, 1 = blurred (lower is better).
 - :class:`PyIQAMetric` (``quality=pyiqa``): any no-reference model of the ``pyiqa`` toolbox
   (MANIQA, as the VQA+NR-IQA paper uses, MUSIQ, CLIP-IQA, BRISQUE, NIQE, ...); weights come from
   the hub on first use, so it needs network once. Optional extra ``ts2[iqa]``.

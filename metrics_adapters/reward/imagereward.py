@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from ..base import Metric, MetricError, ScoreItem
 from ..embedding.base import local_signature
+from ..hub import HubModel
 
 __all__ = ["REWARD_MEAN", "REWARD_STD", "ImageReward", "convert_state_dict"]
 
@@ -160,6 +161,11 @@ class ImageReward(Metric):
 
     def model_ids(self) -> dict[str, Any]:
         return {"model": self.model, "filename": self.filename, "revision": self.revision, "tokenizer": self.tokenizer}
+
+    def hub_models(self) -> tuple[HubModel, ...]:
+        return (HubModel(self.model, "model", self.revision, files=(self.filename, self.med_config),
+                         cache_dir=self.download_dir),
+                HubModel(self.tokenizer, "tokenizer", files=("tokenizer_config.json", "vocab.txt")))
 
     def _file(self, fname: str) -> Path:
         p = Path(self.model).expanduser()

@@ -38,7 +38,9 @@ def build_metrics(cfg: DictConfig) -> list:
     for where, mc in confs:
         if "_target_" not in mc:
             raise ValueError(f"{where}: expected a metric config with _target_, got keys {sorted(mc)}")
-        metrics.append(instantiate(mc, _convert_="all"))
+        metric = instantiate(mc, _convert_="all")
+        metric.config_key = where  # messages name the key to set, e.g. metrics.sig.model
+        metrics.append(metric)
     return metrics
 
 
@@ -80,6 +82,8 @@ def main(cfg: DictConfig) -> int:
     except OSError as e:
         log.error("%s", e.strerror or e)
         return 2
+    from metrics_adapters.hub import ModelUnavailableError
+
     rc = 2
     # One result set: scores.csv, run.json and what the metrics write beside them (answers.csv,
     # questions, usage) go to a staging folder that replaces `out` whole once scoring is done. A
@@ -89,6 +93,8 @@ def main(cfg: DictConfig) -> int:
             rc = _score(cfg, out, stage)
             if rc == 2:
                 raise DiscardResultSet
+    except ModelUnavailableError:
+        raise  # nothing to do with writing: the command line prints its one line (ts2.cli.error_line)
     except OSError as e:  # the staging folder or the swap: the disk filled up, a permission changed
         log.error("could not write the result set to %s: %s (%s); %s is as it was, and every finished score is in "
                   "the cache, so the same command, run again once fixed, recomputes nothing", e.filename or out,
