@@ -59,7 +59,7 @@ for _name, _cmd in {
                       writes_folder=True),
     "explore": Command("explore", "ts2.commands.explore:main", "interactive SEG explorer: where a metric fails", (),
                        ("ts2 explore results=outputs/run/X",
-                        "ts2 explore results=outputs/analyze/X path=../shared/ts2 metrics=[clipscore,blip1_tifa] "
+                        "ts2 explore results=outputs/analyze/X path=PATH/TO/ts2 metrics=[clipscore,blip1_tifa] "
                         "out=explorer.html"),
                        writes_folder=True),
     "run": Command("run", "ts2.commands.run:main", "score, analyse and report in one go", (),
