@@ -278,6 +278,9 @@ def items_from_table(table) -> list[ScoreItem]:
 
 # -- one metric: the plan (no torch), the work, the result ---------------------------------------------
 Pair = tuple[str, str]  # (image key, prompt)
+# Set on a metric the engine loaded and did not unload (score_metric(..., unload=False)): the next
+# run on the same device and precision reuses the model instead of loading it again.
+_LOADED = "_engine_loaded_on"
 
 
 @dataclass
@@ -369,6 +372,10 @@ def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, setting
 
 def _load(metric: Metric, plan: _Plan, work: _Work) -> bool:
     """Load the metric; a failure fails every pending pair with the reason instead of raising."""
+    state = (plan.device, plan.precision)
+    if getattr(metric, _LOADED, None) == state:  # loaded by an earlier call and kept (unload=False)
+        work.load_time = 0.0
+        return True
     t0 = time.perf_counter()
     try:
         metric.load(plan.device, plan.precision if plan.precision != "fp32" else None)
@@ -379,6 +386,7 @@ def _load(metric: Metric, plan: _Plan, work: _Work) -> bool:
             work.pair_fail[p] = f"metric failed to load: {work.load_error}"
         return False
     work.load_time = time.perf_counter() - t0
+    setattr(metric, _LOADED, state)
     log.info("%s: model loaded in %.1f s", metric.name, work.load_time)
     return True
 
@@ -447,6 +455,7 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
         finally:
             if loaded and unload:
                 metric.unload()
+                setattr(metric, _LOADED, None)
     finally:
         if own_cache:
             cache.close()

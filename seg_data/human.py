@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "HumanJudgments", "load_human", "load_tifa_json", "load_human_csv", "save_human_csv",
+    "HumanJudgments", "load_human", "load_tifa_json", "load_human_csv", "human_from_frame", "save_human_csv",
     "TIFA_METRIC_LABELS", "TIFA_REQUIRED_KEYS", "CSV_REQUIRED_COLUMNS", "make_synthetic_human",
 ]
 
@@ -359,6 +359,15 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
         df = pd.read_csv(p, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ValueError(f"{p}: could not parse as CSV: {e}") from e
+    return human_from_frame(df, str(p))
+
+
+def human_from_frame(df: pd.DataFrame, source: str = "<frame>") -> HumanJudgments:
+    """Human judgments from a DataFrame in the long CSV format (one row per rating; see the
+    module docstring). A CSV file's rows are numbered as file lines (the header is line 1), a
+    frame's likewise. Raises ``ValueError`` as :func:`load_human_csv` does, naming ``source``."""
+    p = source
+    df = df.astype(object).where(df.notna(), "").astype(str)
     df.columns = [str(c).strip() for c in df.columns]
     missing = [c for c in CSV_REQUIRED_COLUMNS if c not in df.columns]
     if missing:

@@ -39,7 +39,7 @@ def _list(value) -> list[str]:
     return [str(v) for v in value]
 
 
-def _reference(cfg: DictConfig):
+def _reference(cfg: DictConfig, scores):
     """The reference score file: ``reference=FILE``; with ``reference=auto`` (default), the
     released per-image scores of the paper when they lie in the dataset folder given by ``path=``
     (:func:`analysis.session.auto_reference`); ``reference=null`` for none."""
@@ -52,7 +52,30 @@ def _reference(cfg: DictConfig):
         return Path(str(ref))
     from analysis.session import auto_reference
 
-    return auto_reference(cfg.get("path"), str(cfg.scores))
+    return auto_reference(cfg.get("path"), scores)
+
+
+def analysis_from_config(cfg: DictConfig, scores, dataset=None):
+    """:func:`analysis.session.run_analysis` of ``scores`` (a file or a DataFrame) with the settings
+    of an analyze config (``ts2 analyze`` and ``ts2.analyze``: every default lives in
+    ``conf/analyze.yaml`` and ``conf/analysis/default.yaml``)."""
+    from analysis.pipeline import MIN_SEGS_CI
+    from analysis.session import run_analysis
+    from seg_data.graph import MAX_WALKS
+
+    rk = cfg.get("ranking")
+    return run_analysis(
+        scores, dataset, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
+        bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence),
+        chance=int(cfg.get("chance") or 0), ci_method=str(cfg.get("ci_method", "percentile")),
+        bootstrap_scheme=str(cfg.get("bootstrap_scheme", "rescaled")),
+        min_segs_ci=int(cfg.get("min_segs_ci", MIN_SEGS_CI)), metrics=_list(cfg.get("metrics")) or None,
+        lower_is_better=_list(cfg.get("lower_is_better")), reference=_reference(cfg, scores),
+        reference_required=cfg.get("reference", None) != "auto", subsets=str(cfg.get("subsets", "auto")),
+        max_walks=cfg.get("max_walks", MAX_WALKS), compare=_list(cfg.get("compare")) or None,
+        permutations=int(cfg.get("permutations", 9999)),
+        ranking=OmegaConf.to_container(rk, resolve=True) if rk else False,
+        table_meta_metrics=_list(cfg.get("table_meta_metrics")))
 
 
 def main(cfg: DictConfig) -> int:
@@ -64,10 +87,7 @@ def main(cfg: DictConfig) -> int:
         log.error("expected scores=FILE (a score table: seg_id, node, [file_name], one column per metric), got none")
         return 2
 
-    from analysis.pipeline import MIN_SEGS_CI
-    from analysis.session import run_analysis
     from seg_data import SEGValidationError
-    from seg_data.graph import MAX_WALKS
 
     out = output_dir(cfg)
     try:
@@ -76,19 +96,7 @@ def main(cfg: DictConfig) -> int:
             from ts2.common import load_dataset
 
             dataset = load_dataset(cfg)
-        rk = cfg.get("ranking")
-        analysis = run_analysis(
-            str(cfg.scores), dataset, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
-            bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence),
-            chance=int(cfg.get("chance") or 0), ci_method=str(cfg.get("ci_method", "percentile")),
-            bootstrap_scheme=str(cfg.get("bootstrap_scheme", "rescaled")),
-            min_segs_ci=int(cfg.get("min_segs_ci", MIN_SEGS_CI)), metrics=_list(cfg.get("metrics")) or None,
-            lower_is_better=_list(cfg.get("lower_is_better")), reference=_reference(cfg),
-            reference_required=cfg.get("reference", None) != "auto", subsets=str(cfg.get("subsets", "auto")),
-            max_walks=cfg.get("max_walks", MAX_WALKS), compare=_list(cfg.get("compare")) or None,
-            permutations=int(cfg.get("permutations", 9999)),
-            ranking=OmegaConf.to_container(rk, resolve=True) if rk else False,
-            table_meta_metrics=_list(cfg.get("table_meta_metrics")))
+        analysis = analysis_from_config(cfg, str(cfg.scores), dataset)
     except (FileNotFoundError, ValueError, KeyError, SEGValidationError, RuntimeError) as e:
         log.error("%s", e)
         return 2

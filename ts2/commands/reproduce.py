@@ -32,19 +32,23 @@ from ts2.common import output_dir
 log = logging.getLogger(__name__)
 
 
-def main(cfg: DictConfig) -> int:
-    protocols = cfg.protocols  # conf/analysis/default.yaml
-    protocols = [str(p) for p in protocols] if isinstance(protocols, (list, tuple, ListConfig)) else [str(protocols)]
-    out = output_dir(cfg)
+def reproduce_from_config(cfg: DictConfig, out) -> dict:
+    """:func:`analysis.reproduction.reproduce` with the settings of a reproduce config
+    (``ts2 reproduce`` and ``ts2.reproduce``; defaults in ``conf/reproduce.yaml``)."""
     from analysis.reproduction import reproduce
 
+    protocols = cfg.protocols  # conf/analysis/default.yaml
+    protocols = [str(p) for p in protocols] if isinstance(protocols, (list, tuple, ListConfig)) else [str(protocols)]
+    return reproduce(cfg.get("path"), out, scores=cfg.get("scores"), protocols=protocols,
+                     bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), revision=cfg.get("revision"),
+                     figures=None if cfg.get("figures") is None else list(cfg.figures),
+                     pareto=None if cfg.get("pareto") is None else list(cfg.pareto),
+                     min_segs_ci=cfg.get("min_segs_ci"))
+
+
+def main(cfg: DictConfig) -> int:
     try:
-        r = reproduce(cfg.get("path"), out, scores=cfg.get("scores"), protocols=protocols,
-                      bootstrap=int(cfg.bootstrap), seed=int(cfg.seed),
-                      revision=cfg.get("revision"),
-                      figures=None if cfg.get("figures") is None else list(cfg.figures),
-                      pareto=None if cfg.get("pareto") is None else list(cfg.pareto),
-                      min_segs_ci=cfg.get("min_segs_ci"))
+        r = reproduce_from_config(cfg, output_dir(cfg))
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         log.error("%s", e)
         return 2
