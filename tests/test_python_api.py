@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO
 
 import ts2
-from conftest import REPO
 
 N_IMAGES = 60  # images of mini scored in the callable tests (limit=): enough for two batches
 
@@ -265,5 +265,7 @@ def test_human_api_file_and_frame(tmp_path):
 def test_reproduce_api(ts2_dir, tmp_path):
     r = ts2.reproduce(ts2_dir, tmp_path / "rep", bootstrap=0, protocols=["paper"], figures=[])
     d = r["discrepancies"]
-    assert set(d["protocol"]) == {"paper"} and d["match"].mean() > 0.8
+    assert set(d["protocol"]) == {"paper"} and d["match"].sum() > 0
+    # under the paper's protocol every cell that differs from the print is a known delta subset row
+    assert (d["match"] | d["known"].fillna("").str.startswith("delta subset rows")).all()
     assert r["report"].html.is_file()
