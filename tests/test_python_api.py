@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -269,3 +270,19 @@ def test_reproduce_api(ts2_dir, tmp_path):
     # under the paper's protocol every cell that differs from the print is a known delta subset row
     assert (d["match"] | d["known"].fillna("").str.startswith("delta subset rows")).all()
     assert r["report"].html.is_file()
+
+
+def test_example_script_runs(tmp_path):
+    """examples/validate_my_metric.py end to end (the walk-through of docs/python.md)."""
+    pytest.importorskip("matplotlib")
+    out = subprocess.run([sys.executable, str(REPO / "examples" / "validate_my_metric.py"), str(tmp_path / "ex")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout
+    for mm in ("rank", "sep", "delta"):
+        assert re.search(rf"colour_match {mm}_m = -?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\] %, chance -?\d+\.\d %, "
+                         r"chance-adjusted (-?\d+\.\d %|-)", text), mm
+        assert re.search(rf"colour_match - geneval_shapes, {mm}_m: [+-]\d+\.\d points", text), mm
+    assert (tmp_path / "ex" / "histograms.png").stat().st_size > 1000
+    assert (tmp_path / "ex" / "report" / "report.html").is_file()
+    assert (tmp_path / "ex" / "report" / "metametrics.csv").is_file()
