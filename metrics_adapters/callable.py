@@ -76,7 +76,9 @@ class CallableMetric(Metric):
         self.calls = 0
 
     def settings(self) -> dict[str, Any]:
-        return {**self._identity, "function_version": self.function_version}
+        # The name is in the key too: for a function whose source Python does not keep, name and
+        # version are all that tell two functions apart.
+        return {**self._identity, "function_name": self.name, "function_version": self.function_version}
 
     def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any]) -> list[float]:
         if self.contract_errors:

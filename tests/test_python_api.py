@@ -286,3 +286,29 @@ def test_example_script_runs(tmp_path):
     assert (tmp_path / "ex" / "histograms.png").stat().st_size > 1000
     assert (tmp_path / "ex" / "report" / "report.html").is_file()
     assert (tmp_path / "ex" / "report" / "metametrics.csv").is_file()
+
+
+def test_callable_cache_key_follows_its_source_version_and_bound_arguments(tmp_path, monkeypatch):
+    import functools
+    import importlib
+
+    from metrics_adapters.callable import CallableMetric
+
+    mod = tmp_path / "user_fn.py"
+    mod.write_text("def f(images, prompts):\n    return [0.25 for _ in prompts]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import user_fn
+
+    k1 = CallableMetric(user_fn.f, name="f").fingerprint_hash()
+    assert k1 == CallableMetric(user_fn.f, name="f").fingerprint_hash()
+    assert k1 != CallableMetric(user_fn.f, name="f", version="2").fingerprint_hash()
+    assert k1 != CallableMetric(user_fn.f, name="g").fingerprint_hash()  # with no source found, name+version remain
+    mod.write_text("def f(images, prompts):\n    return [0.5 for _ in prompts]\n")
+    importlib.reload(user_fn)
+    assert CallableMetric(user_fn.f, name="f").fingerprint_hash() != k1
+
+    def g(images, prompts, w=1.0):
+        return [w] * len(prompts)
+
+    assert (CallableMetric(functools.partial(g, w=2.0), name="g").fingerprint_hash()
+            != CallableMetric(functools.partial(g, w=3.0), name="g").fingerprint_hash())
