@@ -331,11 +331,6 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     max_walks = MAX_WALKS if max_walks is None else max_walks
     if isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1:
         raise ValueError(f"expected max_walks to be a positive integer or null, got {max_walks!r}")
-    if isinstance(scores, pd.DataFrame):
-        missing = [c for c in ("seg_id", "node") if c not in scores.columns]
-        if missing:
-            raise KeyError(f"expected a score table with columns seg_id, node and one column per metric, got "
-                           f"columns {list(scores.columns)} (missing {missing})")
     source = scores if isinstance(scores, pd.DataFrame) else str(scores)
     table = read_scores(source, metrics=_names(metrics) or None)
     run = None if isinstance(scores, pd.DataFrame) else run_record_beside(str(scores))
@@ -396,6 +391,6 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
         files.append(ref_name)
     return Analysis(result=result, scores=table.frame, extra=extra, roles=roles,
                     dataset_name=getattr(dataset, "name", None) or (run.dataset if run else None),
-                    score_files=tuple(files), prompts={s.seg_id: s.prompt for s in dataset} if dataset else {},
+                    score_files=tuple(files), prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
                     permutations=int(permutations), table_meta_metrics=tuple(_names(table_meta_metrics)),
                     ranking_alpha=float(rk.get("alpha", 0.05)))

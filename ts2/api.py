@@ -197,8 +197,7 @@ def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "m
     from ts2.commands.score import engine_settings
 
     given = {"device": device, "batch_size": batch_size, **options}
-    cfg = _compose("score", _overrides("score", {k: v for k, v in given.items() if v is not None}) + ["cache=true"],
-                   "ts2.score")
+    cfg = _compose("score", _overrides("score", {k: v for k, v in given.items() if v is not None}), "ts2.score")
     if isinstance(metric, str):
         metric = load_metric(metric)
     m = as_metric(metric, name=name, version=version, cache=cache, higher_is_better=higher_is_better)
