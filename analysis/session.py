@@ -288,7 +288,8 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
                  reference: str | Path | pd.DataFrame | None = None, reference_required: bool = True,
                  subsets: str = "auto", max_walks: int | None = None, compare: Sequence[str] | None = None,
                  permutations: int = 9999, ranking: Mapping[str, Any] | bool | None = None,
-                 table_meta_metrics: Sequence[str] = ("rank", "sep", "delta")) -> Analysis:
+                 table_meta_metrics: Sequence[str] = ("rank", "sep", "delta"),
+                 roles: Mapping[str, str] | None = None) -> Analysis:
     """Analyse a score table as ``ts2 analyze`` does (its keys, in ``conf/analyze.yaml``, are the
     parameters; ``ts2.analyze`` fills the defaults from there).
 
@@ -310,6 +311,9 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     max_walks : int, optional
         SEGs with more walks are left out of walk-based meta-metrics (default:
         :data:`seg_data.graph.MAX_WALKS`).
+    roles : mapping of str to str, optional
+        Metric -> ``metric`` | ``control`` | ``reference``, over those of the ``run.json`` beside a
+        score file (a DataFrame has none): reports draw controls as a floor, not as competitors.
 
     Other parameters go to :func:`analysis.pipeline.analyze` unchanged.
 
@@ -322,7 +326,7 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
         A score or reference file that does not exist.
     """
     from seg_data.graph import MAX_WALKS
-    from seg_data.results import run_record_beside
+    from seg_data.results import ROLES, run_record_beside
 
     from .compare import compare_metrics, rank_metrics
     from .pipeline import analyze
@@ -334,7 +338,11 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     source = scores if isinstance(scores, pd.DataFrame) else str(scores)
     table = read_scores(source, metrics=_names(metrics) or None)
     run = None if isinstance(scores, pd.DataFrame) else run_record_beside(str(scores))
-    roles = {m: (run.roles.get(m, "metric") if run else "metric") for m in table.metrics}
+    roles_given = dict(roles or {})
+    bad = {m: r for m, r in roles_given.items() if r not in ROLES}
+    if bad:
+        raise ValueError(f"expected roles among {list(ROLES)}, got {bad}")
+    roles = {m: roles_given.get(m, run.roles.get(m, "metric") if run else "metric") for m in table.metrics}
     ref_table = None
     ref_name = None if reference is None else ("<frame>" if isinstance(reference, pd.DataFrame) else str(reference))
     if reference is not None:
@@ -351,7 +359,7 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
         try:
             table = with_reference(table, ref_table)
             log.info("analysing the reference metrics of %s beside %s", ref_name, table.source)
-            roles |= {m: "reference" for m in table.metrics if m not in roles}
+            roles |= {m: roles_given.get(m, "reference") for m in table.metrics if m not in roles}
         except ValueError as e:
             if reference_required:  # a reference you named must join; the automatic one never fails a run
                 raise

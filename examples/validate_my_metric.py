@@ -44,7 +44,8 @@ def main(out: Path) -> None:
     keys = ["seg_id", "node", "file_name", "image_path", "prompt"]
     scores = mine.merge(builtin, on=keys).merge(control, on=keys)
 
-    a = ts2.analyze(scores, ds, bootstrap=200, chance=20, compare=["colour_match", "geneval_shapes"])
+    a = ts2.analyze(scores, ds, roles={"random": "control"}, bootstrap=200, chance=20,
+                    compare=["colour_match", "geneval_shapes"])
     print(a.summary())
     mm = a.metametrics
     own = mm[(mm["metric"] == "colour_match") & (mm["subset"] == "Avg") & mm["meta_metric"].isin(["rank", "sep", "delta"])]

@@ -217,7 +217,8 @@ def test_analysis_object(score_file, mini):
     from analysis.compare import compare_metrics
 
     frame = pd.read_csv(score_file, dtype={"seg_id": str, "node": str})
-    a = ts2.analyze(frame, mini, **OPTS)
+    a = ts2.analyze(frame, mini, roles={"noise": "control"}, **OPTS)
+    assert dict(a.roles) == {"good": "metric", "noise": "control"}
     mm = a.metametrics
     avg = mm[(mm["meta_metric"] == "rank") & (mm["subset"] == "Avg")].set_index("metric")["value"]
     assert avg["good"] > 0.5 > abs(avg["noise"])
@@ -228,6 +229,7 @@ def test_analysis_object(score_file, mini):
     assert cmp.loc[(cmp["meta_metric"] == "rank") & (cmp["subset"] == "Avg"), "diff"].iloc[0] > 0
     html = a._repr_html_()
     assert "good" in html and "noise" in html and "<small>[" in html and "chance" in html
+    assert "<small>control</small>" in html
     from matplotlib.figure import Figure
 
     for kind, kw in [("histograms", {}), ("heatmap", {"seg_id": "3"}), ("scatter", {}),

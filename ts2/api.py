@@ -224,14 +224,16 @@ def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "m
     return frame
 
 
-def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path | None = None,
-            **options: Any) -> Analysis:
+def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path | None = None, *,
+            roles: Mapping[str, str] | None = None, **options: Any) -> Analysis:
     """The TS2 meta-metrics of a score table, as ``ts2 analyze scores=... [dataset=|path=] KEY=VALUE``.
 
     ``scores`` is a DataFrame (e.g. from :func:`score`, or several joined on the base columns) or
     a ``scores.csv``; ``options`` are the keys of ``conf/analyze.yaml`` and
     ``conf/analysis/default.yaml`` with their defaults (``protocol="paper"``, ``bootstrap=1000``,
     ``chance=100``, ``seed=0``, ``compare=[a, b]``, ``protocols=["paper", "graph"]``, ...).
+    ``roles`` marks metrics as ``control`` or ``reference`` (a ``scores.csv`` has them in its
+    ``run.json``; a DataFrame has none).
 
     Returns an :class:`analysis.session.Analysis`: ``.metametrics``, ``.per_seg``, ``.ranking``,
     ``.pairs`` (DataFrames), ``.compare(a, b)``, ``.plot(kind)``, ``.to_report(DIR)``, and the
@@ -256,7 +258,7 @@ def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path 
         ds = dataset
     else:
         ds = load_configured(cfg)
-    return analysis_from_config(cfg, scores if hasattr(scores, "columns") else str(scores), ds)
+    return analysis_from_config(cfg, scores if hasattr(scores, "columns") else str(scores), ds, roles=roles)
 
 
 def report(results: str | Path | Sequence[str | Path], output_dir: str | Path | None = None,

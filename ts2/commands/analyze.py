@@ -55,10 +55,11 @@ def _reference(cfg: DictConfig, scores):
     return auto_reference(cfg.get("path"), scores)
 
 
-def analysis_from_config(cfg: DictConfig, scores, dataset=None):
+def analysis_from_config(cfg: DictConfig, scores, dataset=None, roles=None):
     """:func:`analysis.session.run_analysis` of ``scores`` (a file or a DataFrame) with the settings
     of an analyze config (``ts2 analyze`` and ``ts2.analyze``: every default lives in
-    ``conf/analyze.yaml`` and ``conf/analysis/default.yaml``)."""
+    ``conf/analyze.yaml`` and ``conf/analysis/default.yaml``); ``roles`` (metric -> role) only
+    from Python."""
     from analysis.pipeline import MIN_SEGS_CI
     from analysis.session import run_analysis
     from seg_data.graph import MAX_WALKS
@@ -75,7 +76,7 @@ def analysis_from_config(cfg: DictConfig, scores, dataset=None):
         max_walks=cfg.get("max_walks", MAX_WALKS), compare=_list(cfg.get("compare")) or None,
         permutations=int(cfg.get("permutations", 9999)),
         ranking=OmegaConf.to_container(rk, resolve=True) if rk else False,
-        table_meta_metrics=_list(cfg.get("table_meta_metrics")))
+        table_meta_metrics=_list(cfg.get("table_meta_metrics")), roles=roles)
 
 
 def main(cfg: DictConfig) -> int:
