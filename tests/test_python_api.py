@@ -258,7 +258,8 @@ def test_human_api_file_and_frame(tmp_path):
 
     path = make_synthetic_human(tmp_path / "h.csv")
     res = ts2.human(path, tmp_path / "out", bootstrap=0, human_permutations=0, progress=False)
-    assert (tmp_path / "out" / "human_metametrics.csv").is_file()
+    assert res.results_path == tmp_path / "out" / "human_metametrics.csv" and res.results_path.is_file()
+    assert res.table_md.is_file()
     same = ts2.human(pd.read_csv(path), tmp_path / "out2", bootstrap=0, human_permutations=0, progress=False)
     pd.testing.assert_frame_equal(res.results, same.results)
     with pytest.raises(ValueError, match="unknown metric"):

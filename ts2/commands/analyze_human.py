@@ -100,6 +100,8 @@ def human_view(hj, cfg, out: str | Path, source: str = ""):
         res = H.run_human_view(hj, stage, n_boot=n_boot, seed=int(_get(cfg, "seed", 0)),
                                confidence=float(_get(cfg, "confidence", 0.95)), n_perm=n_perm,
                                progress=bool(_get(cfg, "progress", True)), source=source)
-    return replace(res, results_path=published_path(res.results_path), table_md=published_path(res.table_md),
-                   table_csv=published_path(res.table_csv), correlations_path=published_path(res.correlations_path),
-                   tests_path=published_path(res.tests_path))
+        # Inside the set: published_path knows the staging folder only while it is being written.
+        return replace(res, results_path=published_path(res.results_path), table_md=published_path(res.table_md),
+                       table_csv=published_path(res.table_csv),
+                       correlations_path=published_path(res.correlations_path),
+                       tests_path=published_path(res.tests_path))
