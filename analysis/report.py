@@ -1,6 +1,6 @@
 """The report: figures and a self-contained HTML page from merged results.
 
-:mod:`ts2.results` finds, reads and merges result folders (it knows Hydra's folders and the
+:mod:`analysis.result_dirs` finds, reads and merges result folders (it knows Hydra's folders and the
 files of :mod:`seg_data.results`) into a :class:`MergedResults`; this module and
 :mod:`analysis.report_figures` draw it and write ``report.html``, the merged tables,
 ``pareto.csv`` and ``figures/*.png`` as one result set (:func:`seg_data.results.result_set`).

@@ -200,6 +200,71 @@ class Metric(ABC):
         """Column -> higher_is_better of the columns :meth:`finalize` adds."""
         return {}
 
+    # -- direct use -------------------------------------------------------------------------------
+    def __call__(self, images: Sequence[Any], prompts: Sequence[str], *, device: str = "auto",
+                 batch_size: int | str = "auto", progress: bool = False, max_image_side: int | None = None):
+        """Score ``(image, prompt)`` pairs directly, outside any dataset: ``m(images=[...], prompts=[...])``.
+
+        Runs the scoring engine (:func:`metrics_adapters.engine.score_metric`: the same decode
+        policy, precision, batching and failure isolation as ``ts2 score``) with an in-memory
+        cache, and keeps the model loaded for the next call on the same device (the first call
+        loads it).
+
+        Parameters
+        ----------
+        images : sequence of PIL.Image.Image or paths
+            In-memory images are written to a temporary folder as PNG (lossless) and read back
+            through the engine's decoder, so they score as the same image file would.
+        prompts : sequence of str
+            One per image.
+        device, batch_size, progress, max_image_side
+            As in :class:`metrics_adapters.engine.EngineSettings` (``max_image_side`` None: its default).
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(n,)``, or ``(n, len(columns))`` for a metric with several columns.
+
+        Raises
+        ------
+        ValueError
+            Images and prompts of different lengths, or an item the metric could not score
+            (the failed items and the first reason named).
+        """
+        import tempfile
+
+        import numpy as np
+
+        from .engine import EngineSettings, score_metric
+        from .images import DEFAULT_MAX_SIDE
+
+        images, prompts = list(images), [str(p) for p in prompts]
+        if len(images) != len(prompts):
+            raise ValueError(f"{self.name}: expected one prompt per image, got {len(images)} images and "
+                             f"{len(prompts)} prompts")
+        settings = EngineSettings(device=device, batch_size=batch_size, progress=progress, num_workers=0,
+                                  max_image_side=DEFAULT_MAX_SIDE if max_image_side is None else max_image_side)
+        with tempfile.TemporaryDirectory(prefix="ts2-call-") as tmp:
+            items = []
+            for i, (img, prompt) in enumerate(zip(images, prompts)):
+                if img is None or isinstance(img, str) or hasattr(img, "__fspath__"):
+                    path = None if img is None else str(img)
+                elif hasattr(img, "save"):
+                    path = f"{tmp}/{i}.png"
+                    img.save(path, format="PNG")
+                else:
+                    raise ValueError(f"{self.name}: expected images as PIL images or file paths, got "
+                                     f"{type(img).__name__} at index {i}")
+                items.append(ScoreItem(seg_id="-", node=str(i), file_name=f"image {i}", prompt=prompt,
+                                       image_path=path))
+            run = score_metric(self, items, None, settings, unload=False)
+        if run.failures:
+            first = run.failures[0]
+            raise ValueError(f"{self.name}: expected a score for every image, got {run.n_failed} failure(s) of "
+                             f"{run.n_items} (first: {first.file_name}: {first.reason})")
+        out = np.array([s for s in run.scores], dtype=float)
+        return out[:, 0] if out.ndim == 2 and out.shape[1] == 1 and not self.columns else out
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, {self.settings()})"
 

@@ -39,7 +39,7 @@ from .images import file_sha256
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ScoreCache", "CacheInfo", "FingerprintInfo", "default_cache_dir", "CACHE_FILE"]
+__all__ = ["ScoreCache", "CacheInfo", "FingerprintInfo", "default_cache_dir", "open_cache", "CACHE_FILE"]
 
 CACHE_FILE = "scores.sqlite"
 SCHEMA_VERSION = "1"
@@ -295,3 +295,17 @@ class ScoreCache:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def open_cache(enabled: bool = True, cache_dir: str | Path | None = None) -> ScoreCache:
+    """The score cache in ``cache_dir`` (None: :func:`default_cache_dir`), or an in-memory one:
+    when ``enabled`` is false, or, with a warning, when the folder is read-only or full."""
+    from .sqlite_store import StoreUnavailableError
+
+    if not enabled:
+        return ScoreCache(None)
+    try:
+        return ScoreCache.at(cache_dir)
+    except StoreUnavailableError as e:
+        log.warning("%s; running without the score cache: nothing is reused or kept for a re-run", e)
+        return ScoreCache(None)

@@ -143,6 +143,11 @@ def items_from_table(table) -> list[ScoreItem]:
 
 
 # -- one metric: the plan (no torch), the work, the result ---------------------------------------------
+# Set on a metric the engine loaded and did not unload (score_metric(..., unload=False)): the next
+# run on the same device and precision reuses the model instead of loading it again.
+_LOADED = "_engine_loaded_on"
+
+
 def _image_keys(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache,
                 settings: EngineSettings) -> tuple[list[str | None], dict[int, str]]:
     """Content keys of the items' images (or file-name keys), and the items that have none."""
@@ -203,6 +208,10 @@ def _load(metric: Metric, plan: Plan, work: Work) -> bool:
     """Load the metric; a failure fails every pending pair with the reason instead of raising,
     except a module of an optional extra that is not installed (:class:`MissingExtraError`) and a
     declared hub model that is not available (:class:`~metrics_adapters.hub.ModelUnavailableError`)."""
+    state = (plan.device, plan.precision)
+    if getattr(metric, _LOADED, None) == state:  # loaded by an earlier call and kept (unload=False)
+        work.load_time = 0.0
+        return True
     t0 = time.perf_counter()
     hub = metric.hub_models()
     if hub:  # hub weights are torch models: on the light install, the extra comes before the weights
@@ -224,6 +233,7 @@ def _load(metric: Metric, plan: Plan, work: Work) -> bool:
         _record_load_error(metric, plan, work, e)
         return False
     work.load_time = time.perf_counter() - t0
+    setattr(metric, _LOADED, state)
     log.info("%s: model loaded in %.1f s", metric.name, work.load_time)
     return True
 
@@ -305,6 +315,7 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
         finally:
             if loaded and unload:
                 metric.unload()
+                setattr(metric, _LOADED, None)
     finally:
         if own_cache:
             cache.close()

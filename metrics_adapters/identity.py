@@ -16,6 +16,7 @@ parts (:class:`metrics_adapters.model_part.ModelPart`) cannot key their code dif
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -26,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OWN_PACKAGES", "code_identity", "fingerprint_hash", "source_hash"]
+__all__ = ["OWN_PACKAGES", "callable_identity", "code_identity", "fingerprint_hash", "source_hash"]
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +54,12 @@ def _file_hash(path: str, mtime_ns: int, size: int) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
-def source_hash(cls: type) -> str | None:
-    """Hash of the source that defines ``cls``: its module file's bytes.
+def source_hash(cls: type | Any) -> str | None:
+    """Hash of the source that defines ``cls`` (a class or a function): its module file's bytes.
 
-    Falls back to :func:`inspect.getsource` of the class (classes defined in a notebook or in
-    ``__main__`` without a file). Returns ``None`` only where Python keeps no source at all; the
-    caller then logs that edits cannot be detected.
+    Falls back to :func:`inspect.getsource` of the object (classes and functions defined in a
+    notebook or in ``__main__`` without a file). Returns ``None`` only where Python keeps no
+    source at all; the caller then logs that edits cannot be detected.
     """
     module = sys.modules.get(cls.__module__)
     path = getattr(module, "__file__", None)
@@ -94,4 +95,39 @@ def code_identity(cls: type) -> dict[str, Any]:
         sources[f"{c.__module__}:{c.__qualname__}"] = h
     if sources:
         out["source"] = sources
+    return out
+
+
+def callable_identity(fn: Any) -> dict[str, Any]:
+    """The code part of a fingerprint for a plain callable (a function scored as a metric).
+
+    ``{"function": "module:qualname", "source": hash[, "partial": ...]}``: the source is
+    :func:`source_hash` of the function (its module file, or its own source in a notebook), of
+    the class of a callable object, or of the function under a bound method or
+    :func:`functools.partial` (whose bound arguments enter the key too). ``"unknown"`` with a
+    warning where Python keeps no source (builtins, C extensions): bump the ``version`` given
+    with it when what it computes changes.
+
+    Raises
+    ------
+    TypeError
+        ``fn`` is not callable.
+    """
+    if not callable(fn):
+        raise TypeError(f"expected a callable f(images, prompts) -> scores, got {type(fn).__name__}")
+    out: dict[str, Any] = {}
+    target = fn
+    if isinstance(target, functools.partial):
+        out["partial"] = repr((target.args, sorted(target.keywords.items())))
+        target = target.func
+    target = getattr(target, "__func__", target)  # a bound method: its function
+    if not (inspect.isfunction(target) or inspect.isclass(target)):
+        target = type(target)  # a callable object: the class that defines __call__
+    out["function"] = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', repr(target))}"
+    h = source_hash(target)
+    if h is None:
+        log.warning("no source found for %s: the score cache cannot notice edits to it; pass a new `version` "
+                    "when you change what it computes", out["function"])
+        h = "unknown"
+    out["source"] = h
     return out

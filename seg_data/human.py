@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "HumanJudgments", "load_human", "load_tifa_json", "load_human_csv", "save_human_csv",
+    "HumanJudgments", "load_human", "load_tifa_json", "load_human_csv", "human_from_frame", "save_human_csv",
     "TIFA_METRIC_LABELS", "TIFA_REQUIRED_KEYS", "CSV_REQUIRED_COLUMNS", "make_synthetic_human",
 ]
 
@@ -376,7 +376,17 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
         twice, or an item whose prompt/prompt_id/image/metric values differ between its rows.
     """
     p = Path(path)
-    df = _read_human_csv_frame(p)
+    return human_from_frame(_read_human_csv_frame(p), str(p))
+
+
+def human_from_frame(df: pd.DataFrame, source: str = "<frame>") -> HumanJudgments:
+    """Human judgments from a DataFrame in the long CSV format (one row per rating; see the
+    module docstring). A CSV file's rows are numbered as file lines (the header is line 1), a
+    frame's likewise. Raises ``ValueError`` as :func:`load_human_csv` does, naming ``source``."""
+    p = source
+    df = df.astype(object).where(df.notna(), "").astype(str)
+    df.columns = [str(c).strip() for c in df.columns]
+    _check_human_columns(df, p)
     metrics = tuple(c for c in df.columns if c not in _CSV_RESERVED)
 
     items: dict[str, dict] = {}
@@ -426,14 +436,17 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
 
 
 def _read_human_csv_frame(p: Path) -> pd.DataFrame:
-    """The CSV as strings with stripped column names, after the file/parse/column checks of :func:`load_human_csv`."""
+    """The CSV as strings (the file and parse checks of :func:`load_human_csv`)."""
     if not p.is_file():
         raise FileNotFoundError(f"expected a human-judgment CSV at {p}, found none")
     try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False)
+        return pd.read_csv(p, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ValueError(f"{p}: could not parse as CSV: {e}") from e
-    df.columns = [str(c).strip() for c in df.columns]
+
+
+def _check_human_columns(df: pd.DataFrame, p: str) -> None:
+    """The column checks of :func:`human_from_frame` (required, unique, at least one row)."""
     missing = [c for c in CSV_REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{p}: expected columns {list(CSV_REQUIRED_COLUMNS)} (+ optional image, prompt_id, "
@@ -442,7 +455,6 @@ def _read_human_csv_frame(p: Path) -> pd.DataFrame:
         raise ValueError(f"{p}: expected at least one rating row, got none")
     if len(set(df.columns)) != len(df.columns):
         raise ValueError(f"{p}: expected unique column names, got {list(df.columns)}")
-    return df
 
 
 def _check_same_item_info(where: str, item_id: str, info: dict, prev: dict, prev_line: int) -> None:

@@ -208,6 +208,9 @@ class SEGDataset:
         cols = ["seg_id", "node", "level", "file_name", "image_path", "prompt", "subset", "source"]
         return pd.DataFrame(rows, columns=cols)
 
+    # The pandas name (``ts2.load_dataset(...).to_frame()``) of the same table.
+    to_frame = image_table
+
     def select(self, seg_ids: Sequence[str]) -> "SEGDataset":
         """A new dataset with the given SEGs, in the given order (used for sharding)."""
         return SEGDataset([self[i] for i in seg_ids], name=self.name, root=self.root, metadata=dict(self.metadata))

@@ -255,7 +255,7 @@ def test_constant_metric_and_unscored_level0_are_warned(tmp_path, caplog):
 
 def test_compare_with_printed_lists_missing_columns():
     from analysis.paper_table2 import compare_with_printed
-    from ts2.commands.reproduce import missing_published_columns
+    from analysis.reproduction import missing_published_columns
 
     frame = pd.DataFrame({"seg_id": ["0"], "clipscore": [0.5], "alignscore": [0.4], "blip1_tifa": [np.nan]})
     miss = missing_published_columns(frame, "s.csv")

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from analysis import report as rp
+from analysis import result_dirs as rs
 from analysis.pipeline import analyze
 from seg_data.results import BASE_COLUMNS
 from seg_data.shards import Shard
-from ts2 import results as rs
 
 NODES = ["0", "1a", "1b", "2"]
 
@@ -58,7 +58,7 @@ def write_run(d, scores: pd.DataFrame, overrides=None, flops=None, analyse=True,
 
 
 def test_report_on_a_synthetic_results_dir(tmp_path):
-    from ts2.commands.report import build_report
+    from analysis.result_dirs import build_report
 
     src = write_run(tmp_path / "run1", make_scores())
     out = build_report([src], tmp_path / "rep", bootstrap=0)
@@ -184,7 +184,7 @@ def test_ts2_report_command_line(tmp_path):
 
 
 def test_report_on_a_ts2_analyze_output_finds_the_analysed_scores(tmp_path):
-    from ts2.commands.report import build_report
+    from analysis.result_dirs import build_report
 
     make_scores(n_segs=6, seed=4).to_csv(tmp_path / "my_scores.csv", index=False)
     r = subprocess.run([sys.executable, "-m", "ts2", "analyze", "scores=my_scores.csv", "metrics=[good]",

@@ -84,7 +84,7 @@ def _run_folder(d, scores, wall=11.1):
 
 
 def test_report_marks_controls_and_names_heatmap_metrics(tmp_path, monkeypatch):
-    from ts2.commands.report import build_report
+    from analysis.result_dirs import build_report
 
     rng = np.random.default_rng(0)
     rows = []

@@ -108,7 +108,7 @@ def test_reproduce_writes_both_protocol_tables_and_the_discrepancy_list(ts2_dir,
 
 
 def test_reproduce_missing_input_is_a_clear_error(tmp_path):
-    from ts2.commands.reproduce import locate_inputs
+    from analysis.reproduction import locate_inputs
 
     with pytest.raises(FileNotFoundError, match="metadata.csv"):
         locate_inputs(tmp_path)
@@ -119,7 +119,7 @@ def test_reproduce_missing_input_is_a_clear_error(tmp_path):
 
 def test_reproduce_keeps_failure_codes_as_scores_under_paper_and_says_how_many(ts2_dir, tmp_path):
     # A release whose score file also has VIEScore, with its failure code -1 in two cells.
-    from ts2.commands.reproduce import reproduce
+    from analysis.reproduction import reproduce
 
     frame = pd.read_csv(ts2_dir / "released" / "scores_subset.csv", dtype={"seg_id": str, "node": str})
     fail = frame["file_name"].isin(["images/084-33.jpg", "images/010-02.jpg"])

@@ -277,7 +277,7 @@ def _blur_folder(d):
 def test_analyze_and_report_read_the_same_directions(tmp_path):
     """Issue 18: the same scores.csv gave rank_m +x to ts2 report and -x to ts2 analyze."""
     from analysis.pipeline import analyze
-    from ts2.commands.report import build_report
+    from analysis.result_dirs import build_report
 
     scores = _blur_folder(tmp_path / "run")
     # independent reference: the analysis told explicitly that blur is lower-is-better

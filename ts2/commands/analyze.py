@@ -3,8 +3,9 @@
 Writes ``metametrics.csv``, ``per_seg.csv``, ``table.md/.tex/.csv``, ``analysis.json``,
 ``verdict.csv`` (:mod:`analysis.verdict`) and, when asked, ``compare.csv`` / ``ranking.csv`` /
 ``pairs.csv`` into ``output_dir``, and prints a short summary ending with one verdict line per
-metric under evaluation. ``human=FILE`` hands over to :mod:`ts2.commands.analyze_human`. Imports neither
-torch nor :mod:`metrics_adapters`.
+metric under evaluation. The work is :func:`analysis.session.run_analysis` (also behind
+``ts2.analyze``); this handler parses the config, calls it and prints. ``human=FILE`` hands over to
+:mod:`ts2.commands.analyze_human`. Imports neither torch nor :mod:`metrics_adapters`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 from ts2.common import output_dir
 
 log = logging.getLogger(__name__)
-
-
 
 
 def _protocols(cfg: DictConfig) -> list:
@@ -41,10 +40,10 @@ def _list(value) -> list[str]:
     return [str(v) for v in value]
 
 
-def _reference(cfg: DictConfig):
+def _reference(cfg: DictConfig, scores):
     """The reference score file: ``reference=FILE``; with ``reference=auto`` (default), the
-    released per-image scores of the paper (``released/scores_subset.csv``) when they lie in the
-    dataset folder given by ``path=``; ``reference=null`` for none."""
+    released per-image scores of the paper when they lie in the dataset folder given by ``path=``
+    (:func:`analysis.session.auto_reference`); ``reference=null`` for none."""
     from pathlib import Path
 
     ref = cfg.get("reference", None)
@@ -52,12 +51,33 @@ def _reference(cfg: DictConfig):
         return None
     if ref != "auto":
         return Path(str(ref))
-    if cfg.get("path"):
-        p = Path(str(cfg.path))
-        cand = (p if p.is_dir() else p.parent) / "released" / "scores_subset.csv"
-        if cand.is_file() and cand.resolve() != Path(str(cfg.scores)).resolve():
-            return cand
-    return None
+    from analysis.session import auto_reference
+
+    return auto_reference(cfg.get("path"), scores)
+
+
+def analysis_from_config(cfg: DictConfig, scores, dataset=None, roles=None):
+    """:func:`analysis.session.run_analysis` of ``scores`` (a file or a DataFrame) with the settings
+    of an analyze config (``ts2 analyze`` and ``ts2.analyze``: every default lives in
+    ``conf/analyze.yaml`` and ``conf/analysis/default.yaml``); ``roles`` (metric -> role) only
+    from Python."""
+    from analysis.pipeline import MIN_SEGS_CI
+    from analysis.session import run_analysis
+    from seg_data.graph import MAX_WALKS
+
+    rk = cfg.get("ranking")
+    return run_analysis(
+        scores, dataset, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
+        bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence),
+        chance=int(cfg.get("chance") or 0), ci_method=str(cfg.get("ci_method", "percentile")),
+        bootstrap_scheme=str(cfg.get("bootstrap_scheme", "rescaled")),
+        min_segs_ci=int(cfg.get("min_segs_ci", MIN_SEGS_CI)), metrics=_list(cfg.get("metrics")) or None,
+        lower_is_better=_list(cfg.get("lower_is_better")), reference=_reference(cfg, scores),
+        reference_required=cfg.get("reference", None) != "auto", subsets=str(cfg.get("subsets", "auto")),
+        max_walks=cfg.get("max_walks", MAX_WALKS), compare=_list(cfg.get("compare")) or None,
+        permutations=int(cfg.get("permutations", 9999)),
+        ranking=OmegaConf.to_container(rk, resolve=True) if rk else False,
+        table_meta_metrics=_list(cfg.get("table_meta_metrics")), roles=roles)
 
 
 def main(cfg: DictConfig) -> int:
@@ -69,133 +89,26 @@ def main(cfg: DictConfig) -> int:
         log.error("expected scores=FILE (a score table: seg_id, node, [file_name], one column per metric), got none")
         return 2
 
-    from analysis.compare import compare_metrics, rank_metrics
-    from analysis.outputs import compare_text, summary_text, write_outputs
-    from analysis.pipeline import MIN_SEGS_CI, analyze
-    from analysis.scores_io import apply_lower_is_better, prepare_inputs, read_scores
     from seg_data import SEGValidationError
 
     out = output_dir(cfg)
     try:
-        table = read_scores(str(cfg.scores), metrics=_list(cfg.get("metrics")) or None)
-        from seg_data.results import run_record_beside
-
-        run = run_record_beside(str(cfg.scores))
-        roles = {m: (run.roles.get(m, "metric") if run else "metric") for m in table.metrics}
-        ref = _reference(cfg)
-        auto = cfg.get("reference", None) == "auto"
-        reference = None
-        if ref is not None:
-            try:
-                reference = read_scores(str(ref))
-            except ValueError as e:
-                if not auto:
-                    raise
-                log.warning("not analysing the reference metrics of %s (reference=auto): %s", ref, e)
-                ref = None
-        # lower_is_better applies to every column of that name: yours, the reference's, or both.
-        table, reference = apply_lower_is_better(_list(cfg.get("lower_is_better")), table, reference)
-        if reference is not None:
-            from analysis.scores_io import with_reference
-
-            try:
-                table = with_reference(table, reference)
-                log.info("analysing the reference metrics of %s beside %s", ref, cfg.scores)
-                roles |= {m: "reference" for m in table.metrics if m not in roles}
-            except ValueError as e:
-                if not auto:  # a reference you named must join; the automatic one never fails a run
-                    raise
-                log.warning("not analysing the reference metrics of %s (reference=auto; reference=null turns "
-                            "this off): %s", ref, e)
-                ref = None
         dataset = None
         if cfg.get("path") or cfg.get("dataset") is not None:
             from ts2.common import load_dataset
 
             dataset = load_dataset(cfg)
-        from seg_data.graph import MAX_WALKS
-
-        max_walks = cfg.get("max_walks", MAX_WALKS)
-        if max_walks is not None and (isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1):
-            raise ValueError(f"expected max_walks to be a positive integer or null, got {max_walks!r}")
-        inputs = prepare_inputs(table, dataset, str(cfg.get("subsets", "auto")), max_walks)
-        result = analyze(inputs, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
-                         bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence),
-                         chance=int(cfg.get("chance") or 0), ci_method=str(cfg.get("ci_method", "percentile")),
-                         bootstrap_scheme=str(cfg.get("bootstrap_scheme", "rescaled")),
-                         min_segs_ci=int(cfg.get("min_segs_ci", MIN_SEGS_CI)))
-    except (FileNotFoundError, ValueError, SEGValidationError, RuntimeError) as e:
+        analysis = analysis_from_config(cfg, str(cfg.scores), dataset)
+    except (FileNotFoundError, ValueError, KeyError, SEGValidationError, RuntimeError) as e:
         log.error("%s", e)
         return 2
-
-    extra = {}
-    n_perm = int(cfg.get("permutations", 9999))
-    compare = _list(cfg.get("compare"))
-    if compare:
-        if len(compare) != 2:
-            log.error("expected compare=[metric_a,metric_b] (two metric names), got %s", compare)
-            return 2
-        try:
-            frames = [compare_metrics(result, compare[0], compare[1], protocol=p, n_permutations=n_perm, seed=int(cfg.seed))
-                      for p in result.protocols]
-        except ValueError as e:
-            log.error("%s", e)
-            return 2
-        import pandas as pd
-
-        extra["compare"] = pd.concat(frames, ignore_index=True)
-    rk = cfg.get("ranking") or {}
-    if rk.get("enabled", False) and len(result.metrics) >= 2:
-        import pandas as pd
-
-        rankings, pairs = [], []
-        for p in result.protocols:
-            for mm in _list(rk.get("meta_metrics")):
-                if mm not in result.meta_metrics:
-                    continue
-                r, t = rank_metrics(result, mm, str(rk.get("subset", "Avg")), protocol=p, alpha=float(rk.get("alpha", 0.05)),
-                                    n_permutations=n_perm, seed=int(cfg.seed))
-                rankings.append(r)
-                pairs.append(t)
-        if rankings:
-            extra["ranking"] = pd.concat(rankings, ignore_index=True)
-            extra["pairs"] = pd.concat(pairs, ignore_index=True)
-    from analysis.verdict import verdict
-
-    # The verdict reuses the ranking's tests (and computes the places the ranking left out).
-    try:
-        vd = verdict(result, roles, meta_metrics=_list(rk.get("meta_metrics")) or ["rank", "sep", "delta"],
-                     subset=str(rk.get("subset", "Avg")), alpha=float(rk.get("alpha", 0.05)), n_permutations=n_perm,
-                     seed=int(cfg.seed), ranking=(extra["ranking"], extra["pairs"]) if "ranking" in extra else None)
-    except (KeyError, ValueError) as e:  # e.g. ranking.alpha outside (0, 1), an unknown ranking.subset
-        log.error("verdict: %s", e)
-        return 2
-    extra["verdict"] = vd.table
-    if "ranking" in extra:  # ranking.enabled=false: the places stay in verdict.csv only
-        extra["ranking"], extra["pairs"] = vd.ranking, vd.pairs
-    write_outputs(result, out, extra, roles=roles,
-                  dataset=getattr(dataset, "name", None) or (run.dataset if run else None),
-                  score_files=[str(cfg.scores)] + ([str(ref)] if ref is not None else []))
-    for note in result.notes:
+    analysis.write(out)
+    for note in analysis.result.notes:
         log.warning("%s", note)
-    shown = _list(cfg.get("table_meta_metrics")) or ["rank", "sep", "delta"]
-    absent = [m for m in shown if m not in result.meta_metrics]
-    if absent:
-        log.warning("table_meta_metrics names %s, not among the meta-metrics computed (meta_metrics=%s): "
-                    "left out of the printed table", absent, list(result.meta_metrics))
-        shown = [m for m in shown if m in result.meta_metrics] or list(result.meta_metrics[:3])
-    text = summary_text(result, meta_metrics=shown)
-    if "compare" in extra:
-        text += "\n" + compare_text(extra["compare"], min_segs_ci=result.min_segs_ci)
-    if "ranking" in extra:
-        r = extra["ranking"]
-        first = r[(r["meta_metric"] == r["meta_metric"].iloc[0]) & (r["protocol"] == r["protocol"].iloc[0])]
-        best = ", ".join(first[first["group"] == 1]["metric"])
-        text += (f"\nbest group ({first['protocol'].iloc[0]}, {first['meta_metric'].iloc[0]}, {first['subset'].iloc[0]}; "
-                 f"not significantly different, Holm alpha={rk.get('alpha', 0.05)}): {best}\n")
+    text = analysis.summary(verdict=False)
     sys.stdout.write(text + f"\nwrote {out}/metametrics.csv, per_seg.csv, table.md|tex|csv"
-                     + "".join(f", {k}.csv" for k in extra) + "\n")
-    lines = vd.summary_lines()
+                     + "".join(f", {k}.csv" for k in analysis.extra) + "\n")
+    lines = analysis.verdict_lines()
     if lines:  # the last lines of the output: one verdict per metric under evaluation
         sys.stdout.write("\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n")
     return 0

@@ -50,43 +50,58 @@ def human_main(cfg) -> int:
     int
         0 on success, 2 on bad input (missing/malformed file, unknown metric), logged.
     """
-    from analysis import human as H
     from seg_data.human import load_human
 
     path = cfg.get("human")
     if not path:
         log.error("expected human=FILE (a TIFA v1.0 .json or ts2 human .csv), got none")
         return 2
+    out = Path(str(_get(cfg, "output_dir", ".")))
     try:
-        hj = load_human(path)
+        res = human_view(load_human(path), cfg, out, source=str(path))
     except (FileNotFoundError, ValueError) as e:
         log.error("%s", e)
         return 2
+    sys.stdout.write(res.table_md.read_text(encoding="utf-8"))
+    sys.stdout.write(f"wrote {res.results_path}\n")
+    return 0
+
+
+def human_view(hj, cfg, out: str | Path, source: str = ""):
+    """The human view of loaded judgments ``hj`` with the settings of ``cfg`` (keys of
+    ``conf/analyze.yaml``), written into ``out`` as one result set (``ts2 analyze human=``,
+    ``ts2.human``). Returns :class:`analysis.human.view.HumanViewOutputs` with published paths.
+
+    Raises
+    ------
+    ValueError
+        ``metrics`` names a metric the file lacks, or the file has no metric column.
+    """
+    from dataclasses import replace
+
+    from analysis import human as H
+
     metrics = cfg.get("metrics")
     if metrics:
         metrics = [str(m) for m in metrics]
         unknown = [m for m in metrics if m not in hj.metrics]
         if unknown:
-            log.error("%s: unknown metric(s) %s; expected names from %s", path, unknown, list(hj.metrics))
-            return 2
+            raise ValueError(f"{source}: unknown metric(s) {unknown}; expected names from {list(hj.metrics)}")
         hj = hj.select(metrics)
     if not hj.metrics:
-        log.error("%s: expected at least one metric score column, found none", path)
-        return 2
-
-    out = Path(str(_get(cfg, "output_dir", ".")))
+        raise ValueError(f"{source}: expected at least one metric score column, found none")
     n_boot = int(_get(cfg, "bootstrap", 1000))
     # Not the SEG analysis' `permutations` (9999 sign flips are cheap there): pooled permutation
     # tests here recompute Kendall's tau on all images for every permutation and metric pair.
     n_perm = int(_get(cfg, "human_permutations", 1000))
     log.info("human view: %s (%d images, %d prompts, %d raters, %d metrics), bootstrap=%d",
-             path, hj.n_items, hj.n_prompts, len(hj.raters), len(hj.metrics), n_boot)
+             source, hj.n_items, hj.n_prompts, len(hj.raters), len(hj.metrics), n_boot)
     with result_set(out, "ts2 analyze human") as stage:  # swapped in whole: a killed run leaves the old set
         res = H.run_human_view(hj, stage, n_boot=n_boot, seed=int(_get(cfg, "seed", 0)),
                                confidence=float(_get(cfg, "confidence", 0.95)), n_perm=n_perm,
-                               progress=bool(_get(cfg, "progress", True)), source=str(path))
-        table = res.table_md.read_text(encoding="utf-8")
-        results_path = published_path(res.results_path)
-    sys.stdout.write(table)
-    sys.stdout.write(f"wrote {results_path}\n")
-    return 0
+                               progress=bool(_get(cfg, "progress", True)), source=source)
+        # Inside the set: published_path knows the staging folder only while it is being written.
+        return replace(res, results_path=published_path(res.results_path), table_md=published_path(res.table_md),
+                       table_csv=published_path(res.table_csv),
+                       correlations_path=published_path(res.correlations_path),
+                       tests_path=published_path(res.tests_path))

@@ -1,6 +1,6 @@
 """``ts2 explore results=DIR [metrics=[a,b]] [out=FILE]``: the interactive SEG explorer.
 
-Reads result folders the way ``ts2 report`` does (:func:`ts2.commands.report.merged_results`:
+Reads result folders the way ``ts2 report`` does (:func:`analysis.result_dirs.merged_results`:
 per-image scores, ``per_seg.csv``; values missing for score-only folders are computed, without a
 bootstrap) and writes one self-contained HTML page (:mod:`analysis.explorer`): ``explorer.html``
 in ``output_dir`` as a result set, or the file ``out=``. The SEG structure (prompts, node errors,
@@ -18,8 +18,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from analysis.result_dirs import merged_results
 from seg_data.results import atomic_write_text, result_set
-from ts2.commands.report import _as_list, merged_results
+from ts2.commands.report import _as_list
 from ts2.common import output_dir
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,8 @@ def recorded_dataset(cfg: DictConfig, results: list[str]):
         return load_dataset(cfg)
     from omegaconf import OmegaConf
 
+    from analysis import result_dirs as rs
     from seg_data.results import read_run_record
-    from ts2 import results as rs
 
     for p in rs.expand_result_paths(results):
         run = p / "run.json"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -21,8 +21,6 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from ts2.common import output_dir
 
 log = logging.getLogger(__name__)
-
-
 
 
 def _as_list(value) -> list[str]:
@@ -37,110 +35,15 @@ def _plain(value):
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
 
 
-def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title: str = "TS2 report",
-                 protocols: Sequence[str] = ("paper", "graph"), bootstrap: int = 1000, seed: int = 0,
-                 dataset=None, subsets: str = "auto", figure_protocol: str | None = None,
-                 flops: Mapping[str, float] | None = None, lower_is_better: Sequence[str] = (),
-                 labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
-                 scatter: Sequence[str] | None = None, heatmaps: int = 2,
-                 figures: Sequence[str] | None = None, pareto: Sequence[str] | None = None,
-                 extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
-                 human_statistic: str = "kendall_b", human_grouping: str = "prompt",
-                 seg_meta_metric: str = "rank", confidence: float = 0.95, chance: int = 0,
-                 min_segs_ci: int | None = None, verdict: bool = True, explorer: bool = True):
-    """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
-
-    ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
-    ``ts2 analyze human=...``, or its folder), the report also shows the SEG view and the human
-    view of the same metrics side by side (both rank orders, Kendall's tau between them) and
-    writes ``views.csv``. With ``verdict`` (default), the report opens with the verdict of every
-    metric under evaluation against the references and controls (:mod:`analysis.verdict`) and
-    writes ``verdict.csv``, ``ranking.csv`` and ``pairs.csv``. With ``explorer``, ``explorer.html``
-    (:mod:`analysis.explorer`) is written beside ``report.html`` and linked from it. Returns
-    :class:`analysis.report.ReportOutputs`.
-
-    Raises
-    ------
-    FileNotFoundError
-        A result folder that does not exist or holds no result files.
-    ValueError
-        Unreadable result files, shards that disagree, a bad ``scatter`` pair.
-    """
-    from analysis import report as rp
-    from ts2 import results as rs
-
-    merged = merged_results(results, flops=flops, lower_is_better=lower_is_better, protocols=protocols,
-                            bootstrap=bootstrap, seed=seed, dataset=dataset, subsets=subsets, confidence=confidence,
-                            chance=chance, min_segs_ci=min_segs_ci)
-    extra_files = {}
-    if human is not None:
-        protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
-                                       str(merged.metametrics["protocol"].iloc[0]))
-        cmp = rp.views_frame(merged.metametrics, rp.read_human_results(human), protocol, seg_meta_metric,
-                             human_statistic, human_grouping)
-        extra_files["views"] = cmp.table
-        extra_sections = [*extra_sections, ("SEG view and human view",
-                                            rp.views_html(cmp, protocol, seg_meta_metric, human_statistic,
-                                                          human_grouping))]
-    prompts = None
-    if dataset is not None:
-        prompts = {s.seg_id: s.prompt for s in dataset}
-    vd = rs.merged_verdict(merged, protocols=protocols, bootstrap=bootstrap, seed=seed, dataset=dataset,
-                           subsets=subsets, confidence=confidence, min_segs_ci=min_segs_ci) if verdict else None
-    return rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels, groups=groups,
-                           scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts,
-                           figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto,
-                           extra_files=extra_files, verdict=vd,
-                           dataset_note=rp.synthetic_dataset_note(getattr(dataset, "metadata", None)),
-                           dataset=dataset, explorer=explorer)
-
-
-def merged_results(results: Sequence[str | Path], *, flops: Mapping[str, float] | None = None,
-                   lower_is_better: Sequence[str] = (), protocols: Sequence[str] = ("paper", "graph"),
-                   bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto",
-                   confidence: float = 0.95, chance: int = 0, min_segs_ci: int | None = None):
-    """Read the result folders ``results`` (sweeps expanded), merge them and compute the
-    meta-metrics still missing (:func:`ts2.results.complete_analysis`): what ``ts2 report`` and
-    ``ts2 explore`` draw from. Returns :class:`analysis.report.MergedResults`.
-
-    Raises
-    ------
-    FileNotFoundError
-        A result folder that does not exist or holds no result files.
-    ValueError
-        Unreadable result files, shards that disagree.
-    """
-    from seg_data.results import published_path
-    from ts2 import results as rs
-
-    paths = rs.expand_result_paths(results)
-    shown = [published_path(p) for p in paths]  # ts2 run reports on its own set while writing it
-    dirs = [rs.load_result_dir(p, name=_display_name(q, shown)) for p, q in zip(paths, shown)]
-    merged, todo = rs.merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
-    if todo:
-        log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
-                 len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
-    return rs.complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
-                                dataset=dataset, subsets=subsets, confidence=confidence,
-                                chance=chance, min_segs_ci=min_segs_ci)
-
-
-def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
-    # Sweep jobs are folders "0", "1", ...: prefix the sweep's name so runs stay recognisable.
-    if p.name.isdigit() and p.parent.name:
-        return f"{p.parent.name}/{p.name}"
-    names = [q.name for q in all_paths]
-    if names.count(p.name) > 1:
-        return f"{p.parent.name}/{p.name}"
-    return p.name
-
-
 def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path, dataset=None):
-    """:func:`build_report` with its settings read from a config (``ts2 report`` and ``ts2 run``).
+    """:func:`analysis.result_dirs.build_report` with its settings read from a config (``ts2 report``
+    and ``ts2 run``).
 
     Both compose ``conf/analysis/default.yaml`` and ``conf/report/default.yaml``, where every
     setting and its default lives; none is restated here.
     """
+    from analysis.result_dirs import build_report
+
     return build_report(
         results, out, title=str(cfg.title), protocols=_as_list(cfg.protocols), bootstrap=int(cfg.bootstrap),
         seed=int(cfg.seed), dataset=dataset, subsets=str(cfg.subsets), figure_protocol=cfg.figure_protocol,

@@ -22,8 +22,6 @@ from ts2.common import load_dataset, output_dir
 log = logging.getLogger(__name__)
 
 
-
-
 def build_metrics(cfg: DictConfig) -> list:
     """The run's metrics: ``metric`` (may be null) then ``metrics`` in order."""
     from hydra.utils import instantiate
@@ -44,6 +42,18 @@ def build_metrics(cfg: DictConfig) -> list:
     return metrics
 
 
+def engine_settings(cfg: DictConfig):
+    """The engine's settings from a score config's keys (``ts2 score``, ``ts2.score``)."""
+    from metrics_adapters.engine import EngineSettings
+
+    return EngineSettings(device=str(cfg.device), precision=str(cfg.precision),
+                          batch_size=cfg.batch_size if cfg.batch_size == "auto" else int(cfg.batch_size),
+                          num_workers=cfg.num_workers if cfg.num_workers == "auto" else int(cfg.num_workers),
+                          decode=str(cfg.get("decode", "pil")),
+                          max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
+                          progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops))
+
+
 def list_metrics() -> str:
     from importlib.resources import files
 
@@ -54,20 +64,6 @@ def list_metrics() -> str:
                    if p.name.endswith(".yaml"))
     lines.append("metric configs (ts2 score metric=NAME): " + ", ".join(confs))
     return "\n".join(lines)
-
-
-def _open_cache(cfg: DictConfig):
-    """The score cache, or an in-memory one (with a warning) when its folder is read-only or full."""
-    from metrics_adapters.cache import ScoreCache
-    from metrics_adapters.sqlite_store import StoreUnavailableError
-
-    if not cfg.cache:
-        return ScoreCache(None)
-    try:
-        return ScoreCache.at(cfg.cache_dir)
-    except StoreUnavailableError as e:
-        log.warning("%s; running without the score cache: nothing is reused or kept for a re-run", e)
-        return ScoreCache(None)
 
 
 def main(cfg: DictConfig) -> int:
@@ -114,7 +110,6 @@ def _with_output_dir(cfg: DictConfig, folder: Path) -> DictConfig:
 def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
     t0 = time.perf_counter()
     from metrics_adapters.engine import (
-        EngineSettings,
         check_unique_columns,
         items_from_table,
         resolve_device,
@@ -127,12 +122,7 @@ def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
         if not metrics:
             raise ValueError("expected at least one metric (metric=NAME or +metric@metrics.KEY=NAME), got none")
         check_unique_columns(metrics)
-        settings = EngineSettings(device=str(cfg.device), precision=str(cfg.precision),
-                                  batch_size=cfg.batch_size if cfg.batch_size == "auto" else int(cfg.batch_size),
-                                  num_workers=cfg.num_workers if cfg.num_workers == "auto" else int(cfg.num_workers),
-                                  decode=str(cfg.get("decode", "pil")),
-                                  max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
-                                  progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops))
+        settings = engine_settings(cfg)
         resolve_device(settings.device)  # device=cuda on a machine without CUDA: say so now
         from seg_data.shards import parse_shard
 
@@ -171,7 +161,9 @@ def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
     except OSError as e:
         log.error("%s", e.strerror or e)
         return 2
-    cache = _open_cache(cfg)
+    from metrics_adapters.cache import open_cache
+
+    cache = open_cache(bool(cfg.cache), cfg.cache_dir)
     log.info("scoring %d images of %r with %s; cache %s; output %s", len(items), ds.name,
              [m.name for m in metrics], cache.path, out)
     try:

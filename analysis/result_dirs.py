@@ -33,7 +33,8 @@ Merging (:func:`merge_results`)
       directories).
 
 This module knows Hydra's folders; :mod:`analysis.report` draws and writes from the
-:class:`analysis.report.MergedResults` built here. Never imports torch.
+:class:`analysis.report.MergedResults` built here; :func:`build_report` does both (``ts2 report``,
+``ts2 run`` and ``ts2.report`` call it). Never imports torch.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.report import MergedResults, RunInfo
 from seg_data.results import (
     BASE_COLUMNS,
     FolderSchema,
@@ -59,9 +59,13 @@ from seg_data.results import (
     read_run_record,
 )
 
+from .report import MergedResults, RunInfo
+
 __all__ = [
     "ResultDir",
+    "build_report",
     "complete_analysis",
+    "merged_results",
     "merged_verdict",
     "expand_result_paths",
     "load_result_dir",
@@ -480,7 +484,7 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
             n_failed=sum(s["failed"] for s in summ),
             cache_hits=sum(s["hits"] for s in summ) if any(d.run for d in g) else None,
             cache_misses=sum(s["misses"] for s in summ) if any(d.run for d in g) else None))
-    from analysis.pareto import parse_flops
+    from .pareto import parse_flops
 
     for name, f in (flops or {}).items():
         matches = [m for run in runs for c, m in run.columns.items() if m == name or c == name]
@@ -548,7 +552,7 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Seq
         return merged
     if merged.scores is None:
         raise ValueError(f"metrics {list(todo)} need analysis but no scores.csv was found for them")
-    from analysis.pipeline import MIN_SEGS_CI, analyze
+    from .pipeline import MIN_SEGS_CI, analyze
 
     cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
     frame = merged.scores[cols + list(todo)]
@@ -572,7 +576,6 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Seq
         dataset=merged.dataset or getattr(dataset, "name", None))
 
 
-
 def merged_verdict(merged: MergedResults, protocols: Sequence[str] = ("paper",), bootstrap: int = 1000,
                    seed: int = 0, dataset=None, subsets: str = "auto", confidence: float = 0.95,
                    min_segs_ci: int | None = None, alpha: float = 0.05, n_permutations: int = 9999):
@@ -584,7 +587,7 @@ def merged_verdict(merged: MergedResults, protocols: Sequence[str] = ("paper",),
     ``metametrics.csv`` does not hold). ``None`` (with an INFO line) when there is nothing to
     judge: no metric under evaluation, or no per-image scores to recompute from.
     """
-    from analysis.verdict import verdict
+    from .verdict import verdict
 
     if not any(merged.role(m) == "metric" for m in merged.metrics):
         log.info("no verdict: every metric is a control or a reference")
@@ -595,7 +598,7 @@ def merged_verdict(merged: MergedResults, protocols: Sequence[str] = ("paper",),
             log.info("no verdict: the per-image scores of %s are not available to compare metrics on",
                      ", ".join(m for m in merged.metrics if merged.scores is None or m not in merged.scores.columns))
             return None
-        from analysis.pipeline import MIN_SEGS_CI, analyze
+        from .pipeline import MIN_SEGS_CI, analyze
 
         cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
         res = analyze(merged.scores[cols + merged.metrics], dataset=dataset, protocols=list(protocols),
@@ -603,3 +606,99 @@ def merged_verdict(merged: MergedResults, protocols: Sequence[str] = ("paper",),
                       subsets=subsets, lower_is_better=[m for m in merged.metrics if m in merged.lower_is_better],
                       confidence=float(confidence), min_segs_ci=MIN_SEGS_CI if min_segs_ci is None else int(min_segs_ci))
     return verdict(res, merged.roles, alpha=alpha, n_permutations=n_permutations, seed=int(seed))
+
+
+# -- the report of result folders ------------------------------------------------------------------
+
+def merged_results(results: Sequence[str | Path], *, flops: Mapping[str, float] | None = None,
+                   lower_is_better: Sequence[str] = (), protocols: Sequence[str] = ("paper", "graph"),
+                   bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto",
+                   confidence: float = 0.95, chance: int = 0, min_segs_ci: int | None = None) -> MergedResults:
+    """Read the result folders ``results`` (sweeps expanded), merge them and compute the
+    meta-metrics still missing (:func:`complete_analysis`): what ``ts2 report`` and
+    ``ts2 explore`` draw from.
+
+    Raises
+    ------
+    FileNotFoundError
+        A result folder that does not exist or holds no result files.
+    ValueError
+        Unreadable result files, shards that disagree.
+    """
+    paths = expand_result_paths(results)
+    shown = [published_path(p) for p in paths]  # ts2 run reports on its own set while writing it
+    dirs = [load_result_dir(p, name=_display_name(q, shown)) for p, q in zip(paths, shown, strict=True)]
+    merged, todo = merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
+    if todo:
+        log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
+                 len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
+    return complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
+                             dataset=dataset, subsets=subsets, confidence=confidence,
+                             chance=chance, min_segs_ci=min_segs_ci)
+
+
+def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title: str = "TS2 report",
+                 protocols: Sequence[str] = ("paper", "graph"), bootstrap: int = 1000, seed: int = 0,
+                 dataset=None, subsets: str = "auto", figure_protocol: str | None = None,
+                 flops: Mapping[str, float] | None = None, lower_is_better: Sequence[str] = (),
+                 labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
+                 scatter: Sequence[str] | None = None, heatmaps: int = 2,
+                 figures: Sequence[str] | None = None, pareto: Sequence[str] | None = None,
+                 extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
+                 human_statistic: str = "kendall_b", human_grouping: str = "prompt",
+                 seg_meta_metric: str = "rank", confidence: float = 0.95, chance: int = 0,
+                 min_segs_ci: int | None = None, verdict: bool = True, explorer: bool = True):
+    """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
+
+    ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
+    ``ts2 analyze human=...``, or its folder), the report also shows the SEG view and the human
+    view of the same metrics side by side (both rank orders, Kendall's tau between them) and
+    writes ``views.csv``. With ``verdict`` (default), the report opens with the verdict of every
+    metric under evaluation against the references and controls (:mod:`analysis.verdict`) and
+    writes ``verdict.csv``, ``ranking.csv`` and ``pairs.csv``. With ``explorer``, ``explorer.html``
+    (:mod:`analysis.explorer`) is written beside ``report.html`` and linked from it. Returns
+    :class:`analysis.report.ReportOutputs`.
+
+    Raises
+    ------
+    FileNotFoundError
+        A result folder that does not exist or holds no result files.
+    ValueError
+        Unreadable result files, shards that disagree, a bad ``scatter`` pair.
+    """
+    from . import report as rp
+
+    merged = merged_results(results, flops=flops, lower_is_better=lower_is_better, protocols=protocols,
+                            bootstrap=bootstrap, seed=seed, dataset=dataset, subsets=subsets, confidence=confidence,
+                            chance=chance, min_segs_ci=min_segs_ci)
+    extra_files = {}
+    if human is not None:
+        protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
+                                       str(merged.metametrics["protocol"].iloc[0]))
+        cmp = rp.views_frame(merged.metametrics, rp.read_human_results(human), protocol, seg_meta_metric,
+                             human_statistic, human_grouping)
+        extra_files["views"] = cmp.table
+        extra_sections = [*extra_sections, ("SEG view and human view",
+                                            rp.views_html(cmp, protocol, seg_meta_metric, human_statistic,
+                                                          human_grouping))]
+    prompts = None
+    if dataset is not None:
+        prompts = {s.seg_id: s.prompt for s in dataset}
+    vd = merged_verdict(merged, protocols=protocols, bootstrap=bootstrap, seed=seed, dataset=dataset,
+                        subsets=subsets, confidence=confidence, min_segs_ci=min_segs_ci) if verdict else None
+    return rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels, groups=groups,
+                           scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts,
+                           figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto,
+                           extra_files=extra_files, verdict=vd,
+                           dataset_note=rp.synthetic_dataset_note(getattr(dataset, "metadata", None)),
+                           dataset=dataset, explorer=explorer)
+
+
+def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
+    # Sweep jobs are folders "0", "1", ...: prefix the sweep's name so runs stay recognisable.
+    if p.name.isdigit() and p.parent.name:
+        return f"{p.parent.name}/{p.name}"
+    names = [q.name for q in all_paths]
+    if names.count(p.name) > 1:
+        return f"{p.parent.name}/{p.name}"
+    return p.name

@@ -1,0 +1,449 @@
+"""One analysis of a score table as an object: what ``ts2 analyze`` computes, writes and prints.
+
+:func:`run_analysis` reads a score table (a file or a DataFrame), joins an optional reference
+table and dataset, computes the meta-metrics (:func:`analysis.pipeline.analyze`), and, as asked,
+the paired comparison of two metrics and the significance-grouped ranking
+(:mod:`analysis.compare`). The :class:`Analysis` it returns holds them as tidy DataFrames, draws
+the figures of :mod:`analysis.plots`, writes the files of ``ts2 analyze`` (:meth:`Analysis.write`)
+or a whole report (:meth:`Analysis.to_report`), and shows the Table-2-style table in Jupyter.
+
+``ts2 analyze`` (:mod:`ts2.commands.analyze`) and ``ts2.analyze`` both call :func:`run_analysis`,
+so the command line and Python give the same numbers and the same files. Never imports torch.
+
+>>> import pandas as pd
+>>> df = pd.DataFrame({"seg_id": ["0"] * 3, "node": ["0", "1", "2"], "m": [0.9, 0.6, 0.1]})
+>>> a = run_analysis(df, protocols=["graph"], bootstrap=0, chance=0, ranking=False)
+>>> float(a.metametrics.query("meta_metric == 'rank' and subset == 'Avg'")["value"].iloc[0])
+1.0
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from seg_data import SEGDataset
+
+from .pipeline import MIN_SEGS_CI, AnalysisResult
+
+__all__ = ["Analysis", "run_analysis", "auto_reference", "PLOT_KINDS"]
+
+log = logging.getLogger(__name__)
+
+#: What :meth:`Analysis.plot` draws (one function of :mod:`analysis.plots` each).
+PLOT_KINDS = ("histograms", "heatmap", "scatter", "pareto")
+RANKING_DEFAULTS = {"enabled": True, "meta_metrics": ("rank", "sep", "delta"), "subset": "Avg", "alpha": 0.05}
+
+
+def auto_reference(dataset_path: str | Path | None, scores: str | Path | pd.DataFrame) -> Path | None:
+    """The released per-image scores of the paper (``released/scores_subset.csv``) when they lie in
+    the dataset folder ``dataset_path`` and are not ``scores`` itself (``reference=auto``)."""
+    if not dataset_path:
+        return None
+    p = Path(str(dataset_path))
+    cand = (p if p.is_dir() else p.parent) / "released" / "scores_subset.csv"
+    if not cand.is_file():
+        return None
+    if not isinstance(scores, pd.DataFrame) and cand.resolve() == Path(str(scores)).resolve():
+        return None
+    return cand
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """The meta-metrics of a score table, with what ``ts2 analyze`` computed beside them.
+
+    Attributes
+    ----------
+    result : AnalysisResult
+        Every protocol's estimates, CIs, chance levels and per-SEG values.
+    extra : mapping of str to DataFrame
+        ``compare`` (the pair asked for), ``ranking`` and ``pairs`` when computed (written as
+        ``<name>.csv``).
+    scores : DataFrame
+        The score table analysed (``seg_id``, ``node``, [``file_name``], one column per metric,
+        reference metrics joined), as read: for the figures and the report.
+    roles : mapping of str to str
+        Metric -> ``metric`` | ``control`` | ``reference`` (from ``run.json`` beside a score file).
+    """
+
+    result: AnalysisResult
+    scores: pd.DataFrame
+    extra: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    roles: Mapping[str, str] = field(default_factory=dict)
+    dataset_name: str | None = None
+    score_files: tuple[str, ...] = ()
+    prompts: Mapping[str, str] = field(default_factory=dict)
+    permutations: int = 9999
+    table_meta_metrics: tuple[str, ...] = ("rank", "sep", "delta")
+    ranking_alpha: float = 0.05
+    verdict_result: Any = None  # analysis.verdict.Verdict (None: not computed, e.g. one metric only)
+
+    # -- tidy tables -----------------------------------------------------------------------------
+    @property
+    def metametrics(self) -> pd.DataFrame:
+        """One row per metric, protocol, meta-metric and subset: value, CI, SEG count, chance level
+        and chance-adjusted value (:meth:`AnalysisResult.metametrics_frame`; ``metametrics.csv``)."""
+        return self.result.metametrics_frame()
+
+    @property
+    def per_seg(self) -> pd.DataFrame:
+        """One row per metric, protocol, meta-metric and SEG (``per_seg.csv``)."""
+        return self.result.per_seg_frame()
+
+    @property
+    def ranking(self) -> pd.DataFrame:
+        """Metrics ranked per protocol and meta-metric with Holm-corrected significance groups
+        (``ranking.csv``; empty with fewer than two metrics or ``ranking`` off)."""
+        return self.extra.get("ranking", pd.DataFrame())
+
+    @property
+    def pairs(self) -> pd.DataFrame:
+        """Every pairwise test behind :attr:`ranking` (``pairs.csv``)."""
+        return self.extra.get("pairs", pd.DataFrame())
+
+    @property
+    def verdict(self) -> pd.DataFrame:
+        """Every metric under evaluation against every reference and control: its place and Holm
+        group per meta-metric, the paired difference with its CI, p and Holm-adjusted p
+        (:func:`analysis.verdict.verdict`; ``verdict.csv``). Empty when not computed."""
+        return self.verdict_result.table if self.verdict_result is not None else pd.DataFrame()
+
+    def verdict_lines(self) -> list[str]:
+        """One summary line per metric under evaluation (what ``ts2 analyze`` prints last), with
+        the direction warning where a metric's rank_m CI lies wholly below 0."""
+        return self.verdict_result.summary_lines() if self.verdict_result is not None else []
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return self.result.metrics
+
+    def compare(self, a: str, b: str, protocol: str | None = None, n_permutations: int | None = None) -> pd.DataFrame:
+        """The paired comparison of metrics ``a`` and ``b`` on the same SEGs, per protocol
+        (all protocols when ``protocol`` is None): difference, bootstrap CI, permutation p-value
+        (:func:`analysis.compare.compare_metrics`, seeded by the analysis' ``seed``).
+
+        Raises
+        ------
+        KeyError
+            ``a``, ``b`` or ``protocol`` is not in the analysis (the valid names are listed).
+        """
+        from .compare import compare_metrics
+
+        for m in (a, b):
+            if m not in self.result.metrics:
+                raise KeyError(f"expected a metric among {list(self.result.metrics)}, got {m!r}")
+        protos = list(self.result.protocols) if protocol is None else [self.result.get(protocol).protocol.name]
+        n = self.permutations if n_permutations is None else int(n_permutations)
+        return pd.concat([compare_metrics(self.result, a, b, protocol=p, n_permutations=n, seed=self.result.seed)
+                          for p in protos], ignore_index=True)
+
+    # -- text and HTML ---------------------------------------------------------------------------
+    def summary(self, verdict: bool = True) -> str:
+        """The text ``ts2 analyze`` prints: a table per protocol (values in %, CIs), the chance
+        levels, the comparison asked for, the best ranking group and (``verdict``) one verdict
+        line per metric under evaluation."""
+        from .outputs import compare_text, summary_text
+
+        result = self.result
+        shown = list(self.table_meta_metrics) or ["rank", "sep", "delta"]
+        absent = [m for m in shown if m not in result.meta_metrics]
+        if absent:
+            log.warning("table_meta_metrics names %s, not among the meta-metrics computed (meta_metrics=%s): "
+                        "left out of the printed table", absent, list(result.meta_metrics))
+            shown = [m for m in shown if m in result.meta_metrics] or list(result.meta_metrics[:3])
+        text = summary_text(result, meta_metrics=shown)
+        if "compare" in self.extra:
+            text += "\n" + compare_text(self.extra["compare"], min_segs_ci=result.min_segs_ci)
+        if "ranking" in self.extra:
+            r = self.extra["ranking"]
+            first = r[(r["meta_metric"] == r["meta_metric"].iloc[0]) & (r["protocol"] == r["protocol"].iloc[0])]
+            best = ", ".join(first[first["group"] == 1]["metric"])
+            text += (f"\nbest group ({first['protocol'].iloc[0]}, {first['meta_metric'].iloc[0]}, "
+                     f"{first['subset'].iloc[0]}; not significantly different, Holm alpha={self.ranking_alpha}): "
+                     f"{best}\n")
+        lines = self.verdict_lines() if verdict else []
+        if lines:
+            text += "\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n"
+        return text
+
+    def __repr__(self) -> str:
+        return (f"Analysis(metrics={list(self.result.metrics)}, protocols={list(self.result.protocols)}, "
+                f"bootstrap={self.result.bootstrap}, chance={self.result.chance})")
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        """The Table-2-style table of every protocol (values in %, CIs below, chance levels),
+        as in ``report.html`` (:func:`analysis.report.metametrics_html`)."""
+        import html
+
+        from .report import metametrics_html
+
+        mm = self.metametrics
+        parts = [f"<p>TS2 meta-metrics of {html.escape(', '.join(self.result.metrics))}; "
+                 f"{self.result.bootstrap} SEG bootstrap resamples, {100 * self.result.confidence:g}% CIs</p>"]
+        for p in self.result.protocols:
+            parts.append(f"<h4>protocol: {html.escape(p)}</h4>" + metametrics_html(mm, p, roles=self.roles))
+        return "".join(parts)
+
+    # -- figures ---------------------------------------------------------------------------------
+    def plot(self, kind: str = "histograms", *, metrics: Sequence[str] | None = None, protocol: str | None = None,
+             seg_id: str | None = None, meta_metric: str = "rank", flops: Mapping[str, float] | None = None,
+             labels: Mapping[str, str] | None = None):
+        """A matplotlib ``Figure`` of this analysis (the report's figures, one at a time).
+
+        Parameters
+        ----------
+        kind : {"histograms", "heatmap", "scatter", "pareto"}
+            ``histograms``: score distributions per error count (:func:`analysis.plots.score_histograms`);
+            ``heatmap``: one SEG's scores, nodes by error count (``seg_id``; default the first SEG);
+            ``scatter``: per-SEG ``meta_metric`` of two ``metrics`` (default the first two);
+            ``pareto``: ``meta_metric`` against ``flops`` (metric -> FLOPs per image, required).
+        metrics : sequence of str, optional
+            The metrics drawn (default: all).
+        protocol : str, optional
+            Protocol of the meta-metrics drawn (default: the first).
+
+        Raises
+        ------
+        ValueError
+            Unknown ``kind``, or what the kind needs is missing (two metrics, ``flops``).
+        KeyError
+            Unknown metric, protocol or SEG.
+        """
+        from . import plots
+
+        if kind not in PLOT_KINDS:
+            raise ValueError(f"expected kind one of {list(PLOT_KINDS)}, got {kind!r}")
+        ms = list(self.result.metrics) if metrics is None else [str(m) for m in metrics]
+        for m in ms:
+            if m not in self.result.metrics:
+                raise KeyError(f"expected a metric among {list(self.result.metrics)}, got {m!r}")
+        pname = self.result.get(protocol).protocol.name if protocol is not None else next(iter(self.result.protocols))
+        if kind == "histograms":
+            return plots.score_histograms(self.scores, ms, labels=labels)
+        if kind == "heatmap":
+            ids = list(dict.fromkeys(self.scores["seg_id"].astype(str)))
+            sid = ids[0] if seg_id is None else str(seg_id)
+            if sid not in ids:
+                raise KeyError(f"expected a seg_id among the {len(ids)} SEGs of the scores, got {seg_id!r}")
+            ps = self.per_seg
+            vals = ps[(ps["protocol"] == pname) & (ps["meta_metric"] == "rank") & (ps["seg_id"] == sid)]
+            return plots.seg_heatmap(self.scores, sid, ms, lower_is_better=sorted(self.result.lower_is_better),
+                                     seg_values=dict(zip(vals["metric"], vals["value"])), labels=labels,
+                                     prompt=self.prompts.get(sid))
+        if kind == "scatter":
+            if len(ms) < 2:
+                raise ValueError(f"expected two metrics for a scatter, got {ms}")
+            return plots.rank_scatter(self.per_seg, ms[0], ms[1], meta_metric=meta_metric, protocol=pname,
+                                      labels=labels)
+        if not flops:
+            raise ValueError("expected flops={metric: FLOPs per image, ...} for a Pareto figure, got none")
+        pts = self.metametrics
+        pts = pts[(pts["protocol"] == pname) & pts["metric"].isin(ms)].copy()
+        pts["flops"] = pts["metric"].map(dict(flops))
+        pts["role"] = pts["metric"].map(lambda m: self.roles.get(m, "metric"))
+        return plots.pareto_figure(pts, meta_metric, labels=labels)
+
+    # -- files -----------------------------------------------------------------------------------
+    def write(self, output_dir: str | Path) -> list[Path]:
+        """Write what ``ts2 analyze`` writes (``metametrics.csv``, ``per_seg.csv``,
+        ``table.md/.tex/.csv``, ``analysis.json`` and the ``extra`` frames) into ``output_dir``,
+        as one result set (:func:`analysis.outputs.write_outputs`)."""
+        from .outputs import write_outputs
+
+        return write_outputs(self.result, output_dir, dict(self.extra), roles=dict(self.roles),
+                             dataset=self.dataset_name, score_files=list(self.score_files))
+
+    def to_report(self, output_dir: str | Path, *, title: str = "TS2 report", figures: Sequence[str] | None = None,
+                  labels: Mapping[str, str] | None = None, flops: Mapping[str, float] | None = None,
+                  figure_protocol: str | None = None, heatmaps: int = 2, scatter: Sequence[str] | None = None):
+        """Write the report (``report.html`` with figures, ``scores.csv``, ``pareto.csv``, what
+        ``ts2 report`` writes) and the files of ``ts2 analyze`` (:meth:`write`, byte for byte)
+        into ``output_dir``, as one result set. Returns :class:`analysis.report.ReportOutputs`."""
+        from seg_data.results import result_set
+
+        from . import report as rp
+
+        merged = self._merged(flops)
+        with result_set(output_dir, "ts2.analyze to_report"):
+            out = rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels,
+                                  scatter=scatter, n_heatmaps=heatmaps, prompts=dict(self.prompts) or None,
+                                  figures=rp.FIGURE_KINDS if figures is None else tuple(figures),
+                                  verdict=self.verdict_result)
+            self.write(output_dir)  # after the report: the analysis files are exactly those of ts2 analyze
+        return out
+
+
+    def _merged(self, flops: Mapping[str, float] | None = None):
+        """This analysis as the :class:`analysis.report.MergedResults` the report and explorer draw."""
+        from . import report as rp
+
+        return rp.MergedResults(
+            scores=self.scores, metametrics=self.metametrics, per_seg=self.per_seg, flops=dict(flops or {}),
+            lower_is_better=self.result.lower_is_better,
+            runs=(rp.RunInfo(label=Path(self.score_files[0]).name if self.score_files else self.result.source,
+                             dirs=tuple(self.score_files), overrides={}, columns={m: m for m in self.result.metrics},
+                             n_images=len(self.scores)),),
+            notes=tuple(self.result.notes), roles=dict(self.roles), dataset=self.dataset_name,
+            confidence=self.result.confidence)
+
+    def explore(self, path: str | Path, dataset: SEGDataset | None = None, *, protocol: str | None = None,
+                title: str = "SEG explorer"):
+        """Write the SEG explorer of this analysis (:func:`analysis.explorer.write_explorer`: one
+        self-contained HTML page; ``dataset`` adds the real graphs and image thumbnails) to ``path``.
+        Returns the explorer's result (page size, SEG and image counts)."""
+        from .explorer import write_explorer
+
+        return write_explorer(self._merged(), Path(path), dataset, protocol=protocol, title=title)
+
+
+def _names(value: str | Iterable[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None = None, *,
+                 protocols: Sequence[Any] = ("paper", "graph"),
+                 meta_metrics: Sequence[str] | None = None, bootstrap: int = 1000, seed: int = 0,
+                 confidence: float = 0.95, chance: int = 0, ci_method: str = "percentile",
+                 bootstrap_scheme: str = "rescaled", min_segs_ci: int = MIN_SEGS_CI,
+                 metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (),
+                 reference: str | Path | pd.DataFrame | None = None, reference_required: bool = True,
+                 subsets: str = "auto", max_walks: int | None = None, compare: Sequence[str] | None = None,
+                 permutations: int = 9999, ranking: Mapping[str, Any] | bool | None = None,
+                 table_meta_metrics: Sequence[str] = ("rank", "sep", "delta"),
+                 roles: Mapping[str, str] | None = None) -> Analysis:
+    """Analyse a score table as ``ts2 analyze`` does (its keys, in ``conf/analyze.yaml``, are the
+    parameters; ``ts2.analyze`` fills the defaults from there).
+
+    Parameters
+    ----------
+    scores : path or DataFrame
+        Wide (``seg_id, node, [file_name], one column per metric``) or long score table.
+    dataset : SEGDataset, optional
+        The SEGs to join the scores to on ``file_name`` (real edges and subsets).
+    reference : path or DataFrame, optional
+        A second score table analysed beside (joined on ``file_name``; a clashing column becomes
+        ``NAME_reference``); ``reference_required=False`` turns a reference that cannot be read or
+        joined into a logged warning (``reference=auto``).
+    compare : (str, str), optional
+        Two metrics for the paired test (``extra["compare"]``).
+    ranking : mapping or bool, optional
+        ``enabled``, ``meta_metrics``, ``subset``, ``alpha`` of the ranking (see
+        ``conf/analyze.yaml``); False: no ranking.
+    max_walks : int, optional
+        SEGs with more walks are left out of walk-based meta-metrics (default:
+        :data:`seg_data.graph.MAX_WALKS`).
+    roles : mapping of str to str, optional
+        Metric -> ``metric`` | ``control`` | ``reference``, over those of the ``run.json`` beside a
+        score file (a DataFrame has none): reports draw controls as a floor, not as competitors.
+
+    Other parameters go to :func:`analysis.pipeline.analyze` unchanged.
+
+    Raises
+    ------
+    ValueError
+        A malformed score table (missing ``seg_id``/``node``, non-numeric scores: the file, row and
+        column named), ``compare`` not two metric names, an unknown metric, bad ``max_walks``.
+    FileNotFoundError
+        A score or reference file that does not exist.
+    """
+    from seg_data.graph import MAX_WALKS
+    from seg_data.results import ROLES, run_record_beside
+
+    from .compare import compare_metrics, rank_metrics
+    from .pipeline import analyze
+    from .scores_io import apply_lower_is_better, prepare_inputs, read_scores, with_reference
+
+    max_walks = MAX_WALKS if max_walks is None else max_walks
+    if isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1:
+        raise ValueError(f"expected max_walks to be a positive integer or null, got {max_walks!r}")
+    source = scores if isinstance(scores, pd.DataFrame) else str(scores)
+    table = read_scores(source, metrics=_names(metrics) or None)
+    run = None if isinstance(scores, pd.DataFrame) else run_record_beside(str(scores))
+    roles_given = dict(roles or {})
+    bad = {m: r for m, r in roles_given.items() if r not in ROLES}
+    if bad:
+        raise ValueError(f"expected roles among {list(ROLES)}, got {bad}")
+    roles = {m: roles_given.get(m, run.roles.get(m, "metric") if run else "metric") for m in table.metrics}
+    ref_table = None
+    ref_name = None if reference is None else ("<frame>" if isinstance(reference, pd.DataFrame) else str(reference))
+    if reference is not None:
+        try:
+            ref_table = read_scores(reference if isinstance(reference, pd.DataFrame) else str(reference))
+        except ValueError as e:
+            if reference_required:
+                raise
+            log.warning("not analysing the reference metrics of %s (reference=auto): %s", ref_name, e)
+            ref_name = None
+    # lower_is_better applies to every column of that name: yours, the reference's, or both.
+    table, ref_table = apply_lower_is_better(_names(lower_is_better), table, ref_table)
+    if ref_table is not None:
+        try:
+            table = with_reference(table, ref_table)
+            log.info("analysing the reference metrics of %s beside %s", ref_name, table.source)
+            roles |= {m: roles_given.get(m, "reference") for m in table.metrics if m not in roles}
+        except ValueError as e:
+            if reference_required:  # a reference you named must join; the automatic one never fails a run
+                raise
+            log.warning("not analysing the reference metrics of %s (reference=auto; reference=null turns "
+                        "this off): %s", ref_name, e)
+            ref_name = None
+    inputs = prepare_inputs(table, dataset, str(subsets), max_walks)
+    result = analyze(inputs, protocols=list(protocols), meta_metrics=_names(meta_metrics) or None,
+                     bootstrap=int(bootstrap), seed=int(seed), confidence=float(confidence), chance=int(chance or 0),
+                     ci_method=str(ci_method), bootstrap_scheme=str(bootstrap_scheme), min_segs_ci=int(min_segs_ci))
+    extra: dict[str, pd.DataFrame] = {}
+    pair = _names(compare)
+    if pair:
+        if len(pair) != 2:
+            raise ValueError(f"expected compare=[metric_a,metric_b] (two metric names), got {pair}")
+        extra["compare"] = pd.concat([compare_metrics(result, pair[0], pair[1], protocol=p,
+                                                      n_permutations=int(permutations), seed=int(seed))
+                                      for p in result.protocols], ignore_index=True)
+    rk = dict(RANKING_DEFAULTS) if ranking is None or ranking is True else (
+        {"enabled": False} if ranking is False else {**RANKING_DEFAULTS, **dict(ranking)})
+    if rk.get("enabled", False) and len(result.metrics) >= 2:
+        rankings, pairs = [], []
+        for p in result.protocols:
+            for mm in _names(rk.get("meta_metrics")):
+                if mm not in result.meta_metrics:
+                    continue
+                r, t = rank_metrics(result, mm, str(rk.get("subset", "Avg")), protocol=p,
+                                    alpha=float(rk.get("alpha", 0.05)), n_permutations=int(permutations),
+                                    seed=int(seed))
+                rankings.append(r)
+                pairs.append(t)
+        if rankings:
+            extra["ranking"] = pd.concat(rankings, ignore_index=True)
+            extra["pairs"] = pd.concat(pairs, ignore_index=True)
+    from .verdict import verdict
+
+    # Always, as ts2 analyze (with one metric it only places it); it reuses the ranking's tests and
+    # computes the places the ranking left out.
+    vd = verdict(result, roles, meta_metrics=_names(rk.get("meta_metrics")) or ["rank", "sep", "delta"],
+                 subset=str(rk.get("subset", "Avg")), alpha=float(rk.get("alpha", 0.05)),
+                 n_permutations=int(permutations), seed=int(seed),
+                 ranking=(extra["ranking"], extra["pairs"]) if "ranking" in extra else None)
+    extra["verdict"] = vd.table
+    if "ranking" in extra:  # ranking off: the places stay in verdict.csv only
+        extra["ranking"], extra["pairs"] = vd.ranking, vd.pairs
+    files = [] if isinstance(scores, pd.DataFrame) else [str(scores)]
+    if ref_name is not None and not isinstance(reference, pd.DataFrame):
+        files.append(ref_name)
+    return Analysis(result=result, scores=table.frame, extra=extra, roles=roles,
+                    dataset_name=getattr(dataset, "name", None) or (run.dataset if run else None),
+                    score_files=tuple(files), prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
+                    permutations=int(permutations), table_meta_metrics=tuple(_names(table_meta_metrics)),
+                    ranking_alpha=float(rk.get("alpha", 0.05)), verdict_result=vd)

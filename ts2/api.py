@@ -1,0 +1,313 @@
+"""The Python API: ``import ts2`` and score, validate and compare a metric in a notebook.
+
+Each function composes the same Hydra config as its command (``conf/<command>.yaml``, with
+keyword arguments as ``key=value`` overrides, checked like the command line's: an unknown key or
+option is a ``ValueError`` with close matches) and calls the function the command's handler
+calls. So defaults, cache keys, numbers and files are those of the command line; nothing is
+computed here. See docs/python.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.session import Analysis
+    from metrics_adapters.base import Metric
+    from seg_data.model import SEGDataset
+
+__all__ = ["load_dataset", "load_metric", "score", "analyze", "report", "reproduce", "human"]
+
+log = logging.getLogger("ts2")
+
+
+# -- keyword arguments -> Hydra overrides -------------------------------------------------------------
+def _value(v: Any) -> str:
+    """A Python value in Hydra's override grammar (strings quoted, so paths and spaces survive)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, Path):
+        v = str(v)
+    if isinstance(v, str):
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(v, Mapping):
+        return "{" + ",".join(f"{k}:{_value(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, Sequence):
+        return "[" + ",".join(_value(x) for x in v) + "]"
+    raise TypeError(f"expected a number, string, bool, None, list or dict option value, got {type(v).__name__}")
+
+
+@lru_cache(maxsize=16)
+def _groups(config: str) -> frozenset[str]:
+    """The config groups a primary config chooses (``protocol``, ``metric``, ...)."""
+    from ts2.config_check import compose_config
+
+    return frozenset(compose_config(config, []).hydra.runtime.choices.keys())
+
+
+def _overrides(config: str, options: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``key=value`` overrides; a group choice (``protocol="graph"``) stays unquoted, a mapping
+    given for a config node that is a mapping (``ranking={"enabled": False}``) sets its keys."""
+    groups = _groups(config)
+    out = []
+    for k, v in options.items():
+        key = f"{prefix}{k}"
+        if key in groups and isinstance(v, str):
+            out.append(f"{key}={v}")
+        elif isinstance(v, Mapping) and v and key in _dict_nodes(config):
+            out += _overrides(config, v, prefix=f"{key}.")
+        else:
+            out.append(f"{key}={_value(v)}")
+    return out
+
+
+@lru_cache(maxsize=16)
+def _dict_nodes(config: str) -> frozenset[str]:
+    from omegaconf import DictConfig
+
+    from ts2.config_check import compose_config, config_keys
+
+    cfg = compose_config(config, [])
+    return frozenset(k.rpartition(".")[0] for k in config_keys(cfg) if "." in k
+                     and isinstance(cfg.get(k.split(".")[0]), DictConfig))
+
+
+def _compose(config: str, overrides: list[str], prog: str):
+    """The config ``ts2 <config> <overrides>`` runs with, checked as the command line checks it."""
+    from ts2.config_check import precheck
+
+    return precheck(prog, config, overrides)
+
+
+def _is_dataset_name(source: str) -> bool:
+    from ts2.config_check import group_options
+
+    return source in group_options("dataset") and not Path(source).exists()
+
+
+def _dataset_overrides(source: str | Path) -> list[str]:
+    if isinstance(source, str) and _is_dataset_name(source):
+        return [f"dataset={source}"]
+    return [f"path={_value(str(source))}"]
+
+
+# -- the API ----------------------------------------------------------------------------------------
+def load_dataset(source: str | Path = "mini", *, check_images: bool = False, **options: Any) -> SEGDataset:
+    """A SEG dataset: ``"mini"`` (the bundled synthetic set), ``"ts2"`` (the TS2 release), or a
+    path (a TS2 release folder / ``metadata.csv``, or a ts2-seg ``.yaml``/``.json`` file).
+
+    ``options`` are the dataset config's keys (``n_segs=10`` for mini, ``path=`` for ts2) and
+    ``image_roots``, as ``ts2 data info dataset=NAME dataset.KEY=VALUE`` takes them. The
+    dataset's ``to_frame()`` is one row per image (``seg_id, node, level, file_name, image_path,
+    prompt, subset, source``).
+
+    Raises
+    ------
+    FileNotFoundError
+        No dataset at the path.
+    ValueError
+        An unknown option, or SEGs that do not validate (every problem listed).
+    """
+    from ts2.common import load_dataset as load_configured
+
+    top = {k: v for k, v in options.items() if k == "image_roots"}
+    inner = {k: v for k, v in options.items() if k != "image_roots"}
+    ov = _dataset_overrides(source)
+    if inner and ov[0].startswith("path="):
+        raise ValueError(f"expected dataset options only with a dataset name (mini, ts2, file), got {sorted(inner)} "
+                         f"with the path {source!r}")
+    ov += _overrides("data", inner, prefix="dataset.") + _overrides("data", top)
+    cfg = _compose("data", ov, "ts2.load_dataset")
+    return load_configured(cfg, check_images=check_images)
+
+
+def load_metric(name: str, /, **options: Any) -> Metric:
+    """The metric ``ts2 score metric=NAME metric.KEY=VALUE ...`` builds: the same config
+    (``conf/metric/NAME.yaml``), defaults and cache key.
+
+    Call it on images: ``load_metric("clipscore_hf", model=DIR)(images=[...], prompts=[...])``
+    returns a numpy array (:meth:`metrics_adapters.base.Metric.__call__`); or pass it to
+    :func:`score`.
+
+    Raises
+    ------
+    ValueError
+        An unknown metric name or key (with close matches).
+    """
+    from omegaconf import open_dict
+
+    from ts2.commands.score import build_metrics
+
+    cfg = _compose("score", [f"metric={name}", *_overrides("score", options, prefix="metric.")],
+                   "ts2.load_metric")
+    with open_dict(cfg):
+        cfg.output_dir = None  # no answers.csv beside nothing: a metric used from Python writes no files
+    return build_metrics(cfg)[0]
+
+
+def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "mini", *, device: str | None = None,
+          batch_size: int | str | None = None, cache: bool = True, name: str | None = None,
+          version: str | int | None = None, higher_is_better: bool = True, **options: Any) -> pd.DataFrame:
+    """Score every image of ``dataset`` with ``metric``: a tidy DataFrame like ``scores.csv``
+    (``seg_id, node, file_name, image_path, prompt`` + the metric's columns).
+
+    Parameters
+    ----------
+    metric : Metric, callable or str
+        A metric (:func:`load_metric`), a registered metric's config name, or a plain function
+        ``f(images: list[PIL.Image], prompts: list[str]) -> sequence of floats`` (wrapped in
+        :class:`metrics_adapters.callable.CallableMetric`: batched, cached, resumable).
+    dataset : SEGDataset, str or path
+        As :func:`load_dataset` takes it.
+    device, batch_size
+        As ``ts2 score`` takes them (default: ``conf/score.yaml``).
+    cache : bool
+        Read and write the score cache (``cache_dir=``; default ``$TS2_CACHE_DIR`` or ``~/.cache/ts2``).
+    name, version : str
+        For a function: its column name and cache key (both required to cache; a new ``version``
+        rescores). For a Metric, ``name`` renames its column.
+    options
+        Other keys of ``conf/score.yaml``: ``precision``, ``num_workers``, ``max_image_side``,
+        ``progress``, ``cache_dir``, ``limit``, ``max_failure_share``.
+
+    The run's record (``run.json``'s metric entry: cache hits, failures and their reasons) is in
+    ``frame.attrs["run"]``.
+
+    Raises
+    ------
+    ValueError
+        A function without ``name`` while ``cache=True``; a function returning the wrong number of
+        scores or NaN/inf; more failed images than ``max_failure_share`` (the first reasons named).
+    """
+    from metrics_adapters.cache import open_cache
+    from metrics_adapters.callable import as_metric, check_contract
+    from metrics_adapters.engine import items_from_table, resolve_device, score_metric, scores_frame
+    from seg_data.model import SEGDataset
+    from ts2.commands.score import engine_settings
+
+    given = {"device": device, "batch_size": batch_size, **options}
+    cfg = _compose("score", _overrides("score", {k: v for k, v in given.items() if v is not None}), "ts2.score")
+    if isinstance(metric, str):
+        metric = load_metric(metric)
+    m = as_metric(metric, name=name, version=version, cache=cache, higher_is_better=higher_is_better)
+    if hasattr(m, "contract_errors"):
+        m.contract_errors.clear()
+    settings = engine_settings(cfg)
+    resolve_device(settings.device)
+    ds = dataset if isinstance(dataset, SEGDataset) else load_dataset(dataset)
+    table = ds.image_table()
+    if cfg.get("limit") is not None:
+        table = table.head(int(cfg.limit))
+    items = items_from_table(table)
+    if not items:
+        raise ValueError(f"expected images to score, got none in dataset {ds.name!r}")
+    with open_cache(bool(cache), cfg.cache_dir) as store:
+        run = score_metric(m, items, store, settings)
+    check_contract(m)
+    if run.failure_share > float(cfg.max_failure_share):
+        reasons = "; ".join(f"{f.file_name}: {f.reason}" for f in run.failures[:3])
+        raise ValueError(f"{m.name}: expected at most {100 * float(cfg.max_failure_share):.1f}% failed images "
+                         f"(max_failure_share), got {run.n_failed} of {run.n_items}: {reasons}")
+    frame = m.finalize(scores_frame(items, [run]))
+    frame.attrs["run"] = json.loads(json.dumps(run.summary(), default=str))
+    return frame
+
+
+def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path | None = None, *,
+            roles: Mapping[str, str] | None = None, **options: Any) -> Analysis:
+    """The TS2 meta-metrics of a score table, as ``ts2 analyze scores=... [dataset=|path=] KEY=VALUE``.
+
+    ``scores`` is a DataFrame (e.g. from :func:`score`, or several joined on the base columns) or
+    a ``scores.csv``; ``options`` are the keys of ``conf/analyze.yaml`` and
+    ``conf/analysis/default.yaml`` with their defaults (``protocol="paper"``, ``bootstrap=1000``,
+    ``chance=100``, ``seed=0``, ``compare=[a, b]``, ``protocols=["paper", "graph"]``, ...).
+    ``roles`` marks metrics as ``control`` or ``reference`` (a ``scores.csv`` has them in its
+    ``run.json``; a DataFrame has none).
+
+    Returns an :class:`analysis.session.Analysis`: ``.metametrics``, ``.per_seg``, ``.ranking``,
+    ``.pairs`` (DataFrames), ``.compare(a, b)``, ``.plot(kind)``, ``.to_report(DIR)``, and the
+    Table-2-style table in Jupyter.
+
+    Raises
+    ------
+    ValueError
+        An unknown option; a score table missing ``seg_id``/``node`` or with non-numeric scores.
+    """
+    from seg_data.model import SEGDataset
+    from ts2.commands.analyze import analysis_from_config
+    from ts2.common import load_dataset as load_configured
+
+    ov = _overrides("analyze", options)
+    if not hasattr(scores, "columns"):
+        ov.append(f"scores={_value(str(scores))}")
+    if dataset is not None and not isinstance(dataset, SEGDataset):
+        ov += _dataset_overrides(dataset)
+    cfg = _compose("analyze", ov, "ts2.analyze")
+    if dataset is None or isinstance(dataset, SEGDataset):
+        ds = dataset
+    else:
+        ds = load_configured(cfg)
+    return analysis_from_config(cfg, scores if hasattr(scores, "columns") else str(scores), ds, roles=roles)
+
+
+def report(results: str | Path | Sequence[str | Path], output_dir: str | Path | None = None,
+           dataset: SEGDataset | str | Path | None = None, **options: Any):
+    """``ts2 report results=[...]``: merge result folders into one report in ``output_dir``
+    (default: ``conf/report.yaml``'s timestamped folder). Returns :class:`analysis.report.ReportOutputs`."""
+    from seg_data.model import SEGDataset
+    from ts2.commands.report import report_from_config
+    from ts2.common import load_dataset as load_configured
+
+    results = [results] if isinstance(results, str | Path) else list(results)
+    ov = _overrides("report", {"results": [str(r) for r in results], **options})
+    if output_dir is not None:
+        ov.append(f"output_dir={_value(str(output_dir))}")
+    if dataset is not None and not isinstance(dataset, SEGDataset):
+        ov += _dataset_overrides(dataset)
+    cfg = _compose("report", ov, "ts2.report")
+    ds = dataset if dataset is None or isinstance(dataset, SEGDataset) else load_configured(cfg)
+    return report_from_config(cfg, results, Path(str(cfg.output_dir)), ds)
+
+
+def reproduce(path: str | Path | None = None, output_dir: str | Path | None = None, **options: Any) -> dict:
+    """``ts2 reproduce path=... output_dir=...``: the paper's Table 2 from the released scores, in
+    both protocols, with the list of cells that differ from the print. Returns a dict with
+    ``discrepancies`` (DataFrame), ``tables``, ``report`` (:func:`analysis.reproduction.reproduce`)."""
+    from ts2.commands.reproduce import reproduce_from_config
+
+    ov = _overrides("reproduce", {"path": None if path is None else str(path), **options})
+    if output_dir is not None:
+        ov.append(f"output_dir={_value(str(output_dir))}")
+    cfg = _compose("reproduce", ov, "ts2.reproduce")
+    return reproduce_from_config(cfg, Path(str(cfg.output_dir)))
+
+
+def human(source: str | Path | pd.DataFrame, output_dir: str | Path | None = None, **options: Any):
+    """``ts2 analyze human=FILE``: how each metric agrees with people (TIFA v1.0 JSON, our long
+    CSV, or a DataFrame in that CSV's format). ``options``: ``metrics``, ``bootstrap``, ``seed``,
+    ``confidence``, ``human_permutations``, ``progress`` (``conf/analyze.yaml``). Writes into
+    ``output_dir`` (default: the command's timestamped folder) and returns
+    :class:`analysis.human.view.HumanViewOutputs` (``.results``, ``.tests`` DataFrames)."""
+    from seg_data.human import human_from_frame, load_human
+    from ts2.commands.analyze_human import human_view
+
+    ov = _overrides("analyze", options)
+    if output_dir is not None:
+        ov.append(f"output_dir={_value(str(output_dir))}")
+    cfg = _compose("analyze", ov, "ts2.human")
+    if hasattr(source, "columns"):
+        hj, where = human_from_frame(source), "<frame>"
+    else:
+        hj, where = load_human(source), str(source)
+    return human_view(hj, cfg, Path(str(cfg.output_dir)), source=where)
