@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .report import MergedResults
+    from .merged import MergedResults
 
 __all__ = ["FIGURE_KINDS", "ReportFigure", "agreement", "best_worst_segs", "make_figures", "pareto_table"]
 

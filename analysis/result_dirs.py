@@ -59,7 +59,7 @@ from seg_data.results import (
     read_run_record,
 )
 
-from .report import MergedResults, RunInfo
+from .merged import MergedResults, RunInfo
 
 __all__ = [
     "ResultDir",
