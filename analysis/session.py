@@ -250,7 +250,9 @@ class Analysis:
         pts = pts[(pts["protocol"] == pname) & pts["metric"].isin(ms)].copy()
         pts["flops"] = pts["metric"].map(dict(flops))
         pts["role"] = pts["metric"].map(lambda m: self.roles.get(m, "metric"))
-        return plots.pareto_figure(pts, meta_metric, labels=labels)
+        from .plots_pareto import pareto_figure
+
+        return pareto_figure(pts, meta_metric, labels=labels)
 
     # -- files -----------------------------------------------------------------------------------
     def write(self, output_dir: str | Path) -> list[Path]:
