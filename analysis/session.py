@@ -220,6 +220,7 @@ class Analysis:
             Unknown metric, protocol or SEG.
         """
         from . import plots
+        from .plots_pareto import pareto_figure
 
         if kind not in PLOT_KINDS:
             raise ValueError(f"expected kind one of {list(PLOT_KINDS)}, got {kind!r}")
@@ -251,7 +252,7 @@ class Analysis:
         pts = pts[(pts["protocol"] == pname) & pts["metric"].isin(ms)].copy()
         pts["flops"] = pts["metric"].map(dict(flops))
         pts["role"] = pts["metric"].map(lambda m: self.roles.get(m, "metric"))
-        return plots.pareto_figure(pts, meta_metric, labels=labels)
+        return pareto_figure(pts, meta_metric, labels=labels)
 
     # -- files -----------------------------------------------------------------------------------
     def write(self, output_dir: str | Path) -> list[Path]:

@@ -122,8 +122,8 @@ def _unknown_key(prog: str, key: str, config_name: str, others: list[str]) -> Co
         parent, _, leaf = key.rpartition(".")
         hint = _did_you_mean(leaf, [k.rpartition(".")[2] for k in keys if k.rpartition(".")[0] == parent])
         hint = hint.replace("'", f"'{parent}.", 1) if hint else ""
-    return ConfigError(f"unknown key {key!r} for {prog}{_key_elsewhere(key, config_name, prog)}"
-                       f"{hint or f'; see `{prog} --help` for its keys'}")
+    return ConfigError(f"unknown key {key!r} for {prog}{hint or f'; see `{prog} --help` for its keys'}"
+                       f"{_key_elsewhere(key, config_name, prog)}")
 
 
 def _key_elsewhere(key: str, config_name: str, prog: str) -> str:
