@@ -536,11 +536,11 @@ def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame |
     return out.reset_index(drop=True)
 
 
-def complete_analysis(merged: MergedResults, todo: Sequence[str], settings: AnalysisSettings,
-                      dataset=None) -> MergedResults:
+def complete_analysis(merged: MergedResults, todo: Sequence[str], settings: AnalysisSettings | None = None,
+                      dataset=None, **analysis: Any) -> MergedResults:
     """Compute the meta-metrics of ``todo`` metrics on the merged scores, with ``settings``
-    (:class:`analysis.settings.AnalysisSettings`; a metric's direction also from the merge), and
-    add them.
+    (:class:`analysis.settings.AnalysisSettings`, default the config's, single ones replaced by
+    ``analysis`` keyword arguments; a metric's direction also from the merge), and add them.
 
     Raises
     ------
@@ -553,6 +553,7 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], settings: Anal
         raise ValueError(f"metrics {list(todo)} need analysis but no scores.csv was found for them")
     from .pipeline import analyze
 
+    settings = resolve_settings(settings, analysis)
     cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
     frame = merged.scores[cols + list(todo)]
     confidence = settings.confidence
