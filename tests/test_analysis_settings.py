@@ -181,3 +181,13 @@ def test_run_takes_ci_method_bca(tmp_path):
     ref = _bca_reference(frame)
     ref.attrs["frame"] = frame
     _check_bca(out, ref, metrics)
+
+
+def test_doctests_of_settings_and_session():
+    import doctest
+
+    import analysis.settings
+
+    for mod in (analysis.settings, analysis.session):
+        res = doctest.testmod(mod)
+        assert res.failed == 0 and res.attempted > 0, mod.__name__
