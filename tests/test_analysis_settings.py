@@ -191,3 +191,21 @@ def test_doctests_of_settings_and_session():
     for mod in (analysis.settings, analysis.session):
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__
+
+
+def test_reproduce_uses_chance_and_every_other_setting(monkeypatch, ts2_dir, tmp_path):
+    """``ts2 reproduce chance=N`` was accepted and ignored; now every setting reaches the pipeline."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def pipeline(*args, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr("analysis.pipeline.analyze", pipeline)
+    with pytest.raises(Stop):
+        ts2.reproduce(ts2_dir, tmp_path / "out", chance=7, ci_method="bca", min_segs_ci=3)
+    want = AnalysisSettings(chance=7, ci_method="bca", min_segs_ci=3).pipeline_kwargs()
+    assert {k: seen[k] for k in want} == want
