@@ -15,6 +15,8 @@ Where things are (one module per concern):
 - :mod:`analysis.compare`         paired comparisons, permutation p-values, Holm, ranking groups
 - :mod:`analysis.verdict`         per metric under evaluation: place, group, comparison with references/controls
 - :mod:`analysis.pipeline`        :func:`~analysis.pipeline.analyze`: the whole thing in one call
+- :mod:`analysis.settings`        :class:`~analysis.settings.AnalysisSettings`: the settings of the
+  computation (``conf/analysis/default.yaml``), taken by every entry point
 - :mod:`analysis.tables`          paper-style tables (md/tex/csv); :mod:`analysis.outputs` files
 - :mod:`analysis.pareto`          Pareto frontier in (meta-metric, cost)
 

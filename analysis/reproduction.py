@@ -12,10 +12,13 @@ from __future__ import annotations
 import html
 import logging
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from seg_data.results import published_path, result_set
+
+from .settings import AnalysisSettings, resolve_settings
 
 __all__ = ["SCORES_IN_RELEASE", "locate_inputs", "reproduce", "missing_published_columns", "discrepancies_markdown",
            "discrepancies_html", "failure_code_notes"]
@@ -138,10 +141,16 @@ def printed_figure4_html(fig_dir: Path) -> str:
     return "".join(parts)
 
 
-def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | None = None,
-              protocols=("paper", "graph"), bootstrap: int = 1000, seed: int = 0, revision: str | None = None,
-              figures=None, pareto=None, min_segs_ci: int | None = None) -> dict:
+def reproduce(path: str | Path | None, output_dir: str | Path, settings: AnalysisSettings | None = None, *,
+              scores: str | None = None, revision: str | None = None, figures=None, pareto=None,
+              **analysis: Any) -> dict:
     """Run the reproduction (the Python API of ``ts2 reproduce``); returns what was written.
+
+    ``settings`` (:class:`analysis.settings.AnalysisSettings`; default: those of
+    ``conf/analysis/default.yaml``) analyses the released scores, every setting used as
+    ``ts2 analyze`` uses it (``chance`` adds chance levels to ``metametrics.csv`` and the report;
+    the printed-table comparison reads the values only); ``analysis`` keyword arguments replace
+    single settings (an unknown name is a ``TypeError``). The figures show the first protocol.
 
     Returns
     -------
@@ -152,8 +161,9 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     from seg_data import load_ts2_release
 
     from .paper_table2 import compare_with_printed
-    from .pipeline import MIN_SEGS_CI, analyze
+    from .pipeline import analyze
 
+    settings = resolve_settings(settings, analysis)
     root, score_src = locate_inputs(path, scores, revision)
     try:
         frame = pd.read_csv(score_src, dtype={"seg_id": str, "node": str, "file_name": str})
@@ -163,9 +173,8 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
                                 f"{reason}") from e
     ds = load_ts2_release(root)
     log.info("analysing %s (%d rows) with protocols %s, %d bootstrap resamples", score_src, len(frame),
-             list(protocols), bootstrap)
-    res = analyze(frame, dataset=ds, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed),
-                  min_segs_ci=MIN_SEGS_CI if min_segs_ci is None else int(min_segs_ci))
+             settings.protocol_names(), settings.bootstrap)
+    res = analyze(frame, dataset=ds, **settings.pipeline_kwargs())
     mm, ps = res.metametrics_frame(), res.per_seg_frame()
     missing = missing_published_columns(frame, score_src)
     for why in missing.values():
@@ -173,8 +182,8 @@ def reproduce(path: str | Path | None, output_dir: str | Path, scores: str | Non
     disc = compare_with_printed(mm, missing=missing)
     # One result set: the tables, the discrepancy list and the report, swapped in whole.
     with result_set(output_dir, "ts2 reproduce") as out:
-        r = _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out, output_dir, protocols, figures,
-                                pareto)
+        r = _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out, output_dir,
+                                settings.protocol_names(), figures, pareto)
         r["tables"] = {proto: [published_path(p) for p in paths] for proto, paths in r["tables"].items()}
         r["discrepancy_files"] = [published_path(p) for p in r["discrepancy_files"]]
         r["missing"] = missing

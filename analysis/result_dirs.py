@@ -44,6 +44,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -60,6 +61,7 @@ from seg_data.results import (
 )
 
 from .merged import MergedResults, RunInfo
+from .settings import AnalysisSettings, resolve_settings
 
 __all__ = [
     "ResultDir",
@@ -534,14 +536,11 @@ def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame |
     return out.reset_index(drop=True)
 
 
-def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Sequence[str] = ("paper",),
-                      bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto",
-                      confidence: float = 0.95, chance: int = 0, min_segs_ci: int | None = None) -> MergedResults:
-    """Compute the meta-metrics of ``todo`` metrics on the merged scores and add them.
-
-    ``min_segs_ci``: fewest SEGs a value needs for a CI (None: :data:`analysis.pipeline.MIN_SEGS_CI`).
-
-    ``chance`` within-SEG permutations give each cell its chance level (0: none).
+def complete_analysis(merged: MergedResults, todo: Sequence[str], settings: AnalysisSettings | None = None,
+                      dataset=None, **analysis: Any) -> MergedResults:
+    """Compute the meta-metrics of ``todo`` metrics on the merged scores, with ``settings``
+    (:class:`analysis.settings.AnalysisSettings`, default the config's, single ones replaced by
+    ``analysis`` keyword arguments; a metric's direction also from the merge), and add them.
 
     Raises
     ------
@@ -552,14 +551,14 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Seq
         return merged
     if merged.scores is None:
         raise ValueError(f"metrics {list(todo)} need analysis but no scores.csv was found for them")
-    from .pipeline import MIN_SEGS_CI, analyze
+    from .pipeline import analyze
 
+    settings = resolve_settings(settings, analysis)
     cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
     frame = merged.scores[cols + list(todo)]
-    res = analyze(frame, dataset=dataset, protocols=list(protocols), bootstrap=int(bootstrap), seed=int(seed),
-                  subsets=subsets, lower_is_better=[m for m in todo if m in merged.lower_is_better],
-                  confidence=float(confidence), chance=int(chance),
-                  min_segs_ci=MIN_SEGS_CI if min_segs_ci is None else int(min_segs_ci))
+    confidence = settings.confidence
+    res = analyze(frame, dataset=dataset, **{**settings.pipeline_kwargs(),
+                                             "lower_is_better": [m for m in todo if m in merged.lower_is_better]})
     if merged.metametrics is not None and merged.confidence not in (None, float(confidence)):
         notes_ci = [(f"confidence intervals at two levels: {100 * merged.confidence:g}% (reused) and "
                      f"{100 * float(confidence):g}% (computed)")]
@@ -576,9 +575,8 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], protocols: Seq
         dataset=merged.dataset or getattr(dataset, "name", None))
 
 
-def merged_verdict(merged: MergedResults, protocols: Sequence[str] = ("paper",), bootstrap: int = 1000,
-                   seed: int = 0, dataset=None, subsets: str = "auto", confidence: float = 0.95,
-                   min_segs_ci: int | None = None, alpha: float = 0.05, n_permutations: int = 9999):
+def merged_verdict(merged: MergedResults, settings: AnalysisSettings, dataset=None, alpha: float = 0.05,
+                   n_permutations: int = 9999):
     """The :class:`analysis.verdict.Verdict` of the merged metrics (roles from the merge).
 
     Reuses ``merged.analysis`` when one analysis computed every merged metric; otherwise the
@@ -598,25 +596,24 @@ def merged_verdict(merged: MergedResults, protocols: Sequence[str] = ("paper",),
             log.info("no verdict: the per-image scores of %s are not available to compare metrics on",
                      ", ".join(m for m in merged.metrics if merged.scores is None or m not in merged.scores.columns))
             return None
-        from .pipeline import MIN_SEGS_CI, analyze
+        from .pipeline import analyze
 
         cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
-        res = analyze(merged.scores[cols + merged.metrics], dataset=dataset, protocols=list(protocols),
-                      meta_metrics=("rank", "sep", "delta"), bootstrap=int(bootstrap), seed=int(seed),
-                      subsets=subsets, lower_is_better=[m for m in merged.metrics if m in merged.lower_is_better],
-                      confidence=float(confidence), min_segs_ci=MIN_SEGS_CI if min_segs_ci is None else int(min_segs_ci))
-    return verdict(res, merged.roles, alpha=alpha, n_permutations=n_permutations, seed=int(seed))
+        # The verdict's tests need the replicates only: no chance levels.
+        res = analyze(merged.scores[cols + merged.metrics], dataset=dataset,
+                      **{**settings.pipeline_kwargs(), "meta_metrics": ("rank", "sep", "delta"), "chance": 0,
+                         "lower_is_better": [m for m in merged.metrics if m in merged.lower_is_better]})
+    return verdict(res, merged.roles, alpha=alpha, n_permutations=n_permutations, seed=settings.seed)
 
 
 # -- the report of result folders ------------------------------------------------------------------
 
-def merged_results(results: Sequence[str | Path], *, flops: Mapping[str, float] | None = None,
-                   lower_is_better: Sequence[str] = (), protocols: Sequence[str] = ("paper", "graph"),
-                   bootstrap: int = 1000, seed: int = 0, dataset=None, subsets: str = "auto",
-                   confidence: float = 0.95, chance: int = 0, min_segs_ci: int | None = None) -> MergedResults:
+def merged_results(results: Sequence[str | Path], settings: AnalysisSettings | None = None, *,
+                   flops: Mapping[str, float] | None = None, dataset=None, **analysis: Any) -> MergedResults:
     """Read the result folders ``results`` (sweeps expanded), merge them and compute the
-    meta-metrics still missing (:func:`complete_analysis`): what ``ts2 report`` and
-    ``ts2 explore`` draw from.
+    meta-metrics still missing (:func:`complete_analysis`, with ``settings``: default those of
+    ``conf/analysis/default.yaml``, single ones replaced by ``analysis`` keyword arguments): what
+    ``ts2 report`` and ``ts2 explore`` draw from.
 
     Raises
     ------
@@ -628,27 +625,28 @@ def merged_results(results: Sequence[str | Path], *, flops: Mapping[str, float] 
     paths = expand_result_paths(results)
     shown = [published_path(p) for p in paths]  # ts2 run reports on its own set while writing it
     dirs = [load_result_dir(p, name=_display_name(q, shown)) for p, q in zip(paths, shown, strict=True)]
-    merged, todo = merge_results(dirs, flops=flops, lower_is_better=lower_is_better)
+    settings = resolve_settings(settings, analysis)
+    merged, todo = merge_results(dirs, flops=flops, lower_is_better=settings.lower_is_better)
     if todo:
         log.info("computing meta-metrics of %d metric(s) (%s protocol(s), %d bootstrap resamples): %s",
-                 len(todo), ",".join(protocols), bootstrap, ", ".join(todo))
-    return complete_analysis(merged, todo, protocols=protocols, bootstrap=bootstrap, seed=seed,
-                             dataset=dataset, subsets=subsets, confidence=confidence,
-                             chance=chance, min_segs_ci=min_segs_ci)
+                 len(todo), ",".join(settings.protocol_names()), settings.bootstrap, ", ".join(todo))
+    return complete_analysis(merged, todo, settings, dataset=dataset)
 
 
-def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title: str = "TS2 report",
-                 protocols: Sequence[str] = ("paper", "graph"), bootstrap: int = 1000, seed: int = 0,
-                 dataset=None, subsets: str = "auto", figure_protocol: str | None = None,
-                 flops: Mapping[str, float] | None = None, lower_is_better: Sequence[str] = (),
-                 labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
+def build_report(results: Sequence[str | Path], output_dir: str | Path, settings: AnalysisSettings | None = None,
+                 *, title: str = "TS2 report", dataset=None, figure_protocol: str | None = None,
+                 flops: Mapping[str, float] | None = None, labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
                  scatter: Sequence[str] | None = None, heatmaps: int = 2,
                  figures: Sequence[str] | None = None, pareto: Sequence[str] | None = None,
                  extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
                  human_statistic: str = "kendall_b", human_grouping: str = "prompt",
-                 seg_meta_metric: str = "rank", confidence: float = 0.95, chance: int = 0,
-                 min_segs_ci: int | None = None, verdict: bool = True, explorer: bool = True):
+                 seg_meta_metric: str = "rank", verdict: bool = True, explorer: bool = True, **analysis: Any):
     """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
+
+    ``settings`` (:class:`analysis.settings.AnalysisSettings`; default: those of
+    ``conf/analysis/default.yaml``) computes the meta-metrics the results lack and the verdict;
+    ``analysis`` keyword arguments (``bootstrap=0``, ``ci_method="bca"``, ...) replace single
+    settings (an unknown name is a ``TypeError``).
 
     ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
     ``ts2 analyze human=...``, or its folder), the report also shows the SEG view and the human
@@ -668,9 +666,8 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
     """
     from . import report as rp
 
-    merged = merged_results(results, flops=flops, lower_is_better=lower_is_better, protocols=protocols,
-                            bootstrap=bootstrap, seed=seed, dataset=dataset, subsets=subsets, confidence=confidence,
-                            chance=chance, min_segs_ci=min_segs_ci)
+    settings = resolve_settings(settings, analysis)
+    merged = merged_results(results, settings, flops=flops, dataset=dataset)
     extra_files = {}
     if human is not None:
         protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
@@ -684,8 +681,7 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, *, title
     prompts = None
     if dataset is not None:
         prompts = {s.seg_id: s.prompt for s in dataset}
-    vd = merged_verdict(merged, protocols=protocols, bootstrap=bootstrap, seed=seed, dataset=dataset,
-                        subsets=subsets, confidence=confidence, min_segs_ci=min_segs_ci) if verdict else None
+    vd = merged_verdict(merged, settings, dataset=dataset) if verdict else None
     return rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels, groups=groups,
                            scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts,
                            figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto,

@@ -29,7 +29,8 @@ import pandas as pd
 
 from seg_data import SEGDataset
 
-from .pipeline import MIN_SEGS_CI, AnalysisResult
+from .pipeline import AnalysisResult
+from .settings import AnalysisSettings
 
 __all__ = ["Analysis", "run_analysis", "auto_reference", "PLOT_KINDS"]
 
@@ -219,6 +220,7 @@ class Analysis:
             Unknown metric, protocol or SEG.
         """
         from . import plots
+        from .plots_pareto import pareto_figure
 
         if kind not in PLOT_KINDS:
             raise ValueError(f"expected kind one of {list(PLOT_KINDS)}, got {kind!r}")
@@ -237,7 +239,7 @@ class Analysis:
             ps = self.per_seg
             vals = ps[(ps["protocol"] == pname) & (ps["meta_metric"] == "rank") & (ps["seg_id"] == sid)]
             return plots.seg_heatmap(self.scores, sid, ms, lower_is_better=sorted(self.result.lower_is_better),
-                                     seg_values=dict(zip(vals["metric"], vals["value"])), labels=labels,
+                                     seg_values=dict(zip(vals["metric"], vals["value"], strict=True)), labels=labels,
                                      prompt=self.prompts.get(sid))
         if kind == "scatter":
             if len(ms) < 2:
@@ -250,8 +252,6 @@ class Analysis:
         pts = pts[(pts["protocol"] == pname) & pts["metric"].isin(ms)].copy()
         pts["flops"] = pts["metric"].map(dict(flops))
         pts["role"] = pts["metric"].map(lambda m: self.roles.get(m, "metric"))
-        from .plots_pareto import pareto_figure
-
         return pareto_figure(pts, meta_metric, labels=labels)
 
     # -- files -----------------------------------------------------------------------------------
@@ -315,19 +315,15 @@ def _names(value: str | Iterable[str] | None) -> list[str]:
     return [str(v) for v in value]
 
 
-def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None = None, *,
-                 protocols: Sequence[Any] = ("paper", "graph"),
-                 meta_metrics: Sequence[str] | None = None, bootstrap: int = 1000, seed: int = 0,
-                 confidence: float = 0.95, chance: int = 0, ci_method: str = "percentile",
-                 bootstrap_scheme: str = "rescaled", min_segs_ci: int = MIN_SEGS_CI,
-                 metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (),
+def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None = None,
+                 settings: AnalysisSettings | None = None, *, metrics: Sequence[str] | None = None,
                  reference: str | Path | pd.DataFrame | None = None, reference_required: bool = True,
-                 subsets: str = "auto", max_walks: int | None = None, compare: Sequence[str] | None = None,
+                 max_walks: int | None = None, compare: Sequence[str] | None = None,
                  permutations: int = 9999, ranking: Mapping[str, Any] | bool | None = None,
                  table_meta_metrics: Sequence[str] = ("rank", "sep", "delta"),
-                 roles: Mapping[str, str] | None = None) -> Analysis:
-    """Analyse a score table as ``ts2 analyze`` does (its keys, in ``conf/analyze.yaml``, are the
-    parameters; ``ts2.analyze`` fills the defaults from there).
+                 roles: Mapping[str, str] | None = None, **analysis: Any) -> Analysis:
+    """Analyse a score table as ``ts2 analyze`` does (its keys, in ``conf/analyze.yaml`` and
+    ``conf/analysis/default.yaml``, are the parameters; ``ts2.analyze`` fills them from there).
 
     Parameters
     ----------
@@ -335,6 +331,10 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
         Wide (``seg_id, node, [file_name], one column per metric``) or long score table.
     dataset : SEGDataset, optional
         The SEGs to join the scores to on ``file_name`` (real edges and subsets).
+    settings : AnalysisSettings, optional
+        How the meta-metrics are computed (:class:`analysis.settings.AnalysisSettings`; default:
+        those of ``conf/analysis/default.yaml``). ``analysis`` keyword arguments (``bootstrap=0``,
+        ``protocols=["graph"]``, ...) replace single settings; an unknown one is a ``TypeError``.
     reference : path or DataFrame, optional
         A second score table analysed beside (joined on ``file_name``; a clashing column becomes
         ``NAME_reference``); ``reference_required=False`` turns a reference that cannot be read or
@@ -351,23 +351,23 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
         Metric -> ``metric`` | ``control`` | ``reference``, over those of the ``run.json`` beside a
         score file (a DataFrame has none): reports draw controls as a floor, not as competitors.
 
-    Other parameters go to :func:`analysis.pipeline.analyze` unchanged.
-
     Raises
     ------
     ValueError
         A malformed score table (missing ``seg_id``/``node``, non-numeric scores: the file, row and
-        column named), ``compare`` not two metric names, an unknown metric, bad ``max_walks``.
+        column named), ``compare`` not two metric names, an unknown metric, bad ``max_walks``, a
+        bad setting.
     FileNotFoundError
         A score or reference file that does not exist.
     """
     from seg_data.graph import MAX_WALKS
-    from seg_data.results import ROLES, run_record_beside
+    from seg_data.results import run_record_beside
 
-    from .compare import compare_metrics, rank_metrics
     from .pipeline import analyze
-    from .scores_io import apply_lower_is_better, prepare_inputs, read_scores, with_reference
+    from .scores_io import prepare_inputs, read_scores
+    from .settings import resolve_settings
 
+    settings = resolve_settings(settings, analysis)
     max_walks = MAX_WALKS if max_walks is None else max_walks
     if isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1:
         raise ValueError(f"expected max_walks to be a positive integer or null, got {max_walks!r}")
@@ -375,72 +375,24 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     table = read_scores(source, metrics=_names(metrics) or None)
     run = None if isinstance(scores, pd.DataFrame) else run_record_beside(str(scores))
     roles_given = dict(roles or {})
-    bad = {m: r for m, r in roles_given.items() if r not in ROLES}
-    if bad:
-        raise ValueError(f"expected roles among {list(ROLES)}, got {bad}")
-    roles = {m: roles_given.get(m, run.roles.get(m, "metric") if run else "metric") for m in table.metrics}
-    ref_table = None
-    ref_name = None if reference is None else ("<frame>" if isinstance(reference, pd.DataFrame) else str(reference))
-    if reference is not None:
-        try:
-            ref_table = read_scores(reference if isinstance(reference, pd.DataFrame) else str(reference))
-        except ValueError as e:
-            if reference_required:
-                raise
-            log.warning("not analysing the reference metrics of %s (reference=auto): %s", ref_name, e)
-            ref_name = None
-    # lower_is_better applies to every column of that name: yours, the reference's, or both.
-    table, ref_table = apply_lower_is_better(_names(lower_is_better), table, ref_table)
-    if ref_table is not None:
-        try:
-            table = with_reference(table, ref_table)
-            log.info("analysing the reference metrics of %s beside %s", ref_name, table.source)
-            roles |= {m: roles_given.get(m, "reference") for m in table.metrics if m not in roles}
-        except ValueError as e:
-            if reference_required:  # a reference you named must join; the automatic one never fails a run
-                raise
-            log.warning("not analysing the reference metrics of %s (reference=auto; reference=null turns "
-                        "this off): %s", ref_name, e)
-            ref_name = None
-    inputs = prepare_inputs(table, dataset, str(subsets), max_walks)
-    result = analyze(inputs, protocols=list(protocols), meta_metrics=_names(meta_metrics) or None,
-                     bootstrap=int(bootstrap), seed=int(seed), confidence=float(confidence), chance=int(chance or 0),
-                     ci_method=str(ci_method), bootstrap_scheme=str(bootstrap_scheme), min_segs_ci=int(min_segs_ci))
+    roles = _metric_roles(table.metrics, roles_given, run)
+    table, ref_name = _join_reference(table, reference, reference_required, settings.lower_is_better,
+                                      roles, roles_given)
+    inputs = prepare_inputs(table, dataset, settings.subsets, max_walks)
+    result = analyze(inputs, **settings.pipeline_kwargs())
     extra: dict[str, pd.DataFrame] = {}
     pair = _names(compare)
     if pair:
         if len(pair) != 2:
             raise ValueError(f"expected compare=[metric_a,metric_b] (two metric names), got {pair}")
+        from .compare import compare_metrics
+
         extra["compare"] = pd.concat([compare_metrics(result, pair[0], pair[1], protocol=p,
-                                                      n_permutations=int(permutations), seed=int(seed))
+                                                      n_permutations=int(permutations), seed=settings.seed)
                                       for p in result.protocols], ignore_index=True)
     rk = dict(RANKING_DEFAULTS) if ranking is None or ranking is True else (
         {"enabled": False} if ranking is False else {**RANKING_DEFAULTS, **dict(ranking)})
-    if rk.get("enabled", False) and len(result.metrics) >= 2:
-        rankings, pairs = [], []
-        for p in result.protocols:
-            for mm in _names(rk.get("meta_metrics")):
-                if mm not in result.meta_metrics:
-                    continue
-                r, t = rank_metrics(result, mm, str(rk.get("subset", "Avg")), protocol=p,
-                                    alpha=float(rk.get("alpha", 0.05)), n_permutations=int(permutations),
-                                    seed=int(seed))
-                rankings.append(r)
-                pairs.append(t)
-        if rankings:
-            extra["ranking"] = pd.concat(rankings, ignore_index=True)
-            extra["pairs"] = pd.concat(pairs, ignore_index=True)
-    from .verdict import verdict
-
-    # Always, as ts2 analyze (with one metric it only places it); it reuses the ranking's tests and
-    # computes the places the ranking left out.
-    vd = verdict(result, roles, meta_metrics=_names(rk.get("meta_metrics")) or ["rank", "sep", "delta"],
-                 subset=str(rk.get("subset", "Avg")), alpha=float(rk.get("alpha", 0.05)),
-                 n_permutations=int(permutations), seed=int(seed),
-                 ranking=(extra["ranking"], extra["pairs"]) if "ranking" in extra else None)
-    extra["verdict"] = vd.table
-    if "ranking" in extra:  # ranking off: the places stay in verdict.csv only
-        extra["ranking"], extra["pairs"] = vd.ranking, vd.pairs
+    vd = _ranking_and_verdict(result, roles, rk, int(permutations), settings.seed, extra)
     files = [] if isinstance(scores, pd.DataFrame) else [str(scores)]
     if ref_name is not None and not isinstance(reference, pd.DataFrame):
         files.append(ref_name)
@@ -449,3 +401,78 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
                     score_files=tuple(files), prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
                     permutations=int(permutations), table_meta_metrics=tuple(_names(table_meta_metrics)),
                     ranking_alpha=float(rk.get("alpha", 0.05)), verdict_result=vd)
+
+
+def _metric_roles(metrics: Sequence[str], given: Mapping[str, str], run) -> dict[str, str]:
+    """Each metric's role: the caller's, else the ``run.json``'s, else ``metric``."""
+    from seg_data.results import ROLES
+
+    bad = {m: r for m, r in given.items() if r not in ROLES}
+    if bad:
+        raise ValueError(f"expected roles among {list(ROLES)}, got {bad}")
+    return {m: given.get(m, run.roles.get(m, "metric") if run else "metric") for m in metrics}
+
+
+def _join_reference(table, reference, required: bool, lower_is_better: Sequence[str], roles: dict[str, str],
+                    roles_given: Mapping[str, str]):
+    """``table`` with the reference score table joined (its metrics added to ``roles`` as
+    ``reference``) and ``lower_is_better`` applied; ``(table, reference name or None)``. A
+    reference that cannot be read or joined raises when ``required``, else logs a warning."""
+    from .scores_io import apply_lower_is_better, read_scores, with_reference
+
+    ref_table = None
+    ref_name = None if reference is None else ("<frame>" if isinstance(reference, pd.DataFrame) else str(reference))
+    if reference is not None:
+        try:
+            ref_table = read_scores(reference if isinstance(reference, pd.DataFrame) else str(reference))
+        except ValueError as e:
+            if required:
+                raise
+            log.warning("not analysing the reference metrics of %s (reference=auto): %s", ref_name, e)
+            ref_name = None
+    # lower_is_better applies to every column of that name: yours, the reference's, or both.
+    table, ref_table = apply_lower_is_better(list(lower_is_better), table, ref_table)
+    if ref_table is not None:
+        try:
+            table = with_reference(table, ref_table)
+            log.info("analysing the reference metrics of %s beside %s", ref_name, table.source)
+            roles |= {m: roles_given.get(m, "reference") for m in table.metrics if m not in roles}
+        except ValueError as e:
+            if required:  # a reference you named must join; the automatic one never fails a run
+                raise
+            log.warning("not analysing the reference metrics of %s (reference=auto; reference=null turns "
+                        "this off): %s", ref_name, e)
+            ref_name = None
+    return table, ref_name
+
+
+def _ranking_and_verdict(result: AnalysisResult, roles: Mapping[str, str], rk: Mapping[str, Any],
+                         permutations: int, seed: int, extra: dict[str, pd.DataFrame]):
+    """The significance-grouped ranking (into ``extra``, when enabled and >= 2 metrics) and the
+    verdict (``extra["verdict"]``; it reuses the ranking's tests). Returns the verdict."""
+    from .compare import rank_metrics
+    from .verdict import verdict
+
+    if rk.get("enabled", False) and len(result.metrics) >= 2:
+        rankings, pairs = [], []
+        for p in result.protocols:
+            for mm in _names(rk.get("meta_metrics")):
+                if mm not in result.meta_metrics:
+                    continue
+                r, t = rank_metrics(result, mm, str(rk.get("subset", "Avg")), protocol=p,
+                                    alpha=float(rk.get("alpha", 0.05)), n_permutations=permutations, seed=seed)
+                rankings.append(r)
+                pairs.append(t)
+        if rankings:
+            extra["ranking"] = pd.concat(rankings, ignore_index=True)
+            extra["pairs"] = pd.concat(pairs, ignore_index=True)
+    # Always, as ts2 analyze (with one metric it only places it); it reuses the ranking's tests and
+    # computes the places the ranking left out.
+    vd = verdict(result, roles, meta_metrics=_names(rk.get("meta_metrics")) or ["rank", "sep", "delta"],
+                 subset=str(rk.get("subset", "Avg")), alpha=float(rk.get("alpha", 0.05)),
+                 n_permutations=permutations, seed=seed,
+                 ranking=(extra["ranking"], extra["pairs"]) if "ranking" in extra else None)
+    extra["verdict"] = vd.table
+    if "ranking" in extra:  # ranking off: the places stay in verdict.csv only
+        extra["ranking"], extra["pairs"] = vd.ranking, vd.pairs
+    return vd

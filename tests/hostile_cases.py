@@ -134,7 +134,9 @@ def info(target: str = "metadata.csv", *extra: str) -> tuple[str, ...]:
 
 def analyze(scores: str = "scores.csv", *extra: str) -> tuple[str, ...]:
     given = {e.lstrip("+").split("=", 1)[0] for e in extra}  # a key given twice is refused
-    base = [a for a in ("bootstrap=0", "ranking.enabled=false", "reference=null", "output_dir={d}/out")
+    # One protocol (paper) unless the case names one: the checks read one row per metric and cell.
+    base = [a for a in ("bootstrap=0", "ranking.enabled=false", "reference=null", "output_dir={d}/out",
+                        "protocols=[paper]")
             if a.split("=", 1)[0] not in given]
     return ("analyze", f"scores={{d}}/{scores}", *base, *extra)
 

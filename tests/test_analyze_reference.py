@@ -37,7 +37,7 @@ def test_new_metric_is_analysed_beside_the_released_ones(ts2_dir, tmp_path, caps
     f = tmp_path / "mine.csv"
     mine.to_csv(f, index=False)
     out = tmp_path / "a"
-    assert main(["analyze", f"scores={f}", f"path={ts2_dir}", "bootstrap=0", "permutations=199",
+    assert main(["analyze", f"scores={f}", f"path={ts2_dir}", "bootstrap=0", "permutations=199", "protocols=[paper]",
                  f"output_dir={out}"]) == 0
     mm = pd.read_csv(out / "metametrics.csv")
     assert set(mm.metric) == {"my_metric", "clipscore", "alignscore", "blip1_tifa", "blip1_dsg"}

@@ -54,7 +54,7 @@ def _cmd(kind: str, src: Path, out: Path, seed: int) -> list[str]:
     if kind == "report":
         return base + [f"results=[{src}]", "bootstrap=50", "chance=0", "figures=[histograms]"]
     if kind == "reproduce":
-        return base + [f"path={src}", "bootstrap=2", "figures=[]"]
+        return base + [f"path={src}", "bootstrap=2", "chance=0", "figures=[]"]
     return base + ["bootstrap=20", "chance=0", "figures=[]", "max_failure_share=1.0"]  # run: the mini set
 
 

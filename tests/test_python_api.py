@@ -189,7 +189,7 @@ def score_file(mini, tmp_path_factory):
     return path
 
 
-OPTS = {"bootstrap": 30, "chance": 5, "permutations": 99, "compare": ["good", "noise"]}
+OPTS = {"protocols": ["paper"], "bootstrap": 30, "chance": 5, "permutations": 99, "compare": ["good", "noise"]}
 
 
 def test_analyze_api_writes_the_files_of_ts2_analyze(score_file, tmp_path):

@@ -133,7 +133,7 @@ def test_released_scores_plus_a_new_metric_verdict_in_stdout_and_report(ts2_dir,
     f = tmp_path / "mine.csv"
     mine.to_csv(f, index=False)
     out = tmp_path / "a"
-    assert main(["analyze", f"scores={f}", f"path={ts2_dir}", "bootstrap=200", "chance=0",
+    assert main(["analyze", f"scores={f}", f"path={ts2_dir}", "bootstrap=200", "chance=0", "protocols=[paper]",
                  f"output_dir={out}"]) == 0
     stdout = capsys.readouterr().out
     last = stdout.rstrip("\n").splitlines()[-1]
@@ -169,7 +169,7 @@ def test_reversed_metric_is_named_in_stdout_and_report(ts2_dir, tmp_path, capsys
     f = tmp_path / "rev.csv"
     released[["seg_id", "node", "file_name"]].assign(one_minus=1 - released["clipscore"]).to_csv(f, index=False)
     out = tmp_path / "a"
-    assert main(["analyze", f"scores={f}", f"path={ts2_dir}", "bootstrap=200", "chance=0", "permutations=999",
+    assert main(["analyze", f"scores={f}", f"path={ts2_dir}", "bootstrap=200", "chance=0", "protocols=[paper]", "permutations=999",
                  f"output_dir={out}"]) == 0
     last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
     assert last.startswith("one_minus: rank_m -71.4") and last.endswith("lower_is_better=[one_minus]")

@@ -229,9 +229,11 @@ def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path 
     """The TS2 meta-metrics of a score table, as ``ts2 analyze scores=... [dataset=|path=] KEY=VALUE``.
 
     ``scores`` is a DataFrame (e.g. from :func:`score`, or several joined on the base columns) or
-    a ``scores.csv``; ``options`` are the keys of ``conf/analyze.yaml`` and
-    ``conf/analysis/default.yaml`` with their defaults (``protocol="paper"``, ``bootstrap=1000``,
-    ``chance=100``, ``seed=0``, ``compare=[a, b]``, ``protocols=["paper", "graph"]``, ...).
+    a ``scores.csv``; ``options`` are the keys of ``conf/analyze.yaml`` (``compare=[a, b]``,
+    ``ranking=``, ``metrics=``, ...) and the analysis settings of ``conf/analysis/default.yaml``
+    (:class:`analysis.settings.AnalysisSettings`: ``protocols=["paper", "graph"]``,
+    ``bootstrap=1000``, ``chance=100``, ``seed=0``, ``ci_method="percentile"``, ...);
+    ``protocol="graph"`` analyses that one protocol (with ``protocol.KEY=VALUE`` options) instead.
     ``roles`` marks metrics as ``control`` or ``reference`` (a ``scores.csv`` has them in its
     ``run.json``; a DataFrame has none).
 
@@ -264,7 +266,10 @@ def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path 
 def report(results: str | Path | Sequence[str | Path], output_dir: str | Path | None = None,
            dataset: SEGDataset | str | Path | None = None, **options: Any):
     """``ts2 report results=[...]``: merge result folders into one report in ``output_dir``
-    (default: ``conf/report.yaml``'s timestamped folder). Returns :class:`analysis.report.ReportOutputs`."""
+    (default: ``conf/report.yaml``'s timestamped folder). ``options``: the keys of
+    ``conf/report/default.yaml`` and the analysis settings of ``conf/analysis/default.yaml``
+    (``bootstrap``, ``chance``, ``ci_method``, ...: the meta-metrics computed for results that have
+    none). Returns :class:`analysis.report.ReportOutputs`."""
     from seg_data.model import SEGDataset
     from ts2.commands.report import report_from_config
     from ts2.common import load_dataset as load_configured
@@ -282,7 +287,8 @@ def report(results: str | Path | Sequence[str | Path], output_dir: str | Path | 
 
 def reproduce(path: str | Path | None = None, output_dir: str | Path | None = None, **options: Any) -> dict:
     """``ts2 reproduce path=... output_dir=...``: the paper's Table 2 from the released scores, in
-    both protocols, with the list of cells that differ from the print. Returns a dict with
+    both protocols, with the list of cells that differ from the print. ``options``: the keys of
+    ``conf/reproduce.yaml`` and the analysis settings of ``conf/analysis/default.yaml``. Returns a dict with
     ``discrepancies`` (DataFrame), ``tables``, ``report`` (:func:`analysis.reproduction.reproduce`)."""
     from ts2.commands.reproduce import reproduce_from_config
 

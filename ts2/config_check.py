@@ -122,7 +122,26 @@ def _unknown_key(prog: str, key: str, config_name: str, others: list[str]) -> Co
         parent, _, leaf = key.rpartition(".")
         hint = _did_you_mean(leaf, [k.rpartition(".")[2] for k in keys if k.rpartition(".")[0] == parent])
         hint = hint.replace("'", f"'{parent}.", 1) if hint else ""
-    return ConfigError(f"unknown key {key!r} for {prog}{hint or f'; see `{prog} --help` for its keys'}")
+    return ConfigError(f"unknown key {key!r} for {prog}{hint or f'; see `{prog} --help` for its keys'}"
+                       f"{_key_elsewhere(key, config_name, prog)}")
+
+
+def _key_elsewhere(key: str, config_name: str, prog: str) -> str:
+    """``"; KEY is a key of ts2 OTHER, which PROG does not use"`` for a key another command reads
+    (``ts2 report compare=[a,b]``: the paired comparison is ``ts2 analyze``'s), else ``""``."""
+    from ts2.cli import COMMANDS
+
+    top = key.split(".")[0]
+    for name, cmd in COMMANDS.items():
+        if not cmd.config or cmd.config == config_name:
+            continue
+        try:
+            keys = config_keys(compose_config(cmd.config, []))
+        except Exception:  # noqa: BLE001 - a config that needs arguments to compose: not a place to look
+            continue
+        if key in keys or top in keys:
+            return f"; {key!r} is a key of ts2 {name}, which {prog} does not use"
+    return ""
 
 
 def _hydra_message(e: Exception) -> str:

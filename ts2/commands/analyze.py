@@ -20,16 +20,32 @@ from ts2.common import output_dir
 log = logging.getLogger(__name__)
 
 
-def _protocols(cfg: DictConfig) -> list:
-    names = cfg.get("protocols")
-    if names:
-        return [str(n) for n in names]
-    proto = OmegaConf.to_container(cfg.protocol, resolve=True) if cfg.get("protocol") is not None else "paper"
+def _protocols(cfg: DictConfig) -> list | None:
+    """The protocol named by the ``protocol`` group when the command line or ``ts2.analyze`` sets
+    it (``protocol=graph``, ``protocol.tie_method=min``): that one protocol, configured, replaces
+    the ``protocols`` list of ``conf/analysis/default.yaml``. None when the group is left alone."""
+    if cfg.get("protocol") is None or not _sets_protocol_group(cfg):
+        return None
+    proto = OmegaConf.to_container(cfg.protocol, resolve=True)
     if isinstance(proto, dict):
         from hydra.utils import instantiate
 
         return [instantiate(cfg.protocol)]
     return [proto]
+
+
+def _sets_protocol_group(cfg: DictConfig) -> bool:
+    """Whether the overrides choose or change the ``protocol`` group (not ``protocols=``)."""
+    task = None
+    if cfg.get("hydra") is not None:  # a config composed by ts2.analyze / precheck keeps its hydra node
+        task = cfg.hydra.overrides.task
+    else:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            task = HydraConfig.get().overrides.task
+    keys = [str(o).lstrip("+~").split("=", 1)[0] for o in task or ()]
+    return any(k == "protocol" or k.startswith("protocol.") for k in keys)
 
 
 def _list(value) -> list[str]:
@@ -56,24 +72,27 @@ def _reference(cfg: DictConfig, scores):
     return auto_reference(cfg.get("path"), scores)
 
 
+def settings_from_config(cfg: DictConfig):
+    """The :class:`analysis.settings.AnalysisSettings` of an analyze config (``conf/analysis/
+    default.yaml``; a ``protocol=`` group choice replaces ``protocols``, see :func:`_protocols`)."""
+    from analysis.settings import AnalysisSettings
+
+    protocols = _protocols(cfg)
+    return AnalysisSettings.from_config(cfg, **({} if protocols is None else {"protocols": protocols}))
+
+
 def analysis_from_config(cfg: DictConfig, scores, dataset=None, roles=None):
     """:func:`analysis.session.run_analysis` of ``scores`` (a file or a DataFrame) with the settings
     of an analyze config (``ts2 analyze`` and ``ts2.analyze``: every default lives in
     ``conf/analyze.yaml`` and ``conf/analysis/default.yaml``); ``roles`` (metric -> role) only
     from Python."""
-    from analysis.pipeline import MIN_SEGS_CI
     from analysis.session import run_analysis
     from seg_data.graph import MAX_WALKS
 
     rk = cfg.get("ranking")
     return run_analysis(
-        scores, dataset, protocols=_protocols(cfg), meta_metrics=_list(cfg.meta_metrics),
-        bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), confidence=float(cfg.confidence),
-        chance=int(cfg.get("chance") or 0), ci_method=str(cfg.get("ci_method", "percentile")),
-        bootstrap_scheme=str(cfg.get("bootstrap_scheme", "rescaled")),
-        min_segs_ci=int(cfg.get("min_segs_ci", MIN_SEGS_CI)), metrics=_list(cfg.get("metrics")) or None,
-        lower_is_better=_list(cfg.get("lower_is_better")), reference=_reference(cfg, scores),
-        reference_required=cfg.get("reference", None) != "auto", subsets=str(cfg.get("subsets", "auto")),
+        scores, dataset, settings_from_config(cfg), metrics=_list(cfg.get("metrics")) or None,
+        reference=_reference(cfg, scores), reference_required=cfg.get("reference", None) != "auto",
         max_walks=cfg.get("max_walks", MAX_WALKS), compare=_list(cfg.get("compare")) or None,
         permutations=int(cfg.get("permutations", 9999)),
         ranking=OmegaConf.to_container(rk, resolve=True) if rk else False,

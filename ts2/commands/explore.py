@@ -67,8 +67,8 @@ def main(cfg: DictConfig) -> int:
         return 2
     try:
         dataset = recorded_dataset(cfg, results)
-        merged = merged_results(results, protocols=_as_list(cfg.protocols), bootstrap=0, dataset=dataset,
-                                subsets=str(cfg.subsets))
+        merged = merged_results(results, protocols=_as_list(cfg.protocols), bootstrap=0, chance=0,
+                                dataset=dataset, subsets=str(cfg.subsets))  # the explorer shows values, no CIs
         data, thumbs = explorer_data(merged, dataset, metrics=_as_list(cfg.metrics) or None, protocol=cfg.protocol,
                                      subsets=str(cfg.subsets), title=str(cfg.title), images=bool(cfg.images),
                                      thumb_side=int(cfg.thumbnail_size), progress=bool(cfg.progress))

@@ -71,7 +71,7 @@ def generate(cfg: DictConfig) -> int:
         if cache is not None:
             cache.close()
     sets, failed = {}, []
-    for (sid, prompt), res in zip(pairs, results):
+    for (sid, prompt), res in zip(pairs, results, strict=True):
         if res.ok:
             sets[sid] = QuestionSet(sid, prompt, res.questions, kind=style)
         else:

@@ -39,21 +39,21 @@ def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path
     """:func:`analysis.result_dirs.build_report` with its settings read from a config (``ts2 report``
     and ``ts2 run``).
 
-    Both compose ``conf/analysis/default.yaml`` and ``conf/report/default.yaml``, where every
-    setting and its default lives; none is restated here.
+    Both compose ``conf/analysis/default.yaml`` (the :class:`analysis.settings.AnalysisSettings`
+    of the meta-metrics computed here) and ``conf/report/default.yaml``, where every setting and
+    its default lives; none is restated here.
     """
     from analysis.result_dirs import build_report
+    from analysis.settings import AnalysisSettings
 
     return build_report(
-        results, out, title=str(cfg.title), protocols=_as_list(cfg.protocols), bootstrap=int(cfg.bootstrap),
-        seed=int(cfg.seed), dataset=dataset, subsets=str(cfg.subsets), figure_protocol=cfg.figure_protocol,
-        flops=_plain(cfg.flops) or {}, lower_is_better=_as_list(cfg.lower_is_better),
-        labels=_plain(cfg.labels) or {}, scatter=_as_list(cfg.scatter) or None, heatmaps=int(cfg.heatmaps),
+        results, out, AnalysisSettings.from_config(cfg), title=str(cfg.title), dataset=dataset,
+        figure_protocol=cfg.figure_protocol, flops=_plain(cfg.flops) or {}, labels=_plain(cfg.labels) or {},
+        scatter=_as_list(cfg.scatter) or None, heatmaps=int(cfg.heatmaps),
         figures=None if cfg.figures is None else _as_list(cfg.figures),
         pareto=None if cfg.pareto is None else _as_list(cfg.pareto), human=cfg.human,
         human_statistic=str(cfg.human_statistic), human_grouping=str(cfg.human_grouping),
-        seg_meta_metric=str(cfg.seg_meta_metric), confidence=float(cfg.confidence),
-        chance=int(cfg.chance or 0), min_segs_ci=cfg.get("min_segs_ci"), explorer=bool(cfg.explorer))
+        seg_meta_metric=str(cfg.seg_meta_metric), explorer=bool(cfg.explorer))
 
 
 def main(cfg: DictConfig) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig
 
 from ts2.common import output_dir
 
@@ -34,16 +34,14 @@ log = logging.getLogger(__name__)
 
 def reproduce_from_config(cfg: DictConfig, out) -> dict:
     """:func:`analysis.reproduction.reproduce` with the settings of a reproduce config
-    (``ts2 reproduce`` and ``ts2.reproduce``; defaults in ``conf/reproduce.yaml``)."""
+    (``ts2 reproduce`` and ``ts2.reproduce``; defaults in ``conf/reproduce.yaml`` and the
+    :class:`analysis.settings.AnalysisSettings` of ``conf/analysis/default.yaml``)."""
     from analysis.reproduction import reproduce
+    from analysis.settings import AnalysisSettings
 
-    protocols = cfg.protocols  # conf/analysis/default.yaml
-    protocols = [str(p) for p in protocols] if isinstance(protocols, (list, tuple, ListConfig)) else [str(protocols)]
-    return reproduce(cfg.get("path"), out, scores=cfg.get("scores"), protocols=protocols,
-                     bootstrap=int(cfg.bootstrap), seed=int(cfg.seed), revision=cfg.get("revision"),
-                     figures=None if cfg.get("figures") is None else list(cfg.figures),
-                     pareto=None if cfg.get("pareto") is None else list(cfg.pareto),
-                     min_segs_ci=cfg.get("min_segs_ci"))
+    return reproduce(cfg.get("path"), out, AnalysisSettings.from_config(cfg), scores=cfg.get("scores"),
+                     revision=cfg.get("revision"), figures=None if cfg.get("figures") is None else list(cfg.figures),
+                     pareto=None if cfg.get("pareto") is None else list(cfg.pareto))
 
 
 def main(cfg: DictConfig) -> int:
