@@ -129,7 +129,7 @@ def _unknown_key(prog: str, key: str, config_name: str, others: list[str]) -> Co
 def _key_elsewhere(key: str, config_name: str, prog: str) -> str:
     """``"; KEY is a key of ts2 OTHER, which PROG does not use"`` for a key another command reads
     (``ts2 report compare=[a,b]``: the paired comparison is ``ts2 analyze``'s), else ``""``."""
-    from ts2.cli import COMMANDS
+    from ts2.commands.table import COMMANDS
 
     top = key.split(".")[0]
     for name, cmd in COMMANDS.items():
