@@ -137,20 +137,35 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                     txt += f"<br><small class=na>[n/a: {seg_text}]<sup>&dagger;</sup></small>"
                     withheld = True
                 if has_chance and np.isfinite(float(r["chance"])):
-                    mc = float(r["chance_mc_error"]) if "chance_mc_error" in r.index else float("nan")
-                    err = f" &plusmn;{100 * mc:.2f}" if np.isfinite(mc) else ""
-                    rnd = ""
-                    if random_ctrl is not None and m != random_ctrl and (k, s, random_ctrl) in idx.index:
-                        rv = idx.loc[(k, s, random_ctrl)]
-                        rv = float((rv.iloc[0] if isinstance(rv, pd.DataFrame) else rv)["value"])
-                        rnd = f"; random {_fmt_pct(rv)}" if np.isfinite(rv) else ""
-                    # delta has no maximum, so no chance-adjusted value: no "adj." label without a number
-                    adj = float(r["adjusted"])
-                    txt += (f"<br><small class=chance>chance<sup>&Dagger;</sup> {_fmt_pct(float(r['chance']))}{err}"
-                            f"{rnd}" + (f"; adj. {_fmt_pct(adj)}" if np.isfinite(adj) else "") + "</small>")
+                    txt += _chance_text(r, idx, (k, s, random_ctrl) if random_ctrl not in (None, m) else None)
                     chance_shown = True
                 cells.append(f"<td{cls}>{txt}</td>")
             rows.append(f"<tr><td>{html.escape(k)}</td><td>{html.escape(s)}</td>{''.join(cells)}</tr>")
+    foot = _mm_footnotes(blank, withheld, chance_shown, random_ctrl)
+    return "<table class='mm'>" + "".join(rows) + "</table>" + foot
+
+
+def _chance_text(r: pd.Series, idx: pd.DataFrame, random_key: tuple | None) -> str:
+    """A cell's chance line, apart from :func:`metametrics_html` to keep that function short.
+
+    ``random_key`` is ``(meta_metric, subset, random control)`` when the scored random control's
+    value goes beside the chance level (not in the control's own cell), else None.
+    """
+    mc = float(r["chance_mc_error"]) if "chance_mc_error" in r.index else float("nan")
+    err = f" &plusmn;{100 * mc:.2f}" if np.isfinite(mc) else ""
+    rnd = ""
+    if random_key is not None and random_key in idx.index:
+        rv = idx.loc[random_key]
+        rv = float((rv.iloc[0] if isinstance(rv, pd.DataFrame) else rv)["value"])
+        rnd = f"; random {_fmt_pct(rv)}" if np.isfinite(rv) else ""
+    # delta has no maximum, so no chance-adjusted value: no "adj." label without a number
+    adj = float(r["adjusted"])
+    return (f"<br><small class=chance>chance<sup>&Dagger;</sup> {_fmt_pct(float(r['chance']))}{err}"
+            f"{rnd}" + (f"; adj. {_fmt_pct(adj)}" if np.isfinite(adj) else "") + "</small>")
+
+
+def _mm_footnotes(blank: set[str], withheld: bool, chance_shown: bool, random_ctrl: str | None) -> str:
+    """The footnotes under :func:`metametrics_html`'s table, apart to keep that function short."""
     foot = ""
     if blank:
         foot = ("<p class='foot'><sup>*</sup> Blank: the value is undefined for " + html.escape(", ".join(sorted(blank)))
@@ -167,7 +182,7 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                  "same overall score distribution reads"
                  + ("; <i>random</i>: the scored random control's value in that row" if random_ctrl else "")
                  + "; adj.: (value &minus; chance) / (max &minus; chance).</p>")
-    return "<table class='mm'>" + "".join(rows) + "</table>" + foot
+    return foot
 
 
 def read_human_results(path: str | Path) -> pd.DataFrame:
