@@ -450,6 +450,43 @@ def _explorer_section(merged: MergedResults, out: Path, dataset, protocol: str |
         "by side.</p>")
 
 
+def _metametrics_section(merged: MergedResults, labels: Mapping[str, str], front: pd.DataFrame | None,
+                         figures) -> str:
+    """The report's meta-metrics section (tables, FLOPs, Pareto notes), apart to keep :func:`_write_report` short."""
+    mm = merged.metametrics
+    protocols = list(dict.fromkeys(mm["protocol"]))
+    body = (f"<p>Values in %, {_level(merged.confidence)} (bootstrap over SEGs) below each value when computed; "
+            "the best non-control value of each row in bold; controls shaded"
+            + ("; <i>chance</i>: the expected value when scores carry no information (each metric's own "
+               "scores permuted within each SEG) &plusmn; its Monte-Carlo error, <i>adj.</i>: "
+               "(value &minus; chance) / (max &minus; chance)"
+               if {"chance", "adjusted"} <= set(mm.columns) else "")
+            + ". The same table is in <code>table.md</code>, <code>table.tex</code> and <code>table.csv</code>; "
+            "every cell with its CI is in <code>metametrics.csv</code>.</p>")
+    for p in protocols:
+        body += f"<h3>protocol: {html.escape(p)}</h3>" + metametrics_html(mm, p, labels, merged.roles)
+    if merged.flops:
+        body += "<p>FLOPs per image: " + ", ".join(
+            f"{html.escape(labels.get(m, m))} {_fmt_flops(f)}" for m, f in merged.flops.items()) + "</p>"
+    if front is not None and len(front):
+        body += ("<p>Pareto frontier members (non-control metrics, per meta-metric and subset) are listed in "
+                 "<code>pareto.csv</code>.</p>")
+    missing = [m for m in merged.metrics if m not in merged.flops and merged.role(m) != "control"]
+    costed_own = [m for m in merged.metrics if m in merged.flops and merged.role(m) != "control"]
+    if "pareto" in figures and len(costed_own) == 1:
+        body += (f"<p class='note'>No Pareto figures: {html.escape(labels.get(costed_own[0], costed_own[0]))} is "
+                 "the only non-control metric with a known cost, so there is no frontier to draw (it is on "
+                 "it alone); the controls' values are in the table above.</p>")
+    if "pareto" in figures and missing:
+        body += ("<p class='note'>No Pareto figure" + (" position" if merged.flops else "") + " for "
+                 + html.escape(", ".join(labels.get(m, m) for m in missing))
+                 + ": no cost is known. Give FLOPs per image on the command line, e.g. "
+                 "<code>ts2 report results=DIR 'flops={" + html.escape(missing[0]) + ": 2.5e9}'</code> "
+                 "(values like <code>2.5e9</code> or <code>604M</code>), or score the metric with "
+                 "<code>ts2 score</code>, which records its FLOPs in run.json.</p>")
+    return body
+
+
 def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatmaps, extra_sections, prompts,
                   figures, pareto, extra_files, verdict=None, dataset_note=None, dataset=None,
                   explorer=False) -> ReportOutputs:
@@ -480,37 +517,7 @@ def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatm
         vp = protocol if protocol in vprotos else ("paper" if "paper" in vprotos else vprotos[0])
         sections.append(("Verdict", verdict_html(verdict, vp, labels, merged.confidence)))
     if mm is not None:
-        protocols = list(dict.fromkeys(mm["protocol"]))
-        body = (f"<p>Values in %, {_level(merged.confidence)} (bootstrap over SEGs) below each value when computed; "
-                "the best non-control value of each row in bold; controls shaded"
-                + ("; <i>chance</i>: the expected value when scores carry no information (each metric's own "
-                   "scores permuted within each SEG) &plusmn; its Monte-Carlo error, <i>adj.</i>: "
-                   "(value &minus; chance) / (max &minus; chance)"
-                   if {"chance", "adjusted"} <= set(mm.columns) else "")
-                + ". The same table is in <code>table.md</code>, <code>table.tex</code> and <code>table.csv</code>; "
-                "every cell with its CI is in <code>metametrics.csv</code>.</p>")
-        for p in protocols:
-            body += f"<h3>protocol: {html.escape(p)}</h3>" + metametrics_html(mm, p, labels, merged.roles)
-        if merged.flops:
-            body += "<p>FLOPs per image: " + ", ".join(
-                f"{html.escape(labels.get(m, m))} {_fmt_flops(f)}" for m, f in merged.flops.items()) + "</p>"
-        if front is not None and len(front):
-            body += ("<p>Pareto frontier members (non-control metrics, per meta-metric and subset) are listed in "
-                     "<code>pareto.csv</code>.</p>")
-        missing = [m for m in merged.metrics if m not in merged.flops and merged.role(m) != "control"]
-        costed_own = [m for m in merged.metrics if m in merged.flops and merged.role(m) != "control"]
-        if "pareto" in figures and len(costed_own) == 1:
-            body += (f"<p class='note'>No Pareto figures: {html.escape(labels.get(costed_own[0], costed_own[0]))} is "
-                     "the only non-control metric with a known cost, so there is no frontier to draw (it is on "
-                     "it alone); the controls' values are in the table above.</p>")
-        if "pareto" in figures and missing:
-            body += ("<p class='note'>No Pareto figure" + (" position" if merged.flops else "") + " for "
-                     + html.escape(", ".join(labels.get(m, m) for m in missing))
-                     + ": no cost is known. Give FLOPs per image on the command line, e.g. "
-                     "<code>ts2 report results=DIR 'flops={" + html.escape(missing[0]) + ": 2.5e9}'</code> "
-                     "(values like <code>2.5e9</code> or <code>604M</code>), or score the metric with "
-                     "<code>ts2 score</code>, which records its FLOPs in run.json.</p>")
-        sections.append(("Meta-metrics", body))
+        sections.append(("Meta-metrics", _metametrics_section(merged, labels, front, figures)))
     sections.extend(extra_sections)
     by_section: dict[str, list[ReportFigure]] = {}
     for f in figs:
