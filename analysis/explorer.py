@@ -181,7 +181,7 @@ def _layout(seg) -> dict[str, tuple[float, float]]:
     from seg_data.model import label_sort_key
 
     g = nx.DiGraph()
-    g.add_nodes_from((n, {"level": int(lev)}) for n, lev in zip(seg.labels, seg.levels))
+    g.add_nodes_from((n, {"level": int(lev)}) for n, lev in zip(seg.labels, seg.levels, strict=True))
     g.add_edges_from(e for e in seg.seg.graph.edges if e[0] in g and e[1] in g)
     pos = nx.multipartite_layout(g, subset_key="level", align="vertical")
     xs = sorted({round(float(p[0]), 9) for p in pos.values()})
@@ -200,7 +200,7 @@ def _seg_values(per_seg: pd.DataFrame | None, protocol: str, metrics: Sequence[s
         return out
     d = per_seg[(per_seg["protocol"] == protocol) & per_seg["metric"].isin(metrics)]
     for (m, k), grp in d.groupby(["metric", "meta_metric"], sort=False):
-        out[(str(m), str(k))] = dict(zip(grp["seg_id"].astype(str), grp["value"].astype(float)))
+        out[(str(m), str(k))] = dict(zip(grp["seg_id"].astype(str), grp["value"].astype(float), strict=True))
     return out
 
 
@@ -379,7 +379,7 @@ def _misordered(edges, node_rows, x: np.ndarray) -> dict:
         counts.append([int((gap > 0).sum()), int((gap == 0).sum()), int(gap.size)])
         ia, ib = np.nonzero(gap > 0)
         ra, rb = node_rows[u][ok_a][ia], node_rows[v][ok_b][ib]
-        pairs += [(float(gap[i, j]), k, int(p), int(q)) for i, j, p, q in zip(ia, ib, ra, rb)]
+        pairs += [(float(gap[i, j]), k, int(p), int(q)) for i, j, p, q in zip(ia, ib, ra, rb, strict=True)]
     pairs.sort(key=lambda t: -t[0])
     return {"edges": counts, "pairs": [[k, p, q] for _, k, p, q in pairs[:MAX_PAIRS]]}
 

@@ -111,13 +111,13 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                 vals.append(r.iloc[0] if isinstance(r, pd.DataFrame) else r)
             # Best after rounding to the printed 0.1, like table.md (printed ties all bold);
             # a control is never "best".
-            fin = [round(100 * float(r["value"]), 1) for m, r in zip(metrics, vals)
+            fin = [round(100 * float(r["value"]), 1) for m, r in zip(metrics, vals, strict=True)
                    if r is not None and m not in ctrl and np.isfinite(float(r["value"]))]
             if not fin and all(r is None or not np.isfinite(float(r["value"])) for r in vals):
                 continue
             best = max(fin) if fin else None
             cells = []
-            for m, r in zip(metrics, vals):
+            for m, r in zip(metrics, vals, strict=True):
                 cls = " class=ctrl" if m in ctrl else ""
                 if r is None or not np.isfinite(float(r["value"])):
                     blank.add(labels.get(m, m))
@@ -208,7 +208,7 @@ def views_frame(mm: pd.DataFrame, human: pd.DataFrame, protocol: str, seg_meta_m
     from .views import compare_views, view_values
 
     d = mm[(mm["protocol"] == protocol) & (mm["meta_metric"] == seg_meta_metric) & (mm["subset"] == "Avg")]
-    seg = dict(zip(d["metric"], d["value"].astype(float)))
+    seg = dict(zip(d["metric"], d["value"].astype(float), strict=True))
     return compare_views(seg, view_values(human, statistic=statistic, grouping=grouping))
 
 

@@ -77,7 +77,7 @@ def pareto_table(metametrics: pd.DataFrame, flops: Mapping[str, float], roles: M
         front = np.zeros(len(g), bool)
         if ok.any():
             front[ok] = pareto_mask(val[ok], g["flops"].to_numpy(float)[ok])
-        for i, (m, f) in enumerate(zip(g["metric"], g["flops"])):
+        for i, (m, f) in enumerate(zip(g["metric"], g["flops"], strict=True)):
             why = "control" if role[i] == "control" else ("" if np.isfinite(val[i]) else "no value")
             rows.append((proto, mm, sub, m, role[i], float(f), val[i], bool(front[i]), why))
     return pd.DataFrame(rows, columns=cols)
@@ -305,7 +305,7 @@ def _heatmaps(merged, out: Path, protocol, labels, prompts, k, interest, closest
         for kind, ids in (("best", best), ("worst", worst)):
             for sid in ids:
                 vals = ps[(ps["protocol"] == protocol) & (ps["meta_metric"] == "rank") & (ps["seg_id"] == sid)]
-                vals = dict(zip(vals["metric"], vals["value"]))
+                vals = dict(zip(vals["metric"], vals["value"], strict=True))
                 prompt = (prompts or {}).get(sid)
                 if prompt is None and "prompt" in sc.columns:
                     pr = sc.loc[sc["seg_id"].astype(str) == sid, "prompt"].dropna()
