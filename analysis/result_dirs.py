@@ -491,8 +491,7 @@ def _column_names(group_list: list[list[ResultDir]], notes: list[str]) -> list[d
 
 
 def _reused_analysis(g: list[ResultDir], ren: Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
-    """A single run's own meta-metrics and per-SEG values, renamed, when they cover all its columns
-    (else None: :func:`merge_results` lists them to analyse); apart to keep that function short."""
+    """A single run's own renamed meta-metrics and per-SEG values if complete (else None), apart to keep :func:`merge_results` short."""
     reusable = len(g) == 1 and g[0].metametrics is not None and set(ren) <= set(g[0].metametrics["metric"])
     if not reusable:
         return None
@@ -531,8 +530,7 @@ def _run_info(g: list[ResultDir], label: str, ren: Mapping[str, str], sc: pd.Dat
 
 
 def _given_flops(flops: Mapping[str, float] | None, runs: list[RunInfo], flops_out: dict[str, float]) -> None:
-    """Add the FLOPs given by hand to ``flops_out`` where no run recorded one; apart to keep
-    :func:`merge_results` short."""
+    """Add hand-given FLOPs to ``flops_out`` where no run recorded one, apart to keep :func:`merge_results` short."""
     from .pareto import parse_flops
 
     for name, f in (flops or {}).items():
