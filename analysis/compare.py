@@ -110,7 +110,7 @@ def rank_metrics(result: AnalysisResult, meta_metric: str = "rank", subset: str 
     tests["p_holm"] = holm(tests["p_value"].to_numpy())
     tests["significant"] = tests["p_holm"] < alpha
     same: dict[str, set[str]] = {m: set() for m in order}
-    for a, b, sig in zip(tests["metric_a"], tests["metric_b"], tests["significant"]):
+    for a, b, sig in zip(tests["metric_a"], tests["metric_b"], tests["significant"], strict=True):
         if not sig:
             same[a].add(b)
             same[b].add(a)

@@ -181,7 +181,7 @@ def _layout(seg) -> dict[str, tuple[float, float]]:
     from seg_data.model import label_sort_key
 
     g = nx.DiGraph()
-    g.add_nodes_from((n, {"level": int(lev)}) for n, lev in zip(seg.labels, seg.levels))
+    g.add_nodes_from((n, {"level": int(lev)}) for n, lev in zip(seg.labels, seg.levels, strict=True))
     g.add_edges_from(e for e in seg.seg.graph.edges if e[0] in g and e[1] in g)
     pos = nx.multipartite_layout(g, subset_key="level", align="vertical")
     xs = sorted({round(float(p[0]), 9) for p in pos.values()})
@@ -200,7 +200,7 @@ def _seg_values(per_seg: pd.DataFrame | None, protocol: str, metrics: Sequence[s
         return out
     d = per_seg[(per_seg["protocol"] == protocol) & per_seg["metric"].isin(metrics)]
     for (m, k), grp in d.groupby(["metric", "meta_metric"], sort=False):
-        out[(str(m), str(k))] = dict(zip(grp["seg_id"].astype(str), grp["value"].astype(float)))
+        out[(str(m), str(k))] = dict(zip(grp["seg_id"].astype(str), grp["value"].astype(float), strict=True))
     return out
 
 
@@ -245,22 +245,8 @@ def explorer_data(merged, dataset: SEGDataset | None = None, metrics: Sequence[s
     ValueError
         No per-image scores, an unknown metric, no SEG left to show, a protocol not in ``per_seg``.
     """
-    if merged.scores is None:
-        raise ValueError("the explorer needs per-image scores (scores.csv, or the score files an analysis read); "
-                         "found none in the results")
-    have = metric_columns(merged.scores.columns)
-    chosen = list(have if not metrics else metrics)
-    unknown = [m for m in chosen if m not in have]
-    if unknown:
-        raise ValueError(f"expected metrics among the score columns {have}, got unknown {unknown}")
-    if not chosen:
-        raise ValueError("expected at least one metric column in the scores, got none")
+    chosen, protocol = _chosen_metrics_and_protocol(merged, metrics, protocol)
     ps = merged.per_seg
-    protos = list(dict.fromkeys(ps["protocol"])) if ps is not None else []
-    if protocol is None:
-        protocol = "graph" if "graph" in protos or not protos else protos[0]
-    elif protos and protocol not in protos:
-        raise ValueError(f"expected protocol among those in per_seg.csv {protos}, got {protocol!r}")
     proto = _protocol(protocol)
     lower = [m for m in chosen if m in merged.lower_is_better]
     cols = [c for c in ("seg_id", "node", "file_name", "subset") if c in merged.scores.columns]
@@ -268,19 +254,10 @@ def explorer_data(merged, dataset: SEGDataset | None = None, metrics: Sequence[s
     inputs = prepare_inputs(table, dataset, subsets=subsets, max_walks=None).for_protocol(proto)
     x = inputs.scores  # oriented: higher is better for every metric
     raw = x * np.where([m in lower for m in chosen], -1.0, 1.0)
-    frame = table.frame
-    # Row r of the score matrix is the r-th table row that prepare_inputs kept (those naming an
-    # image of the dataset, when there is one): its file name, and its image file if known.
-    if table.has_file_name:
-        names = frame["file_name"].astype(str).tolist()
-        if dataset is not None:
-            known = {im.image_id for s in dataset for _, im in s.iter_images()}
-            names = [f for f in names if f in known]
-    else:
-        names = [f"row {i + 2} of the score table" for i in range(len(frame))]
+    names = _row_file_names(table, dataset)
     path_by_file: dict[str, Path | str | None] = {}
     if "image_path" in merged.scores.columns and "file_name" in merged.scores.columns:
-        path_by_file = {str(f): p for f, p in zip(merged.scores["file_name"], merged.scores["image_path"])
+        path_by_file = {str(f): p for f, p in zip(merged.scores["file_name"], merged.scores["image_path"], strict=True)
                         if isinstance(p, str) and p}
     path_of_row: dict[int, Path | str | None] = {}
     values = _seg_values(ps, protocol, chosen)
@@ -289,42 +266,7 @@ def explorer_data(merged, dataset: SEGDataset | None = None, metrics: Sequence[s
     for s in inputs.structure.segs:
         if not any(len(r) for r in s.rows):
             continue
-        node_index = {lbl: i for i, lbl in enumerate(s.labels)}
-        pos = _layout(s)
-        nodes = []
-        g = s.seg.graph
-        for i, lbl in enumerate(s.labels):
-            imgs = []
-            by_id = {im.image_id: im for im in s.seg.images(lbl)}
-            for r in map(int, s.rows[i]):
-                fid = names[r]
-                rec = by_id.get(fid)
-                path_of_row[r] = rec.path if rec is not None and rec.path is not None else path_by_file.get(fid)
-                imgs.append({"f": fid, "r": r, "s": [float(v) if np.isfinite(v) else None for v in raw[r]]})
-            nodes.append({"label": lbl, "level": int(s.levels[i]), "errors": [str(e) for e in g.nodes[lbl].get("errors", ())],
-                          "x": pos[lbl][0], "y": pos[lbl][1], "images": imgs})
-        edges = [[node_index[u], node_index[v], [str(e) for e in d.get("errors", ())]] for u, v, d in g.edges(data=True)
-                 if u in node_index and v in node_index]
-        n_walks = walk_count(s, proto.walks, proto.root_duplication)
-        if n_walks > MAX_WALKS:
-            notes.append(f"SEG {s.seg_id}: {n_walks} walks, more than the {MAX_WALKS} the explorer lists; "
-                         "drawn without its walks")
-            walks = []
-        else:
-            walks = [[node_index[n] for n in w] for w in protocol_walks(s, proto.walks, proto.root_duplication)]
-        wv = _walk_values(walks, s.rows, s.levels, x, proto)
-        per_metric = {}
-        for j, m in enumerate(chosen):
-            vals = wv[j]
-            fin = np.flatnonzero(np.isfinite(vals))
-            worst = int(fin[np.argmin(vals[fin])]) if len(fin) else None
-            per_metric[m] = {"values": {k: values.get((m, k), {}).get(s.seg_id) for k in meta},
-                             "walks": [float(v) for v in vals], "worst": worst,
-                             **_misordered(edges, s.rows, x[:, j])}
-        segs.append({"id": s.seg_id, "subset": s.subset, "prompt": s.seg.prompt, "nodes": nodes,
-                     "edges": [[u, v, e] for u, v, e in edges], "walks": walks, "metrics": per_metric,
-                     "width": max(p[0] for p in pos.values()) + _NODE_W / 2 + _PAD,
-                     "height": max(p[1] for p in pos.values()) + _NODE_H / 2 + _PAD})
+        segs.append(_seg_entry(s, names, raw, x, proto, chosen, values, meta, path_by_file, path_of_row, notes))
     if not segs:
         raise ValueError("no SEG with a scored image to show")
     thumbs: dict[str, str] = {}
@@ -345,6 +287,87 @@ def explorer_data(merged, dataset: SEGDataset | None = None, metrics: Sequence[s
     return data, thumbs
 
 
+def _chosen_metrics_and_protocol(merged, metrics: Sequence[str] | None,
+                                 protocol: str | None) -> tuple[list[str], str]:
+    """Checks the metric and protocol choice against the results, apart from :func:`explorer_data`'s assembly."""
+    if merged.scores is None:
+        raise ValueError("the explorer needs per-image scores (scores.csv, or the score files an analysis read); "
+                         "found none in the results")
+    have = metric_columns(merged.scores.columns)
+    chosen = list(have if not metrics else metrics)
+    unknown = [m for m in chosen if m not in have]
+    if unknown:
+        raise ValueError(f"expected metrics among the score columns {have}, got unknown {unknown}")
+    if not chosen:
+        raise ValueError("expected at least one metric column in the scores, got none")
+    ps = merged.per_seg
+    protos = list(dict.fromkeys(ps["protocol"])) if ps is not None else []
+    if protocol is None:
+        protocol = "graph" if "graph" in protos or not protos else protos[0]
+    elif protos and protocol not in protos:
+        raise ValueError(f"expected protocol among those in per_seg.csv {protos}, got {protocol!r}")
+    return chosen, protocol
+
+
+def _row_file_names(table, dataset: SEGDataset | None) -> list[str]:
+    """The file name of each score-matrix row, kept apart so :func:`explorer_data` stays short."""
+    frame = table.frame
+    # Row r of the score matrix is the r-th table row that prepare_inputs kept (those naming an
+    # image of the dataset, when there is one): its file name, and its image file if known.
+    if table.has_file_name:
+        names = frame["file_name"].astype(str).tolist()
+        if dataset is not None:
+            known = {im.image_id for s in dataset for _, im in s.iter_images()}
+            names = [f for f in names if f in known]
+    else:
+        names = [f"row {i + 2} of the score table" for i in range(len(frame))]
+    return names
+
+
+def _seg_entry(s, names: list[str], raw: np.ndarray, x: np.ndarray, proto: Protocol, chosen: list[str],
+               values: dict, meta: list[str], path_by_file: dict, path_of_row: dict, notes: list[str]) -> dict:
+    """One SEG's page entry (nodes, edges, walks, per-metric values), split out of :func:`explorer_data`.
+
+    Fills ``path_of_row`` (row -> image file) and appends to ``notes`` as it goes.
+    """
+    node_index = {lbl: i for i, lbl in enumerate(s.labels)}
+    pos = _layout(s)
+    nodes = []
+    g = s.seg.graph
+    for i, lbl in enumerate(s.labels):
+        imgs = []
+        by_id = {im.image_id: im for im in s.seg.images(lbl)}
+        for r in map(int, s.rows[i]):
+            fid = names[r]
+            rec = by_id.get(fid)
+            path_of_row[r] = rec.path if rec is not None and rec.path is not None else path_by_file.get(fid)
+            imgs.append({"f": fid, "r": r, "s": [float(v) if np.isfinite(v) else None for v in raw[r]]})
+        nodes.append({"label": lbl, "level": int(s.levels[i]), "errors": [str(e) for e in g.nodes[lbl].get("errors", ())],
+                      "x": pos[lbl][0], "y": pos[lbl][1], "images": imgs})
+    edges = [[node_index[u], node_index[v], [str(e) for e in d.get("errors", ())]] for u, v, d in g.edges(data=True)
+             if u in node_index and v in node_index]
+    n_walks = walk_count(s, proto.walks, proto.root_duplication)
+    if n_walks > MAX_WALKS:
+        notes.append(f"SEG {s.seg_id}: {n_walks} walks, more than the {MAX_WALKS} the explorer lists; "
+                     "drawn without its walks")
+        walks = []
+    else:
+        walks = [[node_index[n] for n in w] for w in protocol_walks(s, proto.walks, proto.root_duplication)]
+    wv = _walk_values(walks, s.rows, s.levels, x, proto)
+    per_metric = {}
+    for j, m in enumerate(chosen):
+        vals = wv[j]
+        fin = np.flatnonzero(np.isfinite(vals))
+        worst = int(fin[np.argmin(vals[fin])]) if len(fin) else None
+        per_metric[m] = {"values": {k: values.get((m, k), {}).get(s.seg_id) for k in meta},
+                         "walks": [float(v) for v in vals], "worst": worst,
+                         **_misordered(edges, s.rows, x[:, j])}
+    return {"id": s.seg_id, "subset": s.subset, "prompt": s.seg.prompt, "nodes": nodes,
+            "edges": [[u, v, e] for u, v, e in edges], "walks": walks, "metrics": per_metric,
+            "width": max(p[0] for p in pos.values()) + _NODE_W / 2 + _PAD,
+            "height": max(p[1] for p in pos.values()) + _NODE_H / 2 + _PAD}
+
+
 def _misordered(edges, node_rows, x: np.ndarray) -> dict:
     """Per edge ``[against, ties, pairs]`` and the worst image pairs ``[edge, row_a, row_b]`` (the
     parent's image, the child's), largest score gap first, at most :data:`MAX_PAIRS`."""
@@ -356,7 +379,7 @@ def _misordered(edges, node_rows, x: np.ndarray) -> dict:
         counts.append([int((gap > 0).sum()), int((gap == 0).sum()), int(gap.size)])
         ia, ib = np.nonzero(gap > 0)
         ra, rb = node_rows[u][ok_a][ia], node_rows[v][ok_b][ib]
-        pairs += [(float(gap[i, j]), k, int(p), int(q)) for i, j, p, q in zip(ia, ib, ra, rb)]
+        pairs += [(float(gap[i, j]), k, int(p), int(q)) for i, j, p, q in zip(ia, ib, ra, rb, strict=True)]
     pairs.sort(key=lambda t: -t[0])
     return {"edges": counts, "pairs": [[k, p, q] for _, k, p, q in pairs[:MAX_PAIRS]]}
 

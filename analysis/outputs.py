@@ -62,7 +62,7 @@ def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFr
         "subset_source": result.subset_source,
         "n_segs": {name: len(pr.seg_values.seg_ids) for name, pr in result.protocols.items()},
         "excluded_segs": {name: list(pr.excluded) for name, pr in result.protocols.items()},
-        "delta_sigma": {name: dict(zip(result.metrics, map(_num, pr.seg_values.sigma)))
+        "delta_sigma": {name: dict(zip(result.metrics, map(_num, pr.seg_values.sigma), strict=True))
                         for name, pr in result.protocols.items()},
         "bootstrap": result.bootstrap,
         "seed": result.seed,
@@ -125,9 +125,9 @@ def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), 
     def block(title: str, header: list[str], cells: list[list[str]], foot: str = "") -> None:
         lines.append(title)
         widths = [max(len(str(r[j])) for r in [header] + cells) for j in range(len(header))]
-        lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+        lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
         for r in cells:
-            lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+            lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
         if foot:
             lines.append(foot)
         lines.append("")

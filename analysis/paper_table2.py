@@ -34,7 +34,7 @@ LABELS: dict[str, str] = dict(zip(METRICS, (
     "TIFA mPLUG", "TIFA LLaVA 1.5", "TIFA LLaVA 1.5 (alt)", "TIFA InstructBLIP", "TIFA BLIP1", "TIFA Fuyu", "TIFA GPT4-V",
     "DSG mPLUG", "DSG LLaVA 1.5", "DSG LLaVA 1.5 (alt)", "DSG InstructBLIP", "DSG BLIP1", "DSG Fuyu", "DSG GPT4-V",
     "LLMScore EC", "LLMScore Over", "VIEScore",
-)))
+), strict=True))
 
 FAMILIES: dict[str, str] = {m: ("Emb-based" if i < 2 else "TIFA" if i < 9 else "DSG" if i < 16 else "Caption-based")
                             for i, m in enumerate(METRICS)}
@@ -58,7 +58,7 @@ delta Real  95.1 100.8  96.0 100.5 100.4 102.6 96.9 46.9 95.9  97.3 106.8 104.2 
 # "FLOP/run" row: estimated FLOPs to score one image (paper section A.3: ~2N per forward pass).
 _FLOPS_PRINTED = "604M 688M  224T 224T 224T 224T 224T 224T 1.66P  140T 140T 140T 140T 140T 140T 860T  7.01T 7.01T 2.6T"
 _SUFFIX = {"M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-FLOPS: dict[str, float] = {m: float(v[:-1]) * _SUFFIX[v[-1]] for m, v in zip(METRICS, _FLOPS_PRINTED.split())}
+FLOPS: dict[str, float] = {m: float(v[:-1]) * _SUFFIX[v[-1]] for m, v in zip(METRICS, _FLOPS_PRINTED.split(), strict=True)}
 
 RELEASED_METRICS: tuple[str, ...] = ("clipscore", "alignscore", "blip1_tifa", "blip1_dsg")
 
@@ -72,7 +72,7 @@ def _parse() -> dict[tuple[str, str, str], float]:
         mm, subset, *vals = line.split()
         if len(vals) != len(METRICS):  # a transcription slip must not shift columns silently
             raise RuntimeError(f"Table 2 row {mm}/{subset}: expected {len(METRICS)} values, got {len(vals)}")
-        for m, v in zip(METRICS, vals):
+        for m, v in zip(METRICS, vals, strict=True):
             out[(m, mm, subset)] = float(v)
     return out
 

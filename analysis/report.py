@@ -111,13 +111,13 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                 vals.append(r.iloc[0] if isinstance(r, pd.DataFrame) else r)
             # Best after rounding to the printed 0.1, like table.md (printed ties all bold);
             # a control is never "best".
-            fin = [round(100 * float(r["value"]), 1) for m, r in zip(metrics, vals)
+            fin = [round(100 * float(r["value"]), 1) for m, r in zip(metrics, vals, strict=True)
                    if r is not None and m not in ctrl and np.isfinite(float(r["value"]))]
             if not fin and all(r is None or not np.isfinite(float(r["value"])) for r in vals):
                 continue
             best = max(fin) if fin else None
             cells = []
-            for m, r in zip(metrics, vals):
+            for m, r in zip(metrics, vals, strict=True):
                 cls = " class=ctrl" if m in ctrl else ""
                 if r is None or not np.isfinite(float(r["value"])):
                     blank.add(labels.get(m, m))
@@ -137,20 +137,35 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                     txt += f"<br><small class=na>[n/a: {seg_text}]<sup>&dagger;</sup></small>"
                     withheld = True
                 if has_chance and np.isfinite(float(r["chance"])):
-                    mc = float(r["chance_mc_error"]) if "chance_mc_error" in r.index else float("nan")
-                    err = f" &plusmn;{100 * mc:.2f}" if np.isfinite(mc) else ""
-                    rnd = ""
-                    if random_ctrl is not None and m != random_ctrl and (k, s, random_ctrl) in idx.index:
-                        rv = idx.loc[(k, s, random_ctrl)]
-                        rv = float((rv.iloc[0] if isinstance(rv, pd.DataFrame) else rv)["value"])
-                        rnd = f"; random {_fmt_pct(rv)}" if np.isfinite(rv) else ""
-                    # delta has no maximum, so no chance-adjusted value: no "adj." label without a number
-                    adj = float(r["adjusted"])
-                    txt += (f"<br><small class=chance>chance<sup>&Dagger;</sup> {_fmt_pct(float(r['chance']))}{err}"
-                            f"{rnd}" + (f"; adj. {_fmt_pct(adj)}" if np.isfinite(adj) else "") + "</small>")
+                    txt += _chance_text(r, idx, (k, s, random_ctrl) if random_ctrl not in (None, m) else None)
                     chance_shown = True
                 cells.append(f"<td{cls}>{txt}</td>")
             rows.append(f"<tr><td>{html.escape(k)}</td><td>{html.escape(s)}</td>{''.join(cells)}</tr>")
+    foot = _mm_footnotes(blank, withheld, chance_shown, random_ctrl)
+    return "<table class='mm'>" + "".join(rows) + "</table>" + foot
+
+
+def _chance_text(r: pd.Series, idx: pd.DataFrame, random_key: tuple | None) -> str:
+    """A cell's chance line, apart from :func:`metametrics_html` to keep that function short.
+
+    ``random_key`` is ``(meta_metric, subset, random control)`` when the scored random control's
+    value goes beside the chance level (not in the control's own cell), else None.
+    """
+    mc = float(r["chance_mc_error"]) if "chance_mc_error" in r.index else float("nan")
+    err = f" &plusmn;{100 * mc:.2f}" if np.isfinite(mc) else ""
+    rnd = ""
+    if random_key is not None and random_key in idx.index:
+        rv = idx.loc[random_key]
+        rv = float((rv.iloc[0] if isinstance(rv, pd.DataFrame) else rv)["value"])
+        rnd = f"; random {_fmt_pct(rv)}" if np.isfinite(rv) else ""
+    # delta has no maximum, so no chance-adjusted value: no "adj." label without a number
+    adj = float(r["adjusted"])
+    return (f"<br><small class=chance>chance<sup>&Dagger;</sup> {_fmt_pct(float(r['chance']))}{err}"
+            f"{rnd}" + (f"; adj. {_fmt_pct(adj)}" if np.isfinite(adj) else "") + "</small>")
+
+
+def _mm_footnotes(blank: set[str], withheld: bool, chance_shown: bool, random_ctrl: str | None) -> str:
+    """The footnotes under :func:`metametrics_html`'s table, apart to keep that function short."""
     foot = ""
     if blank:
         foot = ("<p class='foot'><sup>*</sup> Blank: the value is undefined for " + html.escape(", ".join(sorted(blank)))
@@ -167,7 +182,7 @@ def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] 
                  "same overall score distribution reads"
                  + ("; <i>random</i>: the scored random control's value in that row" if random_ctrl else "")
                  + "; adj.: (value &minus; chance) / (max &minus; chance).</p>")
-    return "<table class='mm'>" + "".join(rows) + "</table>" + foot
+    return foot
 
 
 def read_human_results(path: str | Path) -> pd.DataFrame:
@@ -193,7 +208,7 @@ def views_frame(mm: pd.DataFrame, human: pd.DataFrame, protocol: str, seg_meta_m
     from .views import compare_views, view_values
 
     d = mm[(mm["protocol"] == protocol) & (mm["meta_metric"] == seg_meta_metric) & (mm["subset"] == "Avg")]
-    seg = dict(zip(d["metric"], d["value"].astype(float)))
+    seg = dict(zip(d["metric"], d["value"].astype(float), strict=True))
     return compare_views(seg, view_values(human, statistic=statistic, grouping=grouping))
 
 
@@ -435,6 +450,43 @@ def _explorer_section(merged: MergedResults, out: Path, dataset, protocol: str |
         "by side.</p>")
 
 
+def _metametrics_section(merged: MergedResults, labels: Mapping[str, str], front: pd.DataFrame | None,
+                         figures) -> str:
+    """The report's meta-metrics section (tables, FLOPs, Pareto notes), apart to keep :func:`_write_report` short."""
+    mm = merged.metametrics
+    protocols = list(dict.fromkeys(mm["protocol"]))
+    body = (f"<p>Values in %, {_level(merged.confidence)} (bootstrap over SEGs) below each value when computed; "
+            "the best non-control value of each row in bold; controls shaded"
+            + ("; <i>chance</i>: the expected value when scores carry no information (each metric's own "
+               "scores permuted within each SEG) &plusmn; its Monte-Carlo error, <i>adj.</i>: "
+               "(value &minus; chance) / (max &minus; chance)"
+               if {"chance", "adjusted"} <= set(mm.columns) else "")
+            + ". The same table is in <code>table.md</code>, <code>table.tex</code> and <code>table.csv</code>; "
+            "every cell with its CI is in <code>metametrics.csv</code>.</p>")
+    for p in protocols:
+        body += f"<h3>protocol: {html.escape(p)}</h3>" + metametrics_html(mm, p, labels, merged.roles)
+    if merged.flops:
+        body += "<p>FLOPs per image: " + ", ".join(
+            f"{html.escape(labels.get(m, m))} {_fmt_flops(f)}" for m, f in merged.flops.items()) + "</p>"
+    if front is not None and len(front):
+        body += ("<p>Pareto frontier members (non-control metrics, per meta-metric and subset) are listed in "
+                 "<code>pareto.csv</code>.</p>")
+    missing = [m for m in merged.metrics if m not in merged.flops and merged.role(m) != "control"]
+    costed_own = [m for m in merged.metrics if m in merged.flops and merged.role(m) != "control"]
+    if "pareto" in figures and len(costed_own) == 1:
+        body += (f"<p class='note'>No Pareto figures: {html.escape(labels.get(costed_own[0], costed_own[0]))} is "
+                 "the only non-control metric with a known cost, so there is no frontier to draw (it is on "
+                 "it alone); the controls' values are in the table above.</p>")
+    if "pareto" in figures and missing:
+        body += ("<p class='note'>No Pareto figure" + (" position" if merged.flops else "") + " for "
+                 + html.escape(", ".join(labels.get(m, m) for m in missing))
+                 + ": no cost is known. Give FLOPs per image on the command line, e.g. "
+                 "<code>ts2 report results=DIR 'flops={" + html.escape(missing[0]) + ": 2.5e9}'</code> "
+                 "(values like <code>2.5e9</code> or <code>604M</code>), or score the metric with "
+                 "<code>ts2 score</code>, which records its FLOPs in run.json.</p>")
+    return body
+
+
 def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatmaps, extra_sections, prompts,
                   figures, pareto, extra_files, verdict=None, dataset_note=None, dataset=None,
                   explorer=False) -> ReportOutputs:
@@ -465,37 +517,7 @@ def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatm
         vp = protocol if protocol in vprotos else ("paper" if "paper" in vprotos else vprotos[0])
         sections.append(("Verdict", verdict_html(verdict, vp, labels, merged.confidence)))
     if mm is not None:
-        protocols = list(dict.fromkeys(mm["protocol"]))
-        body = (f"<p>Values in %, {_level(merged.confidence)} (bootstrap over SEGs) below each value when computed; "
-                "the best non-control value of each row in bold; controls shaded"
-                + ("; <i>chance</i>: the expected value when scores carry no information (each metric's own "
-                   "scores permuted within each SEG) &plusmn; its Monte-Carlo error, <i>adj.</i>: "
-                   "(value &minus; chance) / (max &minus; chance)"
-                   if {"chance", "adjusted"} <= set(mm.columns) else "")
-                + ". The same table is in <code>table.md</code>, <code>table.tex</code> and <code>table.csv</code>; "
-                "every cell with its CI is in <code>metametrics.csv</code>.</p>")
-        for p in protocols:
-            body += f"<h3>protocol: {html.escape(p)}</h3>" + metametrics_html(mm, p, labels, merged.roles)
-        if merged.flops:
-            body += "<p>FLOPs per image: " + ", ".join(
-                f"{html.escape(labels.get(m, m))} {_fmt_flops(f)}" for m, f in merged.flops.items()) + "</p>"
-        if front is not None and len(front):
-            body += ("<p>Pareto frontier members (non-control metrics, per meta-metric and subset) are listed in "
-                     "<code>pareto.csv</code>.</p>")
-        missing = [m for m in merged.metrics if m not in merged.flops and merged.role(m) != "control"]
-        costed_own = [m for m in merged.metrics if m in merged.flops and merged.role(m) != "control"]
-        if "pareto" in figures and len(costed_own) == 1:
-            body += (f"<p class='note'>No Pareto figures: {html.escape(labels.get(costed_own[0], costed_own[0]))} is "
-                     "the only non-control metric with a known cost, so there is no frontier to draw (it is on "
-                     "it alone); the controls' values are in the table above.</p>")
-        if "pareto" in figures and missing:
-            body += ("<p class='note'>No Pareto figure" + (" position" if merged.flops else "") + " for "
-                     + html.escape(", ".join(labels.get(m, m) for m in missing))
-                     + ": no cost is known. Give FLOPs per image on the command line, e.g. "
-                     "<code>ts2 report results=DIR 'flops={" + html.escape(missing[0]) + ": 2.5e9}'</code> "
-                     "(values like <code>2.5e9</code> or <code>604M</code>), or score the metric with "
-                     "<code>ts2 score</code>, which records its FLOPs in run.json.</p>")
-        sections.append(("Meta-metrics", body))
+        sections.append(("Meta-metrics", _metametrics_section(merged, labels, front, figures)))
     sections.extend(extra_sections)
     by_section: dict[str, list[ReportFigure]] = {}
     for f in figs:

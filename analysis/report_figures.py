@@ -77,7 +77,7 @@ def pareto_table(metametrics: pd.DataFrame, flops: Mapping[str, float], roles: M
         front = np.zeros(len(g), bool)
         if ok.any():
             front[ok] = pareto_mask(val[ok], g["flops"].to_numpy(float)[ok])
-        for i, (m, f) in enumerate(zip(g["metric"], g["flops"])):
+        for i, (m, f) in enumerate(zip(g["metric"], g["flops"], strict=True)):
             why = "control" if role[i] == "control" else ("" if np.isfinite(val[i]) else "no value")
             rows.append((proto, mm, sub, m, role[i], float(f), val[i], bool(front[i]), why))
     return pd.DataFrame(rows, columns=cols)
@@ -201,29 +201,40 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
             and protocol is not None:
         figs += _heatmaps(merged, out, protocol, labels, prompts, n_heatmaps, interest, closest, controls)
     if "scatter" in kinds and ps is not None and protocol is not None:
-        ranked = [m for m in metrics if ((ps["metric"] == m) & (ps["meta_metric"] == "rank")).any()]
-        if scatter:
-            pair = list(scatter)
-            bad = [m for m in pair if m not in ranked]
-            if len(pair) != 2 or bad:
-                raise ValueError(f"expected scatter=[a,b] with two metrics among {ranked}, got {pair}")
-        else:
-            first = next((m for m in merged.of_interest if m in ranked), None)
-            others = [m for m in ranked if m != first]
-            # a reference if there is one, else another non-control metric; never a control: a
-            # control is built to fail, so "the metric that agrees most" with it says nothing
-            pool = ([m for m in others if merged.role(m) == "reference"]
-                    or [m for m in others if m not in controls])
-            agree = agreement(ps, first, pool, protocol) if first and pool else pd.Series(dtype=float)
-            pair = [first, str(agree.index[0])] if len(agree) else []
-        if pair:
-            fig = plots.rank_scatter(ps, pair[0], pair[1], protocol=protocol,
-                                     labels={m: _label(labels, merged, m) for m in pair})
-            p = plots.save_figure(fig, out / "scatter_rank.png")
-            figs.append(ReportFigure(p, f"Per-SEG rank_m of {_label(labels, merged, pair[0])} against "
-                                     f"{_label(labels, merged, pair[1])} ({protocol} protocol), one point per SEG"
-                                     + ("" if scatter else ", the metric whose per-SEG rank_m agrees with it most")
-                                     + ". The axes keep each metric's own range.", "Per-SEG comparison"))
+        figs += _scatter_figure(merged, out, protocol, labels, scatter, controls)
+    return figs
+
+
+def _scatter_figure(merged: MergedResults, out: Path, protocol: str, labels: Mapping[str, str],
+                    scatter: Sequence[str] | None, controls: set[str]) -> list[ReportFigure]:
+    """The per-SEG rank_m scatter (none or one figure), apart to keep :func:`make_figures` short."""
+    from . import plots
+
+    ps, metrics = merged.per_seg, merged.metrics
+    figs: list[ReportFigure] = []
+    ranked = [m for m in metrics if ((ps["metric"] == m) & (ps["meta_metric"] == "rank")).any()]
+    if scatter:
+        pair = list(scatter)
+        bad = [m for m in pair if m not in ranked]
+        if len(pair) != 2 or bad:
+            raise ValueError(f"expected scatter=[a,b] with two metrics among {ranked}, got {pair}")
+    else:
+        first = next((m for m in merged.of_interest if m in ranked), None)
+        others = [m for m in ranked if m != first]
+        # a reference if there is one, else another non-control metric; never a control: a
+        # control is built to fail, so "the metric that agrees most" with it says nothing
+        pool = ([m for m in others if merged.role(m) == "reference"]
+                or [m for m in others if m not in controls])
+        agree = agreement(ps, first, pool, protocol) if first and pool else pd.Series(dtype=float)
+        pair = [first, str(agree.index[0])] if len(agree) else []
+    if pair:
+        fig = plots.rank_scatter(ps, pair[0], pair[1], protocol=protocol,
+                                 labels={m: _label(labels, merged, m) for m in pair})
+        p = plots.save_figure(fig, out / "scatter_rank.png")
+        figs.append(ReportFigure(p, f"Per-SEG rank_m of {_label(labels, merged, pair[0])} against "
+                                 f"{_label(labels, merged, pair[1])} ({protocol} protocol), one point per SEG"
+                                 + ("" if scatter else ", the metric whose per-SEG rank_m agrees with it most")
+                                 + ". The axes keep each metric's own range.", "Per-SEG comparison"))
     return figs
 
 
@@ -294,7 +305,7 @@ def _heatmaps(merged, out: Path, protocol, labels, prompts, k, interest, closest
         for kind, ids in (("best", best), ("worst", worst)):
             for sid in ids:
                 vals = ps[(ps["protocol"] == protocol) & (ps["meta_metric"] == "rank") & (ps["seg_id"] == sid)]
-                vals = dict(zip(vals["metric"], vals["value"]))
+                vals = dict(zip(vals["metric"], vals["value"], strict=True))
                 prompt = (prompts or {}).get(sid)
                 if prompt is None and "prompt" in sc.columns:
                     pr = sc.loc[sc["seg_id"].astype(str) == sid, "prompt"].dropna()

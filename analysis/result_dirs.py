@@ -398,36 +398,8 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
     if not dirs:
         raise ValueError("expected at least one result directory, got none")
     notes: list[str] = []
-    # 1. group shards of one run
-    groups: dict[tuple, list[ResultDir]] = {}
-    for d in dirs:
-        key = (d.identity, tuple(d.metric_columns())) if d.shard is not None else ("dir", str(d.path.resolve()))
-        groups.setdefault(key, []).append(d)
-    group_list = list(groups.values())
-    # 2. names: a column given by several runs is qualified by the overrides that differ
-    owners: dict[str, list[int]] = {}
-    for gi, g in enumerate(group_list):
-        for c in g[0].metric_columns():
-            owners.setdefault(c, []).append(gi)
-    rename: list[dict[str, str]] = [{} for _ in group_list]
-    for c, gis in owners.items():
-        if len(gis) == 1:
-            rename[gis[0]][c] = c
-            continue
-        ids = [dict(group_list[gi][0].identity) for gi in gis]
-        keys = sorted(set().union(*ids))
-        varying = [k for k in keys if len({i.get(k) for i in ids}) > 1]
-        names = []
-        for gi, ident in zip(gis, ids):
-            tag = ",".join(f"{k}={ident.get(k, '-')}" for k in varying) if varying else group_list[gi][0].name
-            names.append(f"{c}[{tag}]")
-        if len(set(names)) < len(names):  # equal overrides: the directory name is all that differs
-            names = [f"{c}[{group_list[gi][0].name}]" for gi in gis]
-        if len(set(names)) < len(names):
-            names = [f"{c}[{gi}]" for gi in gis]
-        for gi, nm in zip(gis, names):
-            rename[gi][c] = nm
-        notes.append(f"column {c!r} comes from {len(gis)} runs; named " + ", ".join(names))
+    group_list = _group_shards(dirs)
+    rename = _column_names(group_list, notes)
     # 3. scores, meta-metrics, costs, directions
     score_frames: list[pd.DataFrame] = []
     mm_parts, ps_parts, runs = [], [], []
@@ -437,7 +409,7 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
     confidences: set[float] = set()
     datasets: list[str] = []
     todo: list[str] = []
-    for g, ren in zip(group_list, rename):
+    for g, ren in zip(group_list, rename, strict=True):
         label = g[0].name if len(g) == 1 else f"{g[0].name} (+{len(g) - 1} shard(s))"
         if len(g) > 1 or g[0].shard is not None:
             notes += _shard_notes(g, label)
@@ -453,49 +425,17 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
             keep = [c for c in BASE_COLUMNS if c in sc.columns] + [c for c in ren if c in sc.columns]
             if len(keep) > len([c for c in BASE_COLUMNS if c in sc.columns]):
                 score_frames.append(sc[keep].rename(columns=ren))
-        reusable = len(g) == 1 and g[0].metametrics is not None and set(ren) <= set(g[0].metametrics["metric"])
-        if reusable:
+        reused = _reused_analysis(g, ren)
+        if reused is not None:
             if g[0].confidence is not None:
                 confidences.add(g[0].confidence)
-            mm = g[0].metametrics[g[0].metametrics["metric"].isin(list(ren))].copy()
-            mm["metric"] = mm["metric"].map(ren)
-            mm_parts.append(mm)
-            if g[0].per_seg is not None:
-                ps = g[0].per_seg[g[0].per_seg["metric"].isin(list(ren))].copy()
-                ps["metric"] = ps["metric"].map(ren)
-                ps_parts.append(ps)
+            mm_parts.append(reused[0])
+            if reused[1] is not None:
+                ps_parts.append(reused[1])
         else:
             todo += [ren[c] for c in ren]
-        if len(g) == 1:
-            rates = {ren[c]: r for c, r in summ[0]["ips"].items()}
-        else:  # shards: images over time summed over the shards (a mean of rates would weigh them equally)
-            rates = {}
-            for c in ren:
-                n = sum(d.run.n_items or 0 for d in g if d.run and c in d.run.metric_wall_time_s)
-                t = sum(d.run.metric_wall_time_s[c] for d in g if d.run and c in d.run.metric_wall_time_s)
-                if n and t > 0:
-                    rates[ren[c]] = n / t
-        walls = [s["wall"] for s in summ]
-        runs.append(RunInfo(
-            label=label, dirs=tuple(str(published_path(d.path)) for d in g), overrides=dict(g[0].identity), columns=dict(ren),
-            shards=tuple(d.shard for d in g if d.shard is not None),
-            n_images=None if sc is None else len(sc),
-            device=next((s["device"] for s in summ if s["device"]), None),
-            wall_time_s=None if any(w is None for w in walls) else float(sum(walls)),
-            images_per_s=rates,
-            n_failed=sum(s["failed"] for s in summ),
-            cache_hits=sum(s["hits"] for s in summ) if any(d.run for d in g) else None,
-            cache_misses=sum(s["misses"] for s in summ) if any(d.run for d in g) else None))
-    from .pareto import parse_flops
-
-    for name, f in (flops or {}).items():
-        matches = [m for run in runs for c, m in run.columns.items() if m == name or c == name]
-        try:
-            value = parse_flops(f)
-        except ValueError as e:
-            raise ValueError(f"flops[{name!r}]: {e}") from e
-        for m in matches or [name]:
-            flops_out.setdefault(m, value)
+        runs.append(_run_info(g, label, ren, sc, summ))
+    _given_flops(flops, runs, flops_out)
     lower |= set(lower_is_better)
     scores = _join_scores(score_frames, notes)
     merged = MergedResults(
@@ -509,6 +449,100 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
     if len(confidences) > 1:
         notes.append(f"the inputs' confidence intervals have different levels {sorted(confidences)}")
     return merged, todo
+
+
+def _group_shards(dirs: Sequence[ResultDir]) -> list[list[ResultDir]]:
+    """Step 1 of :func:`merge_results` (the shards of one run in one group), apart to keep it short."""
+    groups: dict[tuple, list[ResultDir]] = {}
+    for d in dirs:
+        key = (d.identity, tuple(d.metric_columns())) if d.shard is not None else ("dir", str(d.path.resolve()))
+        groups.setdefault(key, []).append(d)
+    return list(groups.values())
+
+
+def _column_names(group_list: list[list[ResultDir]], notes: list[str]) -> list[dict[str, str]]:
+    """Step 2 of :func:`merge_results` (each group's column -> merged name), apart to keep it short.
+
+    A column given by several runs is qualified by the overrides that differ (else the directory
+    name, else the group's index); each such column adds a line to ``notes``.
+    """
+    owners: dict[str, list[int]] = {}
+    for gi, g in enumerate(group_list):
+        for c in g[0].metric_columns():
+            owners.setdefault(c, []).append(gi)
+    rename: list[dict[str, str]] = [{} for _ in group_list]
+    for c, gis in owners.items():
+        if len(gis) == 1:
+            rename[gis[0]][c] = c
+            continue
+        ids = [dict(group_list[gi][0].identity) for gi in gis]
+        keys = sorted(set().union(*ids))
+        varying = [k for k in keys if len({i.get(k) for i in ids}) > 1]
+        names = []
+        for gi, ident in zip(gis, ids, strict=True):
+            tag = ",".join(f"{k}={ident.get(k, '-')}" for k in varying) if varying else group_list[gi][0].name
+            names.append(f"{c}[{tag}]")
+        if len(set(names)) < len(names):  # equal overrides: the directory name is all that differs
+            names = [f"{c}[{group_list[gi][0].name}]" for gi in gis]
+        if len(set(names)) < len(names):
+            names = [f"{c}[{gi}]" for gi in gis]
+        for gi, nm in zip(gis, names, strict=True):
+            rename[gi][c] = nm
+        notes.append(f"column {c!r} comes from {len(gis)} runs; named " + ", ".join(names))
+    return rename
+
+
+def _reused_analysis(g: list[ResultDir], ren: Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
+    """A single run's own renamed meta-metrics and per-SEG values if complete (else None), apart to keep :func:`merge_results` short."""
+    reusable = len(g) == 1 and g[0].metametrics is not None and set(ren) <= set(g[0].metametrics["metric"])
+    if not reusable:
+        return None
+    mm = g[0].metametrics[g[0].metametrics["metric"].isin(list(ren))].copy()
+    mm["metric"] = mm["metric"].map(ren)
+    ps = None
+    if g[0].per_seg is not None:
+        ps = g[0].per_seg[g[0].per_seg["metric"].isin(list(ren))].copy()
+        ps["metric"] = ps["metric"].map(ren)
+    return mm, ps
+
+
+def _run_info(g: list[ResultDir], label: str, ren: Mapping[str, str], sc: pd.DataFrame | None,
+              summ: list[dict]) -> RunInfo:
+    """One group's :class:`RunInfo` (rates, wall time, cache counts), apart to keep :func:`merge_results` short."""
+    if len(g) == 1:
+        rates = {ren[c]: r for c, r in summ[0]["ips"].items()}
+    else:  # shards: images over time summed over the shards (a mean of rates would weigh them equally)
+        rates = {}
+        for c in ren:
+            n = sum(d.run.n_items or 0 for d in g if d.run and c in d.run.metric_wall_time_s)
+            t = sum(d.run.metric_wall_time_s[c] for d in g if d.run and c in d.run.metric_wall_time_s)
+            if n and t > 0:
+                rates[ren[c]] = n / t
+    walls = [s["wall"] for s in summ]
+    return RunInfo(
+        label=label, dirs=tuple(str(published_path(d.path)) for d in g), overrides=dict(g[0].identity), columns=dict(ren),
+        shards=tuple(d.shard for d in g if d.shard is not None),
+        n_images=None if sc is None else len(sc),
+        device=next((s["device"] for s in summ if s["device"]), None),
+        wall_time_s=None if any(w is None for w in walls) else float(sum(walls)),
+        images_per_s=rates,
+        n_failed=sum(s["failed"] for s in summ),
+        cache_hits=sum(s["hits"] for s in summ) if any(d.run for d in g) else None,
+        cache_misses=sum(s["misses"] for s in summ) if any(d.run for d in g) else None)
+
+
+def _given_flops(flops: Mapping[str, float] | None, runs: list[RunInfo], flops_out: dict[str, float]) -> None:
+    """Add hand-given FLOPs to ``flops_out`` where no run recorded one, apart to keep :func:`merge_results` short."""
+    from .pareto import parse_flops
+
+    for name, f in (flops or {}).items():
+        matches = [m for run in runs for c, m in run.columns.items() if m == name or c == name]
+        try:
+            value = parse_flops(f)
+        except ValueError as e:
+            raise ValueError(f"flops[{name!r}]: {e}") from e
+        for m in matches or [name]:
+            flops_out.setdefault(m, value)
 
 
 def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame | None:

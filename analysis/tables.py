@@ -110,7 +110,7 @@ def to_markdown(table: pd.DataFrame, decimals: int = 1) -> str:
     sep = "|---|---|" + "---:|" * len(table.columns)
     lines = [head, sep]
     last = None
-    for (mm, sub), row in zip(table.index, table.to_numpy()):
+    for (mm, sub), row in zip(table.index, table.to_numpy(), strict=True):
         label = mm if mm != last else ""
         last = mm
         lines.append(f"| {label} | {sub} | " + " | ".join(_cells(row, decimals, ("**", "**"))) + " |")
@@ -127,7 +127,7 @@ def to_latex(table: pd.DataFrame, decimals: int = 1, caption: str | None = None)
     lines = [r"\begin{tabular}{" + cols + "}", r"\toprule",
              " & & " + " & ".join(_tex_escape(c) for c in table.columns) + r" \\", r"\midrule"]
     last = None
-    for (mm, sub), row in zip(table.index, table.to_numpy()):
+    for (mm, sub), row in zip(table.index, table.to_numpy(), strict=True):
         if last is not None and mm != last:
             lines.append(r"\midrule")
         label = _TEX_NAMES.get(mm, _tex_escape(mm)) if mm != last else ""

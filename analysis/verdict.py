@@ -225,7 +225,7 @@ def _cell_rows(result: AnalysisResult, pname: str, mm: str, subset: str, own: Se
         t = tests[tests["metric_a"] == m]
         # Holm over one metric's comparisons on this cell: every reference and control at once.
         p_holm = holm(t["p_value"].to_numpy(float))
-        for r, ph in zip(t.itertuples(index=False), p_holm):
+        for r, ph in zip(t.itertuples(index=False), p_holm, strict=True):
             sig = bool(np.isfinite(ph) and ph < alpha)
             # no test (a value undefined on either side, e.g. delta_m of a constant control): n/a
             direction = ("above" if r.diff > 0 else "below") if sig else ("not different" if np.isfinite(ph) else "n/a")

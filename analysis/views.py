@@ -153,4 +153,4 @@ def view_values(results: pd.DataFrame, statistic: str = "kendall_b", grouping: s
                          f"(statistics: {sorted(set(results['statistic']))}, groupings: {sorted(set(results['grouping']))})")
     if sub["metric"].duplicated().any():
         raise ValueError(f"expected one row per metric, got {sub['metric'][sub['metric'].duplicated()].tolist()} twice")
-    return {str(m): float(v) for m, v in zip(sub["metric"], sub["value"])}
+    return {str(m): float(v) for m, v in zip(sub["metric"], sub["value"], strict=True)}

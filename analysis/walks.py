@@ -91,7 +91,7 @@ def level_walks(labels: Sequence[str], levels: Sequence[int], root_duplication: 
     [('0a', '0a', '1'), ('0a', '0b', '1'), ('0b', '0a', '1'), ('0b', '0b', '1')]
     """
     by_level: dict[int, list[str]] = {}
-    for lbl, lev in zip(labels, levels):
+    for lbl, lev in zip(labels, levels, strict=True):
         by_level.setdefault(int(lev), []).append(lbl)
     if not by_level:
         return []
@@ -106,7 +106,7 @@ def _dag_walks(seg: SegNodes, root_duplication: bool) -> list[tuple[str, ...]]:
     if not root_duplication:
         return paths
     # Mirror the paper's ordered pair of roots: prepend every walk-starting root of the same level.
-    level = dict(zip(seg.labels, seg.levels))
+    level = dict(zip(seg.labels, seg.levels, strict=True))
     starts: dict[int, list[str]] = {}
     for p in paths:
         lst = starts.setdefault(level[p[0]], [])
@@ -139,7 +139,7 @@ def walk_count(seg: SegNodes, walks: str, root_duplication: bool) -> int:
     """
     if walks == "levels":
         sizes: dict[int, int] = {}
-        for lev, r in zip(seg.levels, seg.rows):
+        for lev, r in zip(seg.levels, seg.rows, strict=True):
             if len(r):
                 sizes[int(lev)] = sizes.get(int(lev), 0) + 1
         if not sizes:
@@ -150,7 +150,7 @@ def walk_count(seg: SegNodes, walks: str, root_duplication: bool) -> int:
         g = seg.seg.graph
         n = count_walks(g)
         if root_duplication and n:
-            level = dict(zip(seg.labels, seg.levels))
+            level = dict(zip(seg.labels, seg.levels, strict=True))
             starts: dict[int, int] = {}
             for r in g:
                 if g.in_degree(r) == 0 and g.out_degree(r) > 0:
@@ -231,7 +231,7 @@ def build_walk_table(structure: Structure, walks: str, root_duplication: bool,
     no_walk = []
     for si, s in enumerate(segs):
         node_index = {lbl: i for i, lbl in enumerate(s.labels)}
-        node_levels = [np.full(len(r), lev, dtype=np.int64) for r, lev in zip(s.rows, s.levels)]
+        node_levels = [np.full(len(r), lev, dtype=np.int64) for r, lev in zip(s.rows, s.levels, strict=True)]
         n_walks = walk_count(s, walks, root_duplication)
         if max_walks is not None and n_walks > max_walks:
             log.warning("%s: its walk-based meta-metrics are left out (NaN)", WalkLimitError(s.seg_id, n_walks, max_walks))

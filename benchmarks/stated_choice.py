@@ -97,7 +97,7 @@ def agreement(args: argparse.Namespace) -> None:
             if mc.empty:
                 print(f"| {model} {kind} | 0 | - | - | - | - |")
                 continue
-            target = [issue_stated(a, c) for a, c in zip(mc.vqa_answer, mc.choice_list)]
+            target = [issue_stated(a, c) for a, c in zip(mc.vqa_answer, mc.choice_list, strict=True)]
             keep = [k for k, t in enumerate(target) if t is not None]
             cells = []
             rules_after = None
@@ -110,7 +110,7 @@ def agreement(args: argparse.Namespace) -> None:
                     rules_after = res
             print(f"| {model} {kind} | {len(mc)} | {len(keep)} | " + " | ".join(cells) + " |")
             rules = pd.Series([r.rule for r in rules_after]).value_counts().to_dict()
-            reasons = pd.Series([stated_choice(a, c)[1] for a, c in zip(mc.vqa_answer, mc.choice_list)])
+            reasons = pd.Series([stated_choice(a, c)[1] for a, c in zip(mc.vqa_answer, mc.choice_list, strict=True)])
             print(f"|   rules: {rules}; stated_choice reasons: {reasons.value_counts().to_dict()} |")
             misses = [(mc.vqa_answer.iloc[k], mc.choices.iloc[k], rules_after[k].choice, rules_after[k].rule)
                       for k in keep if rules_after[k].choice != mc.choice_list.iloc[k][target[k]]]
@@ -129,7 +129,7 @@ def cost(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     m.match(answers, choices, expected)
     t_matcher = time.perf_counter() - t0
-    mc = [(a, c) for a, c in zip(answers, choices) if not is_yes_no_question(c)]
+    mc = [(a, c) for a, c in zip(answers, choices, strict=True) if not is_yes_no_question(c)]
     matching._choice_patterns.cache_clear()
     t0 = time.perf_counter()
     for a, c in mc:

@@ -25,7 +25,7 @@ def colour_match(images, prompts):
     """A toy faithfulness metric: the share of the colours named in the prompt that cover at
     least 1% of the image (pixels within a distance of 60 of the named colour)."""
     scores = []
-    for image, prompt in zip(images, prompts):
+    for image, prompt in zip(images, prompts, strict=True):
         px = np.asarray(image.convert("RGB").resize((64, 64)), dtype=float).reshape(-1, 3)
         named = [c for c in COLOURS if c in prompt.lower()]
         if not named:

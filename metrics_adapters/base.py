@@ -246,7 +246,7 @@ class Metric(ABC):
                                   max_image_side=DEFAULT_MAX_SIDE if max_image_side is None else max_image_side)
         with tempfile.TemporaryDirectory(prefix="ts2-call-") as tmp:
             items = []
-            for i, (img, prompt) in enumerate(zip(images, prompts)):
+            for i, (img, prompt) in enumerate(zip(images, prompts, strict=True)):
                 if img is None or isinstance(img, str) or hasattr(img, "__fspath__"):
                     path = None if img is None else str(img)
                 elif hasattr(img, "save"):

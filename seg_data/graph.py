@@ -51,7 +51,8 @@ def ts2_convention_edges(labels: Iterable[str]) -> list[tuple[str, str]]:
     for lbl in sorted(set(labels), key=label_sort_key):
         by_level.setdefault(parse_label(lbl)[0], []).append(lbl)
     levels = sorted(by_level)
-    return [(u, v) for lo, hi in zip(levels, levels[1:]) for u in by_level[lo] for v in by_level[hi]]
+    # neighbouring pairs: the [1:] slice is one shorter by design
+    return [(u, v) for lo, hi in zip(levels, levels[1:], strict=False) for u in by_level[lo] for v in by_level[hi]]
 
 
 def build_graph(

@@ -107,7 +107,7 @@ class Shard:
     def select(self, image_ids: Iterable[str]) -> list[str]:
         """The ids of this shard, in input order."""
         ids = list(image_ids)
-        return [x for x, keep in zip(ids, self.mask(ids)) if keep]
+        return [x for x, keep in zip(ids, self.mask(ids), strict=True) if keep]
 
 
 def parse_shard(spec: object) -> Shard | None:
@@ -178,7 +178,7 @@ def split_ids(image_ids: Iterable[str], n: int) -> list[list[str]]:
     ids = list(image_ids)
     idx = shard_indices(ids, n)
     out: list[list[str]] = [[] for _ in range(n)]
-    for x, k in zip(ids, idx):
+    for x, k in zip(ids, idx, strict=True):
         out[k].append(x)
     return out
 

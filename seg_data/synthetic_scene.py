@@ -173,7 +173,7 @@ def _layout(scene: Scene, rng: random.Random) -> list[tuple[str, str, int, int, 
             raise RuntimeError(f"layout: expected room for {len(items)} objects, got {ncols}x{nrows} cells")
         cw, ch = (x1 - x0) / ncols, (y1 - y0) / nrows
         cells = rng.sample(range(ncols * nrows), len(items))
-        for (shape, colour), cell in zip(items, cells):
+        for (shape, colour), cell in zip(items, cells, strict=True):
             cx0, cy0 = x0 + (cell % ncols) * cw, y0 + (cell // ncols) * ch
             # 1 px free on each side of the cell keeps neighbours >= 2 px apart.
             room = int(min(cw, ch)) - 2

@@ -112,7 +112,7 @@ def load_ts2_release(path: str | Path, check_images: bool = False, validate: boo
                                     f"{r['file_name']}: expected the SEG's prompt {prompt!r}, got {r['target_prompt']!r}"))
         nodes: dict[str, list[ImageRecord]] = {}
         for k, fn, lbl, src in zip(rows.index, rows["file_name"], rows["rank"],
-                                   rows["image_source"] if has_source else [None] * len(rows)):
+                                   rows["image_source"] if has_source else [None] * len(rows), strict=True):
             nodes.setdefault(lbl, []).append(ImageRecord(image_id=fn, path=paths[k], source=src or None))
         nodes = dict(sorted(nodes.items(), key=lambda kv: label_sort_key(kv[0])))
         segs.append(SEG(seg_id=seg_id, prompt=prompt, graph=build_graph(nodes), subset=ts2_subset(seg_int)))

@@ -35,7 +35,7 @@ def reference_walk(levels: Sequence[float], scores: Sequence[float], protocol: P
     lv, sc = lv[keep], sc[keep]
     n = len(sc)
     pools: dict[float, list[float]] = {}
-    for l_, s_ in zip(lv, sc):
+    for l_, s_ in zip(lv, sc, strict=True):
         pools.setdefault(l_, []).append(s_)
     levels_present = sorted(pools)
     one_level = len(levels_present) <= 1
@@ -62,10 +62,12 @@ def reference_walk(levels: Sequence[float], scores: Sequence[float], protocol: P
             if protocol.ks_pairs == "all":
                 pairs = list(itertools.combinations(levels_present, 2))
             else:
-                pairs = list(zip(levels_present, levels_present[1:]))
+                # neighbouring pairs: the [1:] slice is one shorter by design
+                pairs = list(zip(levels_present, levels_present[1:], strict=False))
             out["sep"] = float(np.mean([stats.ks_2samp(pools[a], pools[b], method="asymp").statistic for a, b in pairs]))
+            # neighbouring pairs: the [1:] slice is one shorter by design
             out["delta"] = float(np.mean([np.mean(pools[a]) - np.mean(pools[b])
-                                          for a, b in zip(levels_present, levels_present[1:])]))
+                                          for a, b in zip(levels_present, levels_present[1:], strict=False)]))
     right = total = 0.0
     for i in range(n):
         for j in range(n):

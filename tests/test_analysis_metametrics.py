@@ -150,10 +150,12 @@ def test_walk_functions_match_scipy(tie_heavy):
             assert walk_kendall(lv, sc) == pytest.approx(-stats.kendalltau(lv, sc).statistic, abs=1e-12)
             pools = [sc[lv == v] for v in np.unique(lv)]
             ks_all = np.mean([stats.ks_2samp(a, b).statistic for i, a in enumerate(pools) for b in pools[i + 1:]])
-            ks_adj = np.mean([stats.ks_2samp(a, b).statistic for a, b in zip(pools, pools[1:])])
+            # neighbouring pairs: the [1:] slice is one shorter by design
+            ks_adj = np.mean([stats.ks_2samp(a, b).statistic for a, b in zip(pools, pools[1:], strict=False)])
             assert walk_sep(lv, sc) == pytest.approx(ks_all, abs=1e-12)
             assert walk_sep(lv, sc, pairs="adjacent") == pytest.approx(ks_adj, abs=1e-12)
-            assert walk_delta(lv, sc) == pytest.approx(np.mean([a.mean() - b.mean() for a, b in zip(pools, pools[1:])]))
+            # neighbouring pairs: the [1:] slice is one shorter by design
+            assert walk_delta(lv, sc) == pytest.approx(np.mean([a.mean() - b.mean() for a, b in zip(pools, pools[1:], strict=False)]))
             # pair_acc is the pooled Mann-Whitney U of lower-level-beats-higher-level pairs
             u = sum(stats.mannwhitneyu(a, b).statistic for i, a in enumerate(pools) for b in pools[i + 1:])
             n = sum(len(a) * len(b) for i, a in enumerate(pools) for b in pools[i + 1:])

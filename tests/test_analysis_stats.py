@@ -150,7 +150,7 @@ def test_compare_metrics():
 def test_ranking_groups_metrics_that_do_not_differ():
     r = analyze(synthetic_scores(), protocols=["paper"], bootstrap=0)
     ranking, pairs = rank_metrics(r, "rank", "Avg", n_permutations=2000)
-    grp = dict(zip(ranking.metric, ranking.group))
+    grp = dict(zip(ranking.metric, ranking.group, strict=True))
     assert grp["good"] == grp["copy"] == 1 and grp["noise"] == 2
     assert ranking.position.tolist() == [1, 2, 3] and ranking.metric.iloc[-1] == "noise"
     assert set(ranking.set_index("metric").loc["good", "tied_with"].split(";")) == {"copy"}

@@ -58,7 +58,7 @@ def test_paper_delta_subset_rows_are_not_reproducible(paper):
     # Documented discrepancy: no aggregation of the released scores gives the printed rows; ours
     # differ by 5 to 50 points (e.g. CLIPScore Synth 106.9 against the printed 89.9).
     for metric, printed in PRINTED_DELTA_SUBSETS.items():
-        for sub, p in zip(SUBSETS[1:], printed):
+        for sub, p in zip(SUBSETS[1:], printed, strict=True):
             assert abs(100 * paper.value(metric, "delta", sub, "paper") - p) > 5, (metric, sub)
 
 
@@ -123,13 +123,13 @@ def test_pareto_frontier_of_the_printed_table(shared_dir):
     i = next(k for k, ln in enumerate(lines) if ln.startswith("rank _m\tAvg"))
     names = [c.strip() for c in lines[i - 2].split("\t") if c.strip()]
     families = ["emb"] * 2 + ["TIFA"] * 7 + ["DSG"] * 7 + ["cap"] * 3
-    labels = [f"{f}:{n}" for f, n in zip(families, names)]
+    labels = [f"{f}:{n}" for f, n in zip(families, names, strict=True)]
     rank_avg, sep_avg, flops = _row(lines, "rank _m\tAvg"), _row(lines, "sep _m\tAvg"), _row(lines, "FLOP/run")
     assert len(labels) == len(rank_avg) == len(sep_avg) == len(flops) == 19
     assert flops[0] == 604e6 and flops[8] == 1.66e15
-    front_rank = pareto_front({n: (v, c) for n, v, c in zip(labels, rank_avg, flops)})
+    front_rank = pareto_front({n: (v, c) for n, v, c in zip(labels, rank_avg, flops, strict=True)})
     # The printed numbers put DSG-InstructBLIP (79.0 at 140T) ahead of TIFA-GPT4-V (77.9 at 1.66P):
     # TIFA-GPT4-V is not on the rank_m frontier although section 5 / Figure 4 say it is.
     assert front_rank == ["emb:CLIPScore", "emb:ALIGNScore", "DSG:InstructBLIP", "DSG:GPT4-V"]
     # sep_m: nothing beats the embedding metrics, so they are the whole frontier
-    assert pareto_front({n: (v, c) for n, v, c in zip(labels, sep_avg, flops)}) == ["emb:CLIPScore", "emb:ALIGNScore"]
+    assert pareto_front({n: (v, c) for n, v, c in zip(labels, sep_avg, flops, strict=True)}) == ["emb:CLIPScore", "emb:ALIGNScore"]

@@ -199,7 +199,7 @@ def test_backoff_is_exponential_with_jitter_and_honours_retry_after():
         c.chat([user_message("q")])
     # retry k waits in [d/2, d], d = min(1.5, 0.5 * 2**k): [0.25, 0.5], [0.5, 1.0], [0.75, 1.5]
     assert len(waits) == 3
-    for w, d in zip(waits, (0.5, 1.0, 1.5)):
+    for w, d in zip(waits, (0.5, 1.0, 1.5), strict=True):
         assert d / 2 <= w <= d
     assert len(set(waits)) == 3  # jittered, not a fixed schedule
     waits.clear()

@@ -111,7 +111,7 @@ def test_shuffled_image_scores_a_donor_from_another_seg(pool):
     items = [ScoreItem(seg_id=s, node="0", file_name=f, prompt="p", image_path=p) for s, f, p in pool]
     scores = m.score_batch(items, None)
     red = {f: 10 * (4 * int(s) + int(f[3])) / 255.0 for s, f, _ in pool}
-    for it, sc in zip(items, scores):
+    for it, sc in zip(items, scores, strict=True):
         seg, donor, _ = m.donor(it)
         assert seg != it.seg_id  # never the item's own SEG
         assert sc == pytest.approx(red[donor])  # the inner metric saw the donor's pixels

@@ -89,9 +89,9 @@ def test_walk_values_are_spearman_and_average_to_per_seg(mini_run, mini_page):
             assert np.isclose(np.nanmean(vals), ref), (seg["id"], metric)
             if metric != "random":
                 continue
-            for w, value in zip(seg["walks"], m["walks"]):
+            for w, value in zip(seg["walks"], m["walks"], strict=True):
                 imgs = [(seg["nodes"][i]["level"], scores.at[im["f"], metric]) for i in w for im in seg["nodes"][i]["images"]]
-                lv, sc = zip(*imgs)
+                lv, sc = zip(*imgs, strict=True)
                 assert value == pytest.approx(-spearmanr(lv, sc).statistic, abs=1e-12)
                 checked += 1
             assert m["worst"] == int(np.nanargmin(vals))

@@ -205,7 +205,7 @@ def test_shards_and_an_overlapping_run_share_one_cache(dataset, tmp_path):
     full = pd.read_csv(tmp_path / "full" / "scores.csv")
     assert len(full) == n and not full["file_name"].duplicated().any()
     np.testing.assert_allclose(full["random"], [_expected_random(f) for f in full["file_name"]], rtol=0, atol=1e-15)
-    np.testing.assert_allclose(full["fake"], [_expected_pixmean(p, q) for p, q in zip(full["image_path"], full["prompt"])],
+    np.testing.assert_allclose(full["fake"], [_expected_pixmean(p, q) for p, q in zip(full["image_path"], full["prompt"], strict=True)],
                                rtol=1e-12)
     # the shards split the images (disjoint, complete) and agree with the full run on each one
     parts = [pd.read_csv(tmp_path / f"shard{k}" / "scores.csv") for k in range(2)]

@@ -186,7 +186,7 @@ def test_shapes_detector_recovers_the_drawn_objects(small_synthetic):
             got = sorted((d.label, d.colour, *map(int, d.box)) for d in det.detect_one(Image.open(rec.path)))
             exp = sorted((s, c, x0, y0, x1, y1) for s, c, x0, y0, x1, y1 in truth[rec.image_id])
             assert [g[:2] for g in got] == [e[:2] for e in exp], rec.image_id
-            for g, e in zip(got, exp):
+            for g, e in zip(got, exp, strict=True):
                 if g[0] == "star":  # a star fills its box's width but not all of its height
                     assert g[2] >= e[2] and g[4] <= e[4] and g[3] >= e[3] and g[5] <= e[5]  # inside its box
                 else:
@@ -206,7 +206,7 @@ def test_geneval_metric_scores_fails_and_logs(small_synthetic, tmp_path):
     imgs = [Image.open(it.image_path).convert("RGB") for it in items]
     s = m.score_batch(items, imgs)
     by_node = {}
-    for (node, _), v in zip(recs, s):
+    for (node, _), v in zip(recs, s, strict=True):
         by_node.setdefault(node, []).append(v)
     assert by_node["0"] == [1.0] * len(by_node["0"])  # the error-free node meets every requirement
     assert max(max(v) for k, v in by_node.items() if k != "0") < 1.0  # every ablation costs something
@@ -271,7 +271,7 @@ def test_owl_detector_plumbing(tiny_owl):
     keep = (x1 > x0) & (y1 > y0)
     labels = raw.logits[0].argmax(-1)
     ref = sorted((["square", "circle"][int(lab)], round(float(a), 3), round(float(b), 3))
-                 for lab, a, b, k in zip(labels, x0, y0, keep) if k)
+                 for lab, a, b, k in zip(labels, x0, y0, keep, strict=True) if k)
     assert sorted((d.label, round(d.box[0], 3), round(d.box[1], 3)) for d in out[0]) == ref
     for d in out[0]:
         assert 0 <= d.box[0] < d.box[2] <= 47 and 0 <= d.box[1] < d.box[3] <= 31 and d.colour in COLOUR_NAMES

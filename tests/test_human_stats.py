@@ -47,7 +47,7 @@ def ref_ranks(v):
 def ref_pearson(x, y):
     x, y = np.asarray(x, float), np.asarray(y, float)
     mx, my = sum(x) / len(x), sum(y) / len(y)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
     sxx = sum((a - mx) ** 2 for a in x)
     syy = sum((b - my) ** 2 for b in y)
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else math.nan

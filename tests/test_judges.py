@@ -130,7 +130,7 @@ def test_vlm_judge_parses_retries_and_records_failures(tmp_path, monkeypatch, ca
         judge = VLMJudge(backend=_backend(srv.url), answers_dir=str(out), max_attempts=3)
         run = score_metric(judge, items, None, EngineSettings(device="cpu", batch_size=4, num_workers=0, progress=False))
         csv_path, json_path = write_outputs(out, items, [run], config={"note": "test"})
-    scores = {it.file_name: (s[0] if s else None) for it, s in zip(items, run.scores)}
+    scores = {it.file_name: (s[0] if s else None) for it, s in zip(items, run.scores, strict=True)}
     assert scores == {"img0.png": 6.0, "img1.png": 4.0, "img2.png": 8.0, "img3.png": None, "img4.png": 4.0,
                       "img5.png": 5.0}
     # the unreadable image is a recorded failure with the reason, never a 0

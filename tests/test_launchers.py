@@ -88,7 +88,7 @@ def test_joblib_two_job_sweep_then_merged_by_report(tmp_path):
          for j in ("0", "1")]
     from analysis.pipeline import analyze
 
-    for val, seed in zip(v, (1, 2)):
+    for val, seed in zip(v, (1, 2), strict=True):
         ref = analyze(make_scores(n_segs=5, seed=seed)[["seg_id", "node", "file_name", "good"]], protocols=["graph"],
                       bootstrap=0)
         assert val == pytest.approx(ref.value("good", "rank"))

@@ -26,7 +26,7 @@ def _points():
     # cost, value: a (cheap, worse), b (cheap, better; dominates a), c (costly, best), d (costly, worse than b)
     rows = []
     for subset, vals in {"Avg": [0.50, 0.60, 0.80, 0.55], "Synth": [0.70, 0.60, 0.65, 0.75]}.items():
-        for m, f, v in zip("abcd", [1e9, 1e9, 1e14, 1e15], vals):
+        for m, f, v in zip("abcd", [1e9, 1e9, 1e14, 1e15], vals, strict=True):
             rows.append({"metric": m, "protocol": "paper", "meta_metric": "rank", "subset": subset, "value": v,
                          "ci_low": v - 0.05, "ci_high": v + 0.04, "flops": f})
     rows.append({"metric": "e", "protocol": "paper", "meta_metric": "rank", "subset": "Avg", "value": 0.99,
@@ -39,7 +39,7 @@ def test_pareto_figure_draws_the_hand_computed_frontier(tmp_path):
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in axes] == ["Avg", "Synth"]
     for ax, (fx, fy) in zip(axes, [([1e9, 1e14], [60.0, 80.0]),       # Avg: b then c; a, d dominated
-                                   ([1e9, 1e15], [70.0, 75.0])]):      # Synth: a then d; b, c dominated
+                                   ([1e9, 1e15], [70.0, 75.0])], strict=True):      # Synth: a then d; b, c dominated
         assert ax.get_xscale() == "log"
         line = next(ln for ln in ax.get_lines() if ln.get_label() == "Pareto frontier")
         xs, ys = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())

@@ -66,7 +66,7 @@ def data(tmp_path):
     (tmp_path / "images").mkdir()
     imgs = noise_images(4, seed=3)
     names = ["images/a.png", "images/b.png", "images/c.png", "images/d.png"]
-    for im, n in zip(imgs, names):
+    for im, n in zip(imgs, names, strict=True):
         im.save(tmp_path / n)
     (tmp_path / "tifa_questions.csv").write_text(TIFA_CSV)
     (tmp_path / "dsg_questions.csv").write_text(DSG_CSV)
@@ -172,7 +172,7 @@ def test_replay_scores_without_image_files(data, tmp_path):
     root, items = data
     f = tmp_path / "ans.csv"
     rows = [f"{it.seg_id},{it.file_name.split('/')[-1]},{q},{a}" for it, ans in
-            zip(items, [("yes", "red", "yes"), ("no", "red", "yeah"), ("yes", "3"), ("no", "2")])
+            zip(items, [("yes", "red", "yes"), ("no", "red", "yeah"), ("yes", "3"), ("no", "2")], strict=True)
             for q, a in enumerate(ans)]
     f.write_text("\n".join(rows) + "\n")
     for it in items:

@@ -113,7 +113,7 @@ def test_replay_scores_reproduce_table_2_blip1_cells(replay, released):
                "blip1_dsg": {"rank": (76.6, 81.6, 71.6, 61.2), "sep": (80.8, 84.9, 73.3, 70.8), "delta": 103.7}}
     for metric, cells in printed.items():
         for mm in ("rank", "sep"):
-            for sub, p in zip(("Avg", "Synth", "Nat", "Real"), cells[mm]):
+            for sub, p in zip(("Avg", "Synth", "Nat", "Real"), cells[mm], strict=True):
                 got = 100 * res.value(metric, mm, sub, "paper")
                 assert abs(got - p) <= 0.5, (metric, mm, sub, got, p)
         assert abs(100 * res.value(metric, "delta", "Avg", "paper") - cells["delta"]) <= 0.5

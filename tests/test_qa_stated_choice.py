@@ -57,7 +57,7 @@ def test_fixture_is_what_the_docstring_says(labelled):
     assert not labelled.choice_list.map(is_yes_no_question).any()
     assert not labelled.duplicated(["answer", "choices"]).any()
     # Every expected choice is one of the row's choices; an empty one has a reason.
-    assert all(e in cs for e, cs in zip(labelled.expected, labelled.choice_list) if e)
+    assert all(e in cs for e, cs in zip(labelled.expected, labelled.choice_list, strict=True) if e)
     assert ((labelled.expected != "") == (labelled.why == "stated")).all()
     # Counts of the hand labels, so that an edit of the file is noticed.
     assert labelled.groupby("source").why.value_counts().to_dict() == {
@@ -68,7 +68,7 @@ def test_fixture_is_what_the_docstring_says(labelled):
 
 def test_stated_choice_gets_every_labelled_answer_right(labelled):
     wrong = []
-    for a, cs, e, why in zip(labelled.answer, labelled.choice_list, labelled.expected, labelled.why):
+    for a, cs, e, why in zip(labelled.answer, labelled.choice_list, labelled.expected, labelled.why, strict=True):
         j, reason = stated_choice(a, cs)
         got = cs[j] if j is not None else ""
         if (got, reason) != (e, why):
@@ -81,7 +81,7 @@ def test_matcher_records_the_stated_choice_and_embeds_only_the_rest(labelled):
     m = AnswerMatcher(model="fake", encoder=enc)
     res = m.match(list(labelled.answer), list(labelled.choice_list))
     errors = []
-    for r, a, cs, e in zip(res, labelled.answer, labelled.choice_list, labelled.expected):
+    for r, a, cs, e in zip(res, labelled.answer, labelled.choice_list, labelled.expected, strict=True):
         assert r.rule in RULES
         if e:
             ok = r.choice == e and (r.method, r.rule, r.similarity) == ("stated", "stated_choice", 1.0)
@@ -157,7 +157,7 @@ def test_released_answers_that_state_one_choice_get_it(ts2_dir, model):
     mc = df[~df.choice_list.map(is_yes_no_question)]
     n = same = 0
     different = []
-    for a, cs in zip(mc.vqa_answer, mc.choice_list):
+    for a, cs in zip(mc.vqa_answer, mc.choice_list, strict=True):
         t = bench.issue_stated(a, cs)
         if t is None:
             continue

@@ -121,7 +121,7 @@ def tiny_blip(tmp_path_factory):
 def test_blip_answers_do_not_depend_on_batch_size(tiny_blip):
     imgs = noise_images(5, seed=1)
     reqs = [VQARequest(q, image=im) for im, q in zip(imgs, ["is there a dog?", "what color is it?", "how many?",
-                                                            "is it red?", "what is this?"])]
+                                                            "is it red?", "what is this?"], strict=True)]
     a = BlipVQA(str(tiny_blip), max_new_tokens=4, batch_size=1)
     b = BlipVQA(str(tiny_blip), max_new_tokens=4, batch_size=4)
     a.load("cpu")
@@ -153,7 +153,7 @@ def test_instructblip_answers_do_not_depend_on_batch_size(tmp_path):
 
     d = build_tiny_instructblip(tmp_path / "iblip")
     reqs = [VQARequest(q, image=im) for q, im in zip(["is there a dog?", "what color is it?", "how many?"],
-                                                     noise_images(3, seed=1))]
+                                                     noise_images(3, seed=1), strict=True)]
     a, b = InstructBlipVQA(str(d), max_new_tokens=4, batch_size=1), InstructBlipVQA(str(d), max_new_tokens=4, batch_size=3)
     a.load("cpu")
     b.load("cpu")
@@ -167,7 +167,7 @@ def test_llava_style_chat_backend_batches_with_left_padding(tmp_path):
 
     d = build_tiny_llava(tmp_path / "llava")
     imgs = noise_images(3, seed=2)
-    reqs = [VQARequest(q, ("yes", "no"), image=im) for im, q in zip(imgs, ["is there a dog?", "is it red?", "a cat?"])]
+    reqs = [VQARequest(q, ("yes", "no"), image=im) for im, q in zip(imgs, ["is there a dog?", "is it red?", "a cat?"], strict=True)]
     one = ChatVQA(str(d), max_new_tokens=3, batch_size=1, system_prompt="Answer briefly.")
     many = ChatVQA(str(d), max_new_tokens=3, batch_size=3, system_prompt="Answer briefly.")
     one.load("cpu")

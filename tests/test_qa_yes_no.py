@@ -60,7 +60,7 @@ def test_fixture_is_what_the_docstring_says(labelled):
 
 def test_default_rule_gets_every_hand_labelled_answer_right(labelled):
     wrong = []
-    for a, e in zip(labelled.answer, labelled.expected):
+    for a, e in zip(labelled.answer, labelled.expected, strict=True):
         v, rule = decide_yes_no(a)
         if (v or "undecided") != e:
             wrong.append((a[:80], e, v, rule))
@@ -71,14 +71,14 @@ def test_matcher_records_rule_and_embeds_only_the_undecided(labelled):
     enc = FailEncoder()
     m = AnswerMatcher(model="fake", encoder=enc)
     res = m.match(list(labelled.answer), [("yes", "no")] * len(labelled))
-    for r, e in zip(res, labelled.expected):
+    for r, e in zip(res, labelled.expected, strict=True):
         assert r.rule in RULES
         if e == "undecided":
             assert (r.method, r.rule) == ("embedding", "embedding_fallback")
         else:
             assert r.choice == e and r.method == "yes_no" and r.rule in ("yes_no_token", "negation", "yes_no_word")
     embedded = {t for c in enc.calls for t in c} - {"yes", "no"}
-    undecided = {strip_markup(a) for a, e in zip(labelled.answer, labelled.expected) if e == "undecided"}
+    undecided = {strip_markup(a) for a, e in zip(labelled.answer, labelled.expected, strict=True) if e == "undecided"}
     assert embedded == undecided
 
 
@@ -139,7 +139,7 @@ def test_paper_rule_is_the_release_substring_rule():
     choices = [("yes", "no")] * 5 + [("young", "old")] * 2 + [("yes", "no")]
     expected = ["yes", "yes", "yes", "no", "no", "young", "young", "yes"]
     res = m.match(answers, choices, expected)
-    correct = [r.choice == e for r, e in zip(res, expected)]
+    correct = [r.choice == e for r, e in zip(res, expected, strict=True)]
     # 'yes' in answer.lower(), whatever the expected answer (SEG 18's "is the bed white?" expects no).
     assert correct == [False, True, True, True, False, False, True, False]
     assert {r.rule for r in res} == {"paper_substring"} and {r.method for r in res} == {"paper"}

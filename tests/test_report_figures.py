@@ -76,7 +76,7 @@ def _run_folder(d, scores, wall=11.1):
     recs = [{"name": m, "columns": [m], "directions": {m: True}, "device": "cpu", "wall_time_s": 2.0,
              "images_per_s": rate, "cache_hits": 0, "cache_misses": len(scores), "failures": [],
              "flops_per_image_estimate": f, "flops_per_image_measured": None}
-            for m, rate, f in zip(cols, (48.0, 30.0, 9000.0), (2e9, 5e12, 0.0))]
+            for m, rate, f in zip(cols, (48.0, 30.0, 9000.0), (2e9, 5e12, 0.0), strict=True)]
     rec = run_record(n_items=len(scores), columns=scores.columns, metrics=recs, directions={m: True for m in cols},
                      roles={"good": "metric", "noisy": "metric", "rnd": "control"}, derived_columns={},
                      wall_time_s=wall, dataset={"name": "toy"})

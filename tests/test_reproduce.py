@@ -49,7 +49,7 @@ def test_pareto_frontier_of_the_printed_avg_rank_row():
     from analysis.pareto import pareto_front
 
     t = table2().query("meta_metric == 'rank' and subset == 'Avg'")
-    front = pareto_front({m: (v, FLOPS[m]) for m, v in zip(t["metric"], t["value"])})
+    front = pareto_front({m: (v, FLOPS[m]) for m, v in zip(t["metric"], t["value"], strict=True)})
     # DSG-InstructBLIP (79.0 at 140T) dominates TIFA-GPT4-V (77.9 at 1.66P)
     assert front == ["clipscore", "alignscore", "instructblip_dsg", "gpt4v_dsg"]
 
@@ -94,7 +94,7 @@ def test_reproduce_writes_both_protocol_tables_and_the_discrepancy_list(ts2_dir,
     assert len(paper) == 48 and paper["match"].sum() == 36
     bad = paper[~paper["match"]]
     # exactly the delta subset rows fail, and each says why
-    assert set(zip(bad.meta_metric, bad.subset)) == {("delta", "Synth"), ("delta", "Nat"), ("delta", "Real")}
+    assert set(zip(bad.meta_metric, bad.subset, strict=True)) == {("delta", "Synth"), ("delta", "Nat"), ("delta", "Real")}
     assert (bad["known"] != "").all()
     graph = disc[disc.protocol == "graph"]
     assert len(graph) == 48 and graph["match"].sum() < 48  # the graph protocol really is another computation

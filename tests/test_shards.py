@@ -88,7 +88,7 @@ def test_mask_and_errors():
     assert shard_mask(ids, None).all()
     m0, m1 = shard_mask(ids, "0/2"), shard_mask(ids, "1/2")
     assert (m0 ^ m1).all()  # exactly one shard holds each id
-    assert [x for x, k in zip(ids, m1) if k] == Shard(1, 2).select(ids)
+    assert [x for x, k in zip(ids, m1, strict=True) if k] == Shard(1, 2).select(ids)
     with pytest.raises(TypeError, match="expected an image id of type str, got nan"):
         shard_index(float("nan"), 2)
     with pytest.raises(ValueError, match="n >= 1"):

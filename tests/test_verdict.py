@@ -52,7 +52,7 @@ def test_verdict_rows_are_the_results_statistics(toy_result):
     t = v.table
     assert list(t.columns) == VERDICT_COLUMNS
     # every metric under evaluation against every reference and control, per meta-metric; no others
-    assert set(zip(t.metric, t.against)) == {(m, c) for m in ("mine", "rev") for c in ("ref", "weak", "ctrl")}
+    assert set(zip(t.metric, t.against, strict=True)) == {(m, c) for m in ("mine", "rev") for c in ("ref", "weak", "ctrl")}
     assert len(t) == 2 * 3 * 3
     for row in t.itertuples(index=False):
         assert row.value == pytest.approx(r.value(row.metric, row.meta_metric, protocol="graph"))

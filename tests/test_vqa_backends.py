@@ -117,7 +117,7 @@ def test_answer_logprobs_shape_batch_invariance_and_greedy_agreement(tiny, name)
     reqs = _reqs()
     if name == "blip":  # BLIP's decoder attends to question padding (as its generate does): equal lengths
         reqs = [r.__class__(q, r.choices, image=r.image) for r, q in zip(reqs, ["is it red?", "is it big?",
-                                                                                "is it new?"])]
+                                                                                "is it new?"], strict=True)]
     images, questions = [r.image for r in reqs], [r.question for r in reqs]
     b1, b3 = cls(str(tiny[name]), batch_size=1, max_new_tokens=1), cls(str(tiny[name]), batch_size=3, max_new_tokens=1)
     tok = (b1.chat.tokenizer if name == "llava" else None)

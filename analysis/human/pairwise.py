@@ -159,7 +159,7 @@ def _within_group_pairs(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
     ends = np.r_[starts[1:], len(codes)]
     ii, jj, gg = [], [], []
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         if e - s < 2:
             continue
         a, b = np.triu_indices(e - s, 1)

@@ -43,7 +43,7 @@ def sep_walks(stats: WalkStats, pairs: str = "all", degenerate: str = "zero") ->
         le = stats.less_equal  # slot-major (slots, n, width)
         n = stats.count.astype(stats.count_dtype)
         cross = np.empty((stats.shape[0], len(a)), dtype=stats.count_dtype)
-        for p, (i, j) in enumerate(zip(a, b)):
+        for p, (i, j) in enumerate(zip(a, b, strict=True)):
             cross[:, p] = np.abs(le[i] * n[:, j, None] - le[j] * n[:, i, None]).max(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             d = cross.astype(float) / (stats.count[:, a] * stats.count[:, b])

@@ -127,7 +127,7 @@ def shared_prefix_generate(model, enc: dict[str, Any], image_keys: Sequence[Hash
     image_token_id = _image_token_id(model.config)
     pad_id = gen_kw["pad_token_id"]
     ids, mask = enc["input_ids"], enc["attention_mask"]
-    rows = [row[m.bool()].tolist() for row, m in zip(ids.cpu(), mask.cpu())]
+    rows = [row[m.bool()].tolist() for row, m in zip(ids.cpu(), mask.cpu(), strict=True)]
     of_row, firsts = group_rows(image_keys)
     members: list[list[int]] = [[] for _ in firsts]
     for i, g in enumerate(of_row):
@@ -137,7 +137,7 @@ def shared_prefix_generate(model, enc: dict[str, Any], image_keys: Sequence[Hash
     if any(image_token_id in s for s in suffixes):
         raise PrefixUnsupported("image tokens after the shared prefix (the template puts the image after the question)")
     pixels = enc.get("pixel_values")
-    pre_ids, pre_mask = _left_pad([rows[i][:c] for i, c in zip(firsts, cut)], pad_id, torch)
+    pre_ids, pre_mask = _left_pad([rows[i][:c] for i, c in zip(firsts, cut, strict=True)], pad_id, torch)
     pre_ids, pre_mask = pre_ids.to(ids.device), pre_mask.to(ids.device)
     kw: dict[str, Any] = {}
     if pixels is not None:

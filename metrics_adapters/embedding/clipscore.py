@@ -62,7 +62,7 @@ def _open_clip_hub_table() -> dict[str, dict[str, str]]:
     if table is None:
         return {}
     out = {}
-    for k, v in zip(table.keys, table.values):
+    for k, v in zip(table.keys, table.values, strict=True):
         if isinstance(k, ast.Constant) and isinstance(k.value, str):
             tags = _tag_entries(named.get(v.id) if isinstance(v, ast.Name) else v)
             if tags:
@@ -75,7 +75,7 @@ def _tag_entries(node: ast.AST | None) -> dict[str, str]:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
         pairs = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
     elif isinstance(node, ast.Dict):
-        pairs = [(k.value, v) for k, v in zip(node.keys, node.values)
+        pairs = [(k.value, v) for k, v in zip(node.keys, node.values, strict=True)
                  if isinstance(k, ast.Constant) and isinstance(k.value, str)]
     else:
         return {}

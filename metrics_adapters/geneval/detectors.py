@@ -329,7 +329,7 @@ class OwlDetector(Detector):
                                                                         target_sizes=target)[0]
             arr = np.asarray(img.convert("RGB"))
             dets = []
-            for box, score, lab in zip(res["boxes"].tolist(), res["scores"].tolist(), res["labels"].tolist()):
+            for box, score, lab in zip(res["boxes"].tolist(), res["scores"].tolist(), res["labels"].tolist(), strict=True):
                 x0, y0, x1, y1 = (max(0.0, box[0]), max(0.0, box[1]), min(w - 1.0, box[2]), min(h - 1.0, box[3]))
                 if x1 <= x0 or y1 <= y0:
                     continue

@@ -362,7 +362,7 @@ class QuestionGenerator:
         if len(outs) != len(pending):
             raise RuntimeError(f"LM backend returned {len(outs)} completions for {len(pending)} prompts")
         still = []
-        for p, out in zip(pending, outs):
+        for p, out in zip(pending, outs, strict=True):
             st = state[p]
             if isinstance(out, Exception):
                 st["errors"].append(f"attempt {attempt + 1}: model call failed: {type(out).__name__}: {out}")

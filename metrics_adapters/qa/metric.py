@@ -419,7 +419,7 @@ class QAMetric(Metric):
 
         bh = fingerprint_hash(self.vqa.fingerprint())
         keys = [answer_key(bh, ik or "", r.question, r.choices if self.vqa.uses_choices else None)
-                for r, ik in zip(reqs, img_keys)]
+                for r, ik in zip(reqs, img_keys, strict=True)]
         found = cache.get_answers(set(keys))
         self.stats["vqa_cache_hits"] += sum(k in found for k in keys)
         todo: dict[str, int] = {}
@@ -436,7 +436,7 @@ class QAMetric(Metric):
             res = self.vqa.answer([reqs[j] for _, j in chunk])
             self.stats["vqa_model_calls"] += self.vqa.n_model_calls - before
             rows = []
-            for (k, j), a in zip(chunk, res):
+            for (k, j), a in zip(chunk, res, strict=True):
                 if isinstance(a, VQAError):
                     errors[k] = a
                 else:
@@ -466,7 +466,7 @@ class QAMetric(Metric):
         reqs: list[VQARequest] = []
         owners: list[tuple[int, Any]] = []
         ikeys: list[str | None] = []
-        for i, (it, qs) in enumerate(zip(items, qsets)):
+        for i, (it, qs) in enumerate(zip(items, qsets, strict=True)):
             if isinstance(qs, QuestionError):
                 fails[i] = str(qs)
                 continue
@@ -483,14 +483,14 @@ class QAMetric(Metric):
                 owners.append((i, q))
                 ikeys.append(ik)
         answers = self._answer(reqs, ikeys) if reqs else []
-        for (i, q), a in zip(owners, answers):
+        for (i, q), a in zip(owners, answers, strict=True):
             if isinstance(a, VQAError) and i not in fails:
                 fails[i] = f"question {q.question_id} ({q.question!r}): {a}"
         good = [k for k, (i, _) in enumerate(owners) if i not in fails]
         matches = self.matcher.match([answers[k] for k in good], [owners[k][1].choices for k in good],
                                      [owners[k][1].answer for k in good])
         per_item: dict[int, list[tuple[Any, str, Any]]] = {}
-        for k, m in zip(good, matches):
+        for k, m in zip(good, matches, strict=True):
             i, q = owners[k]
             per_item.setdefault(i, []).append((q, answers[k], m))
         scores: list[float] = [math.nan] * n

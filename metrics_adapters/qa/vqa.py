@@ -245,7 +245,7 @@ class BlipVQA(_HFBackend):
                     pad_token_id=net.config.text_config.pad_token_id, encoder_hidden_states=q,
                     encoder_attention_mask=torch.ones(q.shape[:-1], dtype=torch.long, device=q.device),
                     max_new_tokens=self.max_new_tokens, num_beams=self.num_beams, do_sample=False)
-                for r, text in zip(rows, self._proc.batch_decode(ids, skip_special_tokens=True)):
+                for r, text in zip(rows, self._proc.batch_decode(ids, skip_special_tokens=True), strict=True):
                     out[r] = text.strip()
         return out
 
@@ -401,7 +401,7 @@ class ChatVQA(_HFBackend):
         if self.chat.model is None:
             self.load(self.device)
         res = self.chat.generate([self.request(r) for r in requests])
-        return [r.text if r.ok else VQAError(f"{q.image_id}: {r.error}") for q, r in zip(requests, res)]
+        return [r.text if r.ok else VQAError(f"{q.image_id}: {r.error}") for q, r in zip(requests, res, strict=True)]
 
     def answer_logprobs(self, images: Sequence[Any], questions: Sequence[str],
                         candidates: Sequence[str] = ("Yes", "No")) -> np.ndarray:
@@ -425,7 +425,7 @@ class ChatVQA(_HFBackend):
         if len(images) != len(questions):
             raise ValueError(f"expected one image per question, got {len(images)} and {len(questions)}")
         t = self.template if template is None else template
-        reqs = [ChatRequest(format_prompt(t, q, None), images=(im,), system=system) for im, q in zip(images, questions)]
+        reqs = [ChatRequest(format_prompt(t, q, None), images=(im,), system=system) for im, q in zip(images, questions, strict=True)]
         enc = append_tokens(self.chat.encode(reqs), prefix)
         return self.chat.model(**enc).logits[:, -(len(prefix) + 1):, :]
 
@@ -496,7 +496,7 @@ class OpenAIVQA(VQABackend):
         self._check_images(requests)
         res = self.chat.generate([ChatRequest(format_prompt(self.template, r.question, r.choices), images=(r.image,))
                                   for r in requests])
-        return [x.text.strip() if x.ok else VQAError(f"{r.image_id}: {x.error}") for r, x in zip(requests, res)]
+        return [x.text.strip() if x.ok else VQAError(f"{r.image_id}: {x.error}") for r, x in zip(requests, res, strict=True)]
 
 
 def normalize_image_name(name: str) -> str:
