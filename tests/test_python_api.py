@@ -315,3 +315,21 @@ def test_callable_cache_key_follows_its_source_version_and_bound_arguments(tmp_p
 
     assert (CallableMetric(functools.partial(g, w=2.0), name="g").fingerprint_hash()
             != CallableMetric(functools.partial(g, w=3.0), name="g").fingerprint_hash())
+
+
+def test_analysis_verdict_and_explorer(score_file, mini, tmp_path):
+    """``.verdict`` is ts2 analyze's verdict.csv as a frame; ``.explore()`` writes the SEG explorer."""
+    frame = pd.read_csv(score_file, dtype={"seg_id": str, "node": str})
+    a = ts2.analyze(frame, mini, roles={"noise": "control"}, **OPTS)
+    v = a.verdict
+    row = v[(v["metric"] == "good") & (v["meta_metric"] == "rank") & (v["against"] == "noise")]
+    assert len(row) == 1
+    assert row["diff"].iloc[0] == pytest.approx(a.result.value("good", "rank") - a.result.value("noise", "rank"))
+    assert row["direction"].iloc[0] == "above" and row["p_holm"].iloc[0] < 0.05
+    assert set(v["metric"]) == {"good"}  # a control is compared with, never judged
+    lines = a.verdict_lines()
+    assert len(lines) == 1 and lines[0].startswith("good: rank_m")
+    assert a.summary().rstrip().endswith(lines[0])
+    out = a.explore(tmp_path / "explorer.html", mini)
+    assert out.html.is_file() and out.n_segs == len(list(mini)) and out.n_thumbnails == len(frame)
+    assert "noise" in out.html.read_text(encoding="utf-8")
