@@ -12,27 +12,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .identity import code_identity, fingerprint_hash
+from .items import MetricError, ScoreItem
 
 __all__ = ["Metric", "ScoreItem", "MetricError", "check_prompt_template"]
-
-
-class MetricError(RuntimeError):
-    """A metric could not score an item (model error, unparseable reply, ...)."""
-
-
-@dataclass(frozen=True)
-class ScoreItem:
-    """One (prompt, image) pair to score, with where it sits in its SEG."""
-
-    seg_id: str
-    node: str
-    file_name: str  # the stable image id
-    prompt: str
-    image_path: str | None = None
 
 
 class Metric(ABC):

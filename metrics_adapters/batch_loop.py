@@ -15,12 +15,13 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from .base import Metric, MetricError, ScoreItem
 from .cache import ScoreCache
 from .extras import missing_extra
 from .hub import ModelUnavailableError
+from .items import MetricError, ScoreItem
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # type hints only (base imports the engine when a Metric is called)
+    from .base import Metric
     from .run_types import EngineSettings, Plan, Work
 
 __all__ = ["compute", "autocast"]

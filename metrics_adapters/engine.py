@@ -32,13 +32,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .base import Metric, ScoreItem
 from .cache import ScoreCache
 from .extras import missing_extra, require_module
 from .hub import require_models
 from .identity import fingerprint_hash
 from .images import DEFAULT_MAX_SIDE, decode_settings
+from .items import ScoreItem
 from .outputs import (
     BASE_COLUMNS,
     atomic_write_text,
@@ -57,6 +58,9 @@ from .run_types import (
     Work,
     check_device,
 )
+
+if TYPE_CHECKING:  # only a type hint: base imports the engine when a Metric is called (Metric.__call__)
+    from .base import Metric
 
 __all__ = ["EngineSettings", "Failure", "MetricRun", "score_metric", "score_items", "cache_key",
            "resolve_device", "effective_precision", "items_from_table", "scores_frame", "write_outputs",

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, published_path, result_set, run_record
 
-from .base import Metric, ScoreItem
+from .items import ScoreItem
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # type hints only (base imports the engine when a Metric is called)
+    from .base import Metric
     from .run_types import MetricRun
 
 __all__ = ["BASE_COLUMNS", "scores_frame", "write_outputs", "atomic_write_text", "package_versions"]

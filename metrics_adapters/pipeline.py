@@ -28,10 +28,13 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import Metric, ScoreItem
 from .images import ImageDecodeError, decode_image
+from .items import ScoreItem
+
+if TYPE_CHECKING:  # type hints only (base imports the engine when a Metric is called)
+    from .base import Metric
 
 __all__ = ["PixelSpec", "Batch", "DecodeDataset", "collate", "to_model_input", "BackgroundWriter",
            "default_workers", "default_batch_size", "available_cpus", "split_torchvision_transform"]

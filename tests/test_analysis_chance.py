@@ -102,6 +102,33 @@ def test_chance_of_a_two_image_seg_by_hand():
     assert np.isnan(f.loc["delta", "adjusted"])  # delta has no maximum
 
 
+@pytest.mark.parametrize("protocol", ["paper", "graph"])
+def test_chance_levels_match_the_nulls_exact_expectations(protocol):
+    # Independent of the Monte-Carlo code: some nulls have an exact expectation.
+    # - pair_acc: two distinct images of different levels are exchangeable under a within-SEG
+    #   permutation, so P(right) + P(tie)/2 = 1/2 for every pair: 0.5 exactly.
+    # - delta: linear in the scores, and every image's expected score is its SEG's mean: 0
+    #   (not for a lower-is-better column under "magnitude", which takes |delta|).
+    # - rank and kendall: the numerator has expectation 0 for every walk (each ordered pair of
+    #   walk positions compares as "greater" with probability 1/2, ties counting half). Its
+    #   denominator is fixed when the walk's tie pattern cannot move: no score ties in the SEG
+    #   (columns "good" and "holes"), or no image counted twice (graph: no root duplication),
+    #   where, given the values a walk receives, their order along it is uniform.
+    df = small_table(3, n_segs=8)
+    r = analyze(df, protocols=[protocol], bootstrap=0, chance=600, seed=2, lower_is_better=["tied"], subsets="none")
+    f = r.metametrics_frame().set_index(["metric", "meta_metric"])
+    exact = {(m, "pair_acc"): 0.5 for m in ("good", "tied", "holes")}
+    exact.update({(m, "delta"): 0.0 for m in ("good", "holes")})
+    exact.update({(m, k): 0.0 for m in ("good", "holes") for k in ("rank", "kendall")})
+    if protocol == "graph":
+        exact.update({("tied", "delta"): 0.0, ("tied", "rank"): 0.0, ("tied", "kendall"): 0.0})
+    for (m, k), want in exact.items():
+        got, err = f.loc[(m, k), "chance"], f.loc[(m, k), "chance_mc_error"]
+        assert abs(got - want) <= 4.5 * err + 1e-12, (m, k, got, want, err)
+    # and the test can fail: the discrete column's sep floor is far from any of these values
+    assert f.loc[("tied", "sep"), "chance"] > 0.3
+
+
 def test_metametrics_columns_and_adjusted_formula():
     assert METAMETRICS_COLUMNS[-5:] == ["chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]
     r = analyze(small_table(1), protocols=["paper"], bootstrap=0, chance=20)

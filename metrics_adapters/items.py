@@ -1,0 +1,27 @@
+"""What a metric scores and how it fails: the types the scoring engine shares with :mod:`.base`.
+
+They live apart from :class:`~metrics_adapters.base.Metric` so that the engine (which
+``Metric.__call__`` runs) needs the Metric class only for type hints, and no import runs back
+from the engine to the base class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MetricError", "ScoreItem"]
+
+
+class MetricError(RuntimeError):
+    """A metric could not score an item (model error, unparseable reply, ...)."""
+
+
+@dataclass(frozen=True)
+class ScoreItem:
+    """One (prompt, image) pair to score, with where it sits in its SEG."""
+
+    seg_id: str
+    node: str
+    file_name: str  # the stable image id
+    prompt: str
+    image_path: str | None = None
