@@ -21,7 +21,7 @@ import pickle
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..hub import HubModel
+from ..hub import HubModel, hub_file
 from .base import local_signature
 from .clipscore import OpenCLIPScore, _quiet_root_info
 
@@ -135,21 +135,10 @@ class HPSv2Score(OpenCLIPScore):
                                                 cache_dir=self.download_dir))
 
     def checkpoint_path(self) -> Path:
-        """The local checkpoint file: ``model`` itself, ``model/filename``, or a hub download."""
-        p = Path(self.model).expanduser()
-        if p.is_file():
-            return p
-        if p.is_dir():
-            if not (p / self.filename).is_file():
-                raise FileNotFoundError(f"{self.name}: expected the checkpoint {self.filename!r} in {p}, found none")
-            return p / self.filename
-        from huggingface_hub import hf_hub_download
-
-        try:
-            return Path(hf_hub_download(self.model, self.filename, revision=self.revision, cache_dir=self.download_dir))
-        except Exception as e:  # network, auth, missing file: one message naming what was asked for
-            raise RuntimeError(f"{self.name}: could not download {self.filename!r} from {self.model!r}: "
-                               f"{type(e).__name__}: {e}") from e
+        """The local checkpoint file: ``model`` itself, ``model/filename``, or a hub download
+        (:func:`metrics_adapters.hub.hub_file`)."""
+        return hub_file(self.model, self.filename, revision=self.revision, cache_dir=self.download_dir,
+                        owner=self.name, option=f"{self.config_key}.model")
 
     def _load(self, device: str, dtype: str | None) -> None:
         import open_clip
