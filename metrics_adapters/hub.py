@@ -11,6 +11,7 @@ folders and the Hugging Face hub.
   generation, embeddings, GenEval's detector): dtype names (:func:`torch_dtype`), revision,
   device placement, the check above and one error naming the owner and the model.
   :func:`load_processor` is its half for a tokenizer or processor read on its own.
+* :func:`load_open_clip` is the same for open_clip models (CLIPScore, HPSv2's architecture).
 * :func:`hub_file` is the one "local file, file in a local folder, or hub download" for
   checkpoints that are single files (HPSv2, ImageReward).
 
@@ -19,6 +20,7 @@ Importing this module imports neither torch nor transformers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ModelUnavailableError", "HubModel", "package_dir", "require_model", "require_models", "under", "hub_reachable",
-           "PROBE_TIMEOUT_S", "DTYPES", "torch_dtype", "load_pretrained", "load_processor", "hub_file"]
+           "PROBE_TIMEOUT_S", "DTYPES", "torch_dtype", "load_pretrained", "load_processor", "load_open_clip", "hub_file"]
 
 log = logging.getLogger(__name__)
 
@@ -354,6 +356,45 @@ def load_pretrained(model_cls: Any, processor_cls: Any, name: str, *, revision: 
         raise _could_not_load(owner, getattr(model_cls, "__name__", "the model"), name, revision, e) from e
     net.to(device).eval()
     return net, proc
+
+
+@contextlib.contextmanager
+def _quiet_root_info():
+    # open_clip reports every loading step with logging.info on the ROOT logger, which would
+    # flood a run's log; its warnings still come through.
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def load_open_clip(arch: str, pretrained: str | None = None, *, device: str = "cpu", cache_dir: str | None = None,
+                   weights: bool = True, owner: str = "model") -> tuple[Any, Any, Any]:
+    """``(model, eval transform, tokenizer)`` of the open_clip architecture ``arch`` on ``device``.
+
+    ``arch`` is an open_clip name (``ViT-L-14``), ``hf-hub:org/name`` or ``local-dir:/path``;
+    ``pretrained`` a weights tag or file (``None``: random weights); ``weights=False`` builds the
+    architecture only (a caller that loads its own checkpoint). Weights stay fp32: open_clip
+    models run under the engine's autocast. The hub files are checked by the engine from the
+    metric's ``hub_models()`` before this is called.
+
+    Raises
+    ------
+    RuntimeError
+        open_clip cannot build or load it; names ``owner``, ``arch`` and ``pretrained``.
+    """
+    import open_clip
+
+    try:
+        with _quiet_root_info():
+            model, _, transform = open_clip.create_model_and_transforms(
+                arch, pretrained=pretrained, load_weights=weights, device=device, cache_dir=cache_dir)
+            tokenizer = open_clip.get_tokenizer(arch, cache_dir=cache_dir)
+    except (RuntimeError, OSError, ValueError) as e:
+        raise RuntimeError(f"{owner}: could not load open_clip {arch!r} (pretrained={pretrained!r}): {e}") from e
+    return model, transform, tokenizer
 
 
 def hub_file(model: str, filename: str, *, revision: str | None = None, cache_dir: str | None = None,

@@ -21,9 +21,9 @@ import pickle
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..hub import HubModel, hub_file
+from ..hub import HubModel, hub_file, load_open_clip
 from .base import local_signature
-from .clipscore import OpenCLIPScore, _quiet_root_info
+from .clipscore import OpenCLIPScore
 
 __all__ = ["HPSv2Score", "ResizeMaxSize", "hpsv2_transform"]
 
@@ -141,17 +141,12 @@ class HPSv2Score(OpenCLIPScore):
                         owner=self.name, option=f"{self.config_key}.model")
 
     def _load(self, device: str, dtype: str | None) -> None:
-        import open_clip
         import torch
 
         ckpt = self.checkpoint_path()
-        try:
-            with _quiet_root_info():
-                model = open_clip.create_model(self.arch, pretrained=None, load_weights=False, device="cpu",
-                                               cache_dir=self.download_dir)
-                self._tokenizer = open_clip.get_tokenizer(self.arch, cache_dir=self.download_dir)
-        except (RuntimeError, OSError, ValueError) as e:
-            raise RuntimeError(f"{self.name}: could not build open_clip {self.arch!r}: {e}") from e
+        # The architecture only (its own transform below); the weights come from the checkpoint.
+        model, _, self._tokenizer = load_open_clip(self.arch, None, weights=False, cache_dir=self.download_dir,
+                                                   owner=self.name)
         try:
             state = torch.load(ckpt, map_location="cpu", weights_only=True)
             state = state["state_dict"] if isinstance(state, dict) and "state_dict" in state else state

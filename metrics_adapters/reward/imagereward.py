@@ -192,8 +192,9 @@ class ImageReward(Metric):
         )
         from transformers.models.blip.modeling_blip_text import BlipTextModel
 
+        med_path = self._file(self.med_config)  # its own errors name the model and the option
         try:
-            med = json.loads(self._file(self.med_config).read_text())
+            med = json.loads(med_path.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise RuntimeError(f"{self.name}: could not read {self.med_config}: {e}") from e
         v = self.vision
