@@ -244,6 +244,7 @@ def test_identical_pairs_scored_once(tmp_path):
 
 def test_metric_that_cannot_load_fails_all_items_and_does_not_raise(dataset, tmp_path):
     _, items = dataset
+    (tmp_path / "nope").mkdir()  # a folder without model files: from_pretrained fails
     run = score_metric(get_metric("clipscore_hf", model=str(tmp_path / "nope")), items[:4], None,
                        EngineSettings(**FAST))
     assert run.n_failed == 4 and run.load_error and "could not load CLIPModel" in run.load_error

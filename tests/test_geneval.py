@@ -224,27 +224,11 @@ def test_geneval_metric_scores_fails_and_logs(small_synthetic, tmp_path):
 @pytest.fixture(scope="module")
 def tiny_owl(tmp_path_factory):
     pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     pytest.importorskip("open_clip")
     import tiny_models as tm
-    import torch
 
-    vocab, merges = tm._clip_vocab_and_merges()
-    tok = transformers.CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=16)
-    cfg = transformers.Owlv2Config(
-        text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                         vocab_size=len(vocab), max_position_embeddings=16, bos_token_id=vocab["<|startoftext|>"],
-                         eos_token_id=vocab["<|endoftext|>"], pad_token_id=vocab["<|endoftext|>"]),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                           image_size=32, patch_size=8),
-        projection_dim=32)  # OWL's class head maps image features into the text projection space
-    torch.manual_seed(0)
-    out = tmp_path_factory.mktemp("tiny-owlv2")
-    transformers.Owlv2ForObjectDetection(cfg).eval().save_pretrained(out)
-    proc = transformers.Owlv2Processor(image_processor=transformers.Owlv2ImageProcessor(size={"height": 32, "width": 32}),
-                                       tokenizer=tok)
-    proc.save_pretrained(out)
-    return str(out)
+    return str(tm.build_hf_owlv2(tmp_path_factory.mktemp("tiny-owlv2")))
 
 
 def test_owl_detector_plumbing(tiny_owl):

@@ -217,9 +217,16 @@ def test_scoring_before_load_and_wrong_image_count_fail_clearly(images):
 
 
 def test_missing_model_gives_clear_error(tmp_path):
-    m = get_metric("clipscore_hf", model=str(tmp_path / "no-such-model"))
-    with pytest.raises(RuntimeError, match="could not load CLIPModel"):
+    from metrics_adapters.hub import ModelUnavailableError
+
+    missing = tmp_path / "no-such-model"
+    m = get_metric("clipscore_hf", model=str(missing))
+    # A folder that is not there: one line naming it and the key that points at a local copy.
+    with pytest.raises(ModelUnavailableError, match=rf"'{missing}' to be a local folder.*metric\.model=DIR"):
         m.load("cpu")
+    missing.mkdir()  # there, but without the model's files: the loader's error, naming the class
+    with pytest.raises(RuntimeError, match=f"could not load CLIPModel '{missing}'"):
+        get_metric("clipscore_hf", model=str(missing)).load("cpu")
 
 
 def test_local_weights_change_changes_fingerprint(tmp_path):

@@ -141,8 +141,14 @@ def test_blip_without_image_fails_clearly(tiny_blip):
 
 def test_blip_bad_model_path_fails_on_load(tmp_path):
     pytest.importorskip("transformers")
-    with pytest.raises(RuntimeError, match="could not load"):
+    from metrics_adapters.hub import ModelUnavailableError
+
+    # A folder that is not there: one line naming it and the key that points at a local copy.
+    with pytest.raises(ModelUnavailableError, match=r"'.*missing' to be a local folder.*metric\.vqa\.model=DIR"):
         BlipVQA(str(tmp_path / "missing")).load("cpu")
+    (tmp_path / "empty").mkdir()  # there, but without the model's files: the loader's error
+    with pytest.raises(RuntimeError, match=r"BlipVQA: could not load \w+ '.*empty'"):
+        BlipVQA(str(tmp_path / "empty")).load("cpu")
 
 
 def test_instructblip_answers_do_not_depend_on_batch_size(tmp_path):

@@ -124,6 +124,29 @@ def build_hf_siglip(out: Path, seed: int = 0) -> Path:
     return out
 
 
+def build_hf_owlv2(out: Path, seed: int = 0) -> Path:
+    """A tiny OWLv2 detector (GenEval's zero-shot detector) with the CLIP BPE tokenizer."""
+    import torch
+    import transformers
+
+    vocab, merges = _clip_vocab_and_merges()
+    tok = transformers.CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=16)
+    cfg = transformers.Owlv2Config(
+        text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                         vocab_size=len(vocab), max_position_embeddings=16, bos_token_id=vocab["<|startoftext|>"],
+                         eos_token_id=vocab["<|endoftext|>"], pad_token_id=vocab["<|endoftext|>"]),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        projection_dim=32)  # OWL's class head maps image features into the text projection space
+    torch.manual_seed(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    transformers.Owlv2ForObjectDetection(cfg).eval().save_pretrained(out)
+    proc = transformers.Owlv2Processor(image_processor=transformers.Owlv2ImageProcessor(size={"height": 32, "width": 32}),
+                                       tokenizer=tok)
+    proc.save_pretrained(out)
+    return out
+
+
 OPEN_CLIP_TINY = {
     "embed_dim": 16,
     "vision_cfg": {"image_size": 32, "layers": 2, "width": 32, "head_width": 16, "patch_size": 8, "mlp_ratio": 2.0},
@@ -193,7 +216,7 @@ def make_dataset(root: Path, n_segs: int = 3, nodes: tuple[str, ...] = ("0", "1a
 # -- per-process model cache (one build per pytest process, shared by all test files) ----------------
 _BUILT: dict[str, Path] = {}
 _BUILDERS = {"hf_clip": build_hf_clip, "hf_align": build_hf_align, "hf_siglip": build_hf_siglip,
-             "open_clip": build_open_clip}
+             "hf_owlv2": build_hf_owlv2, "open_clip": build_open_clip}
 
 
 def tiny(kind: str) -> Path:

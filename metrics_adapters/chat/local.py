@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..hub import HubModel
+from ..hub import HubModel, load_pretrained
 from .base import ChatModel, ChatRequest, ChatResult
-from .loading import count_params, load_pretrained
+from .loading import count_params
 
 __all__ = ["TransformersChatModel"]
 

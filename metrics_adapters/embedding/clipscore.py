@@ -7,7 +7,6 @@ openai weights by default) and transformers ``CLIPModel`` (:class:`HFCLIPScore`)
 from __future__ import annotations
 
 import ast
-import contextlib
 import logging
 import os
 from dataclasses import replace
@@ -15,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..hub import HubModel
+from ..hub import HubModel, load_open_clip
 from .base import EmbeddingMetric, local_signature
 from .hf import HFEmbeddingMetric
 
@@ -104,18 +103,6 @@ def open_clip_hub_file(arch: str, tag: str) -> tuple[str, str | None] | None:
 log = logging.getLogger(__name__)
 
 
-@contextlib.contextmanager
-def _quiet_root_info():
-    # open_clip reports every loading step with logging.info on the ROOT logger, which would
-    # flood a run's log; its warnings still come through.
-    previous = logging.root.manager.disable
-    logging.disable(logging.INFO)
-    try:
-        yield
-    finally:
-        logging.disable(previous)
-
-
 class OpenCLIPScore(EmbeddingMetric):
     """CLIPScore on an open_clip model.
 
@@ -167,19 +154,12 @@ class OpenCLIPScore(EmbeddingMetric):
         return (HubModel(repo, "pretrained", local=f"DIR/{files[0]}", files=files, cache_dir=self.download_dir),)
 
     def _load(self, device: str, dtype: str | None) -> None:
-        import open_clip
 
         if self.pretrained is None:
             log.warning("%s: open_clip %s with pretrained=None has RANDOM weights: scores are meaningless",
                         self.name, self.arch)
-        try:
-            with _quiet_root_info():
-                model, _, transform = open_clip.create_model_and_transforms(
-                    self.arch, pretrained=self.pretrained, device=device, cache_dir=self.download_dir)
-                self._tokenizer = open_clip.get_tokenizer(self.arch, cache_dir=self.download_dir)
-        except (RuntimeError, OSError, ValueError) as e:
-            raise RuntimeError(f"{self.name}: could not load open_clip {self.arch!r} "
-                               f"(pretrained={self.pretrained!r}): {e}") from e
+        model, transform, self._tokenizer = load_open_clip(self.arch, self.pretrained, device=device,
+                                                           cache_dir=self.download_dir, owner=self.name)
         self._model = model.eval()
         self._transform = transform
         self._ctx = int(getattr(self._tokenizer, "context_length", None) or model.context_length)

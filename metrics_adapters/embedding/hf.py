@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from ..hub import HubModel, require_model
+from ..hub import HubModel, load_pretrained, load_processor
 from .base import EmbeddingMetric, local_signature
 
 __all__ = ["HFEmbeddingMetric"]
@@ -42,7 +42,8 @@ class _ProcessorResize:
 
 
 class HFEmbeddingMetric(EmbeddingMetric):
-    """A transformers dual encoder loaded with ``from_pretrained(model, revision=revision)``.
+    """A transformers dual encoder loaded by :func:`metrics_adapters.hub.load_pretrained` (``model``
+    at ``revision``, weights in the run's dtype).
 
     Parameters
     ----------
@@ -60,6 +61,9 @@ class HFEmbeddingMetric(EmbeddingMetric):
     padding: ClassVar[str] = "longest"  # SigLIP was trained on max_length padding
     use_attention_mask: ClassVar[bool] = True
     vision_class_token: ClassVar[bool] = True
+    # 2: the weights load in the run's dtype (fp16/bf16 on CUDA) instead of fp32 under autocast,
+    # which changes scores at those precisions (fp32 scores are the same as version 1's).
+    version: ClassVar[str] = "2"
 
     def __init__(self, name: str, model: str, revision: str | None = None, w: float = 1.0,
                  template: str = "{prompt}", text_cache_size: int = 4096) -> None:
@@ -83,17 +87,15 @@ class HFEmbeddingMetric(EmbeddingMetric):
     def _load(self, device: str, dtype: str | None) -> None:
         import transformers
 
-        cls = getattr(transformers, self.model_class)
-        kw = {"revision": self.revision} if self.revision else {}
-        try:
-            require_model(self.model, self.revision, option="metric.model")
-            self._model = cls.from_pretrained(self.model, **kw).to(device).eval()
-            src, pkw = self._processor_source()
-            self._tokenizer = transformers.AutoTokenizer.from_pretrained(src, **pkw)
-            self._image_processor = transformers.AutoImageProcessor.from_pretrained(src, **pkw)
-        except (OSError, ValueError) as e:
-            raise RuntimeError(f"{self.name}: could not load {self.model_class} {self.model!r}"
-                               f"{' @ ' + self.revision if self.revision else ''}: {e}") from e
+        key = self.config_key
+        self._model, _ = load_pretrained(getattr(transformers, self.model_class), None, self.model,
+                                         revision=self.revision, device=device, dtype=dtype, owner=self.name,
+                                         option=f"{key}.model")
+        src, pkw = self._processor_source()
+        where = dict(revision=pkw.get("revision"), owner=self.name,
+                     option=f"{key}.model" if src == self.model else f"{key}.processor")
+        self._tokenizer = load_processor(transformers.AutoTokenizer, src, **where)
+        self._image_processor = load_processor(transformers.AutoImageProcessor, src, **where)
         self._ctx = self._compute_context()
 
     def _processor_source(self) -> tuple[str, dict[str, Any]]:
@@ -128,7 +130,8 @@ class HFEmbeddingMetric(EmbeddingMetric):
                          dtype=str(next(self._model.parameters()).dtype).removeprefix("torch."))
 
     def _encode_images(self, pixels):
-        return _pooled(self._model.get_image_features(pixel_values=pixels))
+        # fp32 pixels from the processor meet fp16/bf16 weights outside autocast too.
+        return _pooled(self._model.get_image_features(pixel_values=pixels.to(self._model.dtype)))
 
     def _encode_texts(self, texts: list[str]):
         enc = self._tokenizer(texts, padding=self.padding, truncation=True, max_length=self._ctx, return_tensors="pt")

@@ -21,9 +21,9 @@ import pickle
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..hub import HubModel
+from ..hub import HubModel, hub_file, load_open_clip
 from .base import local_signature
-from .clipscore import OpenCLIPScore, _quiet_root_info
+from .clipscore import OpenCLIPScore
 
 __all__ = ["HPSv2Score", "ResizeMaxSize", "hpsv2_transform"]
 
@@ -135,34 +135,18 @@ class HPSv2Score(OpenCLIPScore):
                                                 cache_dir=self.download_dir))
 
     def checkpoint_path(self) -> Path:
-        """The local checkpoint file: ``model`` itself, ``model/filename``, or a hub download."""
-        p = Path(self.model).expanduser()
-        if p.is_file():
-            return p
-        if p.is_dir():
-            if not (p / self.filename).is_file():
-                raise FileNotFoundError(f"{self.name}: expected the checkpoint {self.filename!r} in {p}, found none")
-            return p / self.filename
-        from huggingface_hub import hf_hub_download
-
-        try:
-            return Path(hf_hub_download(self.model, self.filename, revision=self.revision, cache_dir=self.download_dir))
-        except Exception as e:  # network, auth, missing file: one message naming what was asked for
-            raise RuntimeError(f"{self.name}: could not download {self.filename!r} from {self.model!r}: "
-                               f"{type(e).__name__}: {e}") from e
+        """The local checkpoint file: ``model`` itself, ``model/filename``, or a hub download
+        (:func:`metrics_adapters.hub.hub_file`)."""
+        return hub_file(self.model, self.filename, revision=self.revision, cache_dir=self.download_dir,
+                        owner=self.name, option=f"{self.config_key}.model")
 
     def _load(self, device: str, dtype: str | None) -> None:
-        import open_clip
         import torch
 
         ckpt = self.checkpoint_path()
-        try:
-            with _quiet_root_info():
-                model = open_clip.create_model(self.arch, pretrained=None, load_weights=False, device="cpu",
-                                               cache_dir=self.download_dir)
-                self._tokenizer = open_clip.get_tokenizer(self.arch, cache_dir=self.download_dir)
-        except (RuntimeError, OSError, ValueError) as e:
-            raise RuntimeError(f"{self.name}: could not build open_clip {self.arch!r}: {e}") from e
+        # The architecture only (its own transform below); the weights come from the checkpoint.
+        model, _, self._tokenizer = load_open_clip(self.arch, None, weights=False, cache_dir=self.download_dir,
+                                                   owner=self.name)
         try:
             state = torch.load(ckpt, map_location="cpu", weights_only=True)
             state = state["state_dict"] if isinstance(state, dict) and "state_dict" in state else state

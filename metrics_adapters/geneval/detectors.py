@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..hub import HubModel, require_model
+from ..hub import HubModel, load_pretrained
 from .colours import COLOUR_NAMES, colour_index, dominant_colour
 
 __all__ = ["Detection", "Detector", "ShapesDetector", "OwlDetector", "classify_shape", "SHAPE_NAMES", "DETECTORS",
@@ -266,7 +266,8 @@ class OwlDetector(Detector):
         self._n_params = None
 
     def settings(self) -> dict[str, Any]:
-        return {"detector": "owlv2", "model": self.model_name, "revision": self.revision, "threshold": self.threshold,
+        # version 2: the weights load in the run's dtype (fp16/bf16 on CUDA), not fp32 under autocast.
+        return {"detector": "owlv2", "version": 2, "model": self.model_name, "revision": self.revision, "threshold": self.threshold,
                 "query_template": self.query_template, "nms_iou": self.nms_iou,
                 "colour": {"method": "hsv-crop", "tolerance": self.colour_tolerance}}
 
@@ -275,14 +276,9 @@ class OwlDetector(Detector):
             return
         from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 
-        try:
-            require_model(self.model_name, self.revision, option="metric.detector.model")
-            self.processor = AutoProcessor.from_pretrained(self.model_name, revision=self.revision)
-            self.model = AutoModelForZeroShotObjectDetection.from_pretrained(self.model_name, revision=self.revision)
-        except OSError as e:
-            raise OSError(f"could not load the detector {self.model_name!r} (a hub id needs network; a local "
-                          f"folder needs config, weights and processor files): {e}") from e
-        self.model.to(device).eval()
+        self.model, self.processor = load_pretrained(
+            AutoModelForZeroShotObjectDetection, AutoProcessor, self.model_name, revision=self.revision, device=device,
+            dtype=dtype, owner="GenEval detector", option="metric.detector.model")
         self.device = device
         self._n_params = float(sum(p.numel() for p in self.model.parameters()))
 
@@ -317,7 +313,9 @@ class OwlDetector(Detector):
                 continue
             texts = [[self.query_template.format(n) for n in names]]
             enc = self.processor(text=texts, images=[img], return_tensors="pt")
-            enc = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in enc.items()}
+            # Pixels in the weights' dtype (fp16/bf16 when the run asks for it), ids as they are.
+            enc = {k: (v.to(self.device, self.model.dtype) if v.is_floating_point() else v.to(self.device))
+                   if hasattr(v, "to") else v for k, v in enc.items()}
             with torch.inference_mode():
                 raw = self.model(**enc)
             w, h = img.size

@@ -154,7 +154,7 @@ class _HFBackend(VQABackend):
         return count_params(self._net)
 
     def _load_pair(self, proc_cls, model_cls, device: str, dtype: str | None, **kw: Any) -> None:
-        from ..chat import load_pretrained
+        from ..hub import load_pretrained
 
         self._net, self._proc = load_pretrained(model_cls, proc_cls, self.model, revision=self.revision, device=device,
                                                 dtype=dtype, owner=type(self).__name__, option="metric.vqa.model", **kw)

@@ -233,14 +233,15 @@ class MplugOwl1VQA(_HFBackend):
         except ImportError as e:
             raise ImportError("MplugOwl1VQA needs mPLUG-Owl's own package (not on PyPI): pip install "
                               "'git+https://github.com/X-PLUG/mPLUG-Owl.git#subdirectory=mPLUG-Owl'") from e
-        from ..chat import load_pretrained
+        from ..hub import load_pretrained, load_processor
 
         self._net, tok = load_pretrained(MplugOwlForConditionalGeneration, MplugOwlTokenizer, self.model,
                                          revision=self.revision, device=device, dtype=dtype, owner="MplugOwl1VQA",
                                          option="metric.vqa.model")
         tok.padding_side = "left"
-        kw = {"revision": self.revision} if self.revision else {}
-        self._proc = MplugOwlProcessor(MplugOwlImageProcessor.from_pretrained(self.model, **kw), tok)
+        image_proc = load_processor(MplugOwlImageProcessor, self.model, revision=self.revision, owner="MplugOwl1VQA",
+                                    option="metric.vqa.model")
+        self._proc = MplugOwlProcessor(image_proc, tok)
         self.device = device
 
     def prompt(self, r: VQARequest) -> str:
@@ -324,18 +325,15 @@ class MplugOwl2VQA(_HFBackend):
             return
         from transformers import AutoTokenizer, CLIPImageProcessor
 
-        from ..chat import load_pretrained
+        from ..hub import load_pretrained, load_processor
         from .mplug_owl2 import MplugOwl2ForCausalLM
 
         self._net, self._proc = load_pretrained(MplugOwl2ForCausalLM, AutoTokenizer, self.model, revision=self.revision,
                                                 device=device, dtype=dtype, owner="MplugOwl2VQA",
                                                 option="metric.vqa.model")
-        kw = {"revision": self.revision} if self.revision else {}
-        try:
-            self._image_processor = CLIPImageProcessor.from_pretrained(self.model, **kw)  # builder.py:122
-        except OSError as e:
-            raise RuntimeError(f"MplugOwl2VQA: could not load the image processor of {self.model!r} "
-                               f"(preprocessor_config.json): {e}") from e
+        # preprocessor_config.json (builder.py:122)
+        self._image_processor = load_processor(CLIPImageProcessor, self.model, revision=self.revision,
+                                               owner="MplugOwl2VQA", option="metric.vqa.model")
         self.device = device
 
     def unload(self) -> None:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from ..base import Metric, MetricError, ScoreItem
 from ..embedding.base import local_signature
-from ..hub import HubModel
+from ..hub import HubModel, hub_file, load_processor
 
 __all__ = ["REWARD_MEAN", "REWARD_STD", "ImageReward", "convert_state_dict"]
 
@@ -168,18 +168,9 @@ class ImageReward(Metric):
                 HubModel(self.tokenizer, "tokenizer", files=("tokenizer_config.json", "vocab.txt")))
 
     def _file(self, fname: str) -> Path:
-        p = Path(self.model).expanduser()
-        if p.is_dir():
-            if not (p / fname).is_file():
-                raise FileNotFoundError(f"{self.name}: expected {fname!r} in {p}, found none")
-            return p / fname
-        from huggingface_hub import hf_hub_download
-
-        try:
-            return Path(hf_hub_download(self.model, fname, revision=self.revision, cache_dir=self.download_dir))
-        except Exception as e:  # network, auth, missing file
-            raise RuntimeError(f"{self.name}: could not download {fname!r} from {self.model!r}: "
-                               f"{type(e).__name__}: {e}") from e
+        # Two files (checkpoint and med_config) come from `model`: a folder or a hub id, never one file.
+        return hub_file(self.model, fname, revision=self.revision, cache_dir=self.download_dir, owner=self.name,
+                        option=f"{self.config_key}.model", file_ok=False)
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         if self._head is not None:
@@ -201,8 +192,9 @@ class ImageReward(Metric):
         )
         from transformers.models.blip.modeling_blip_text import BlipTextModel
 
+        med_path = self._file(self.med_config)  # its own errors name the model and the option
         try:
-            med = json.loads(self._file(self.med_config).read_text())
+            med = json.loads(med_path.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise RuntimeError(f"{self.name}: could not read {self.med_config}: {e}") from e
         v = self.vision
@@ -234,10 +226,7 @@ class ImageReward(Metric):
             _load_strict(head, {k.removeprefix("layers."): t for k, t in parts["head"].items()}, f"{ckpt} (MLP head)")
         except (RuntimeError, OSError, ValueError, pickle.UnpicklingError, AttributeError) as e:
             raise RuntimeError(f"{self.name}: could not load the ImageReward checkpoint {ckpt}: {e}") from e
-        try:
-            tok = AutoTokenizer.from_pretrained(self.tokenizer)
-        except (OSError, ValueError) as e:
-            raise RuntimeError(f"{self.name}: could not load the tokenizer {self.tokenizer!r}: {e}") from e
+        tok = load_processor(AutoTokenizer, self.tokenizer, owner=self.name, option=f"{self.config_key}.tokenizer")
         tok.add_special_tokens({"bos_token": "[DEC]"})  # BLIP's init_tokenizer: ids 30522, 30523
         tok.add_special_tokens({"additional_special_tokens": ["[ENC]"]})
         self._tok = tok
