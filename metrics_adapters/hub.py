@@ -282,8 +282,8 @@ def torch_dtype(name: str | None):
              "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
     try:
         return table[str(name)]
-    except KeyError:
-        raise ValueError(f"expected dtype one of {list(DTYPES)} (or null), got {name!r}") from None
+    except KeyError as e:
+        raise ValueError(f"expected dtype one of {list(DTYPES)} (or null), got {name!r}") from e
 
 
 def _at(revision: str | None) -> str:
