@@ -1,4 +1,5 @@
-"""From walk values to SEG values (walk weighting) and from SEG values to subsets (plain means).
+"""From walk values to SEG values (walk weighting) and from SEG values to subsets (plain means,
+:func:`analysis.stats.resampling.group_means`, re-exported here).
 
 Also the delta normaliser: the metric's score standard deviation (ddof=1).
 """
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .protocols import Protocol
+from .stats.resampling import group_means  # the one weighted group mean (point estimate and bootstrap)
 from .walks import Structure, WalkTable
 
 __all__ = ["SegValues", "seg_means", "score_std", "group_means", "AVG", "NormaliserMoments", "normaliser_moments"]
@@ -213,29 +215,6 @@ def normaliser_moments(scores: np.ndarray, structure: Structure, seg_ids: Sequen
     n, mean, m2 = (np.stack([p[i] for p in parts]) if parts else np.zeros((0, n_m)) for i in range(3))
     fn, fmean, fm2 = _moments(z[outside])
     return NormaliserMoments(n, mean, m2, fn, fmean, fm2, scale)
-
-
-def group_means(values: np.ndarray, groups: Sequence[tuple[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Plain means over the SEGs of each group, NaN SEG values left out.
-
-    Parameters
-    ----------
-    values : ndarray, shape (..., n_segs)
-    groups : sequence of (name, SEG indices)
-
-    Returns
-    -------
-    means, counts : ndarrays of shape (..., n_groups)
-    """
-    means, counts = [], []
-    for _, idx in groups:
-        v = values[..., idx]
-        ok = ~np.isnan(v)
-        c = ok.sum(axis=-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means.append(np.where(c > 0, np.where(ok, v, 0.0).sum(axis=-1) / c, np.nan))
-        counts.append(c)
-    return np.stack(means, axis=-1), np.stack(counts, axis=-1)
 
 
 def compute_seg_values(walk_table: WalkTable, walk_vals: np.ndarray, n_valid: np.ndarray, sigma: np.ndarray,

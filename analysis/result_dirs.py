@@ -157,8 +157,10 @@ def expand_result_paths(paths: Sequence[str | Path]) -> list[Path]:
         if _is_result_dir(p):
             out.append(p)
             continue
+        from seg_data.model import seg_id_sort_key  # the one id sort key: job 2 before job 10
+
         kids = sorted((k for k in p.iterdir() if k.is_dir() and _is_result_dir(k)),
-                      key=lambda k: (0, int(k.name), "") if k.name.isdigit() else (1, 0, k.name))
+                      key=lambda k: seg_id_sort_key(k.name))
         if not kids:
             raise FileNotFoundError(f"{p}: expected scores.csv or metametrics.csv in it (a ts2 score/analyze output) "
                                     "or in its sub-folders (a Hydra sweep), found neither")

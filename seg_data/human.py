@@ -376,15 +376,21 @@ def load_human_csv(path: str | Path) -> HumanJudgments:
         twice, or an item whose prompt/prompt_id/image/metric values differ between its rows.
     """
     p = Path(path)
-    return human_from_frame(_read_human_csv_frame(p), str(p))
+    return _human_from_text(_read_human_csv_frame(p), str(p))  # read as text already: no second pass
 
 
 def human_from_frame(df: pd.DataFrame, source: str = "<frame>") -> HumanJudgments:
     """Human judgments from a DataFrame in the long CSV format (one row per rating; see the
     module docstring). A CSV file's rows are numbered as file lines (the header is line 1), a
-    frame's likewise. Raises ``ValueError`` as :func:`load_human_csv` does, naming ``source``."""
+    frame's likewise. Cells may be of any type: missing ones (NaN, None) read as empty, the
+    others as their text, as a CSV would give them. Raises ``ValueError`` as
+    :func:`load_human_csv` does, naming ``source``."""
+    return _human_from_text(df.astype(object).where(df.notna(), "").astype(str), source)
+
+
+def _human_from_text(df: pd.DataFrame, source: str) -> HumanJudgments:
+    """:func:`human_from_frame` on a frame whose cells are all text (``str``, none missing)."""
     p = source
-    df = df.astype(object).where(df.notna(), "").astype(str)
     df.columns = [str(c).strip() for c in df.columns]
     _check_human_columns(df, p)
     metrics = tuple(c for c in df.columns if c not in _CSV_RESERVED)

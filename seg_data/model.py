@@ -73,7 +73,8 @@ def label_sort_key(label: str) -> tuple[int, str, str]:
 
 
 def seg_id_sort_key(seg_id: str) -> tuple[int, int, str]:
-    """Stable sort key of SEG ids: integer ids numerically first, then the others by name.
+    """Stable sort key of ids (SEG ids, and the project's other string ids: question ids, the
+    numbered job folders of a sweep): integer ids numerically first, then the others by name.
 
     >>> sorted(["10", "b", "2", "a"], key=seg_id_sort_key)
     ['2', '10', 'a', 'b']

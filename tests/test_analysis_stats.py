@@ -12,7 +12,15 @@ from scipy import stats
 from analysis.compare import compare_metrics, rank_metrics
 from analysis.pareto import pareto_front, pareto_mask, parse_flops
 from analysis.pipeline import analyze
-from analysis.stats import bca_ci, bootstrap_group_means, holm, percentile_ci, sign_flip_pvalues, stratified_counts
+from analysis.stats import (
+    bca_ci,
+    bootstrap_group_means,
+    group_means,
+    holm,
+    percentile_ci,
+    sign_flip_pvalues,
+    stratified_counts,
+)
 
 
 def synthetic_scores(n_segs: int = 40, seed: int = 0) -> pd.DataFrame:
@@ -56,6 +64,39 @@ def test_bootstrap_group_means_equal_a_plain_loop():
             for c in range(3):
                 want = np.nanmean(values[c, members]) if not np.all(np.isnan(values[c, members])) else np.nan
                 assert got[b, c, g] == pytest.approx(want, nan_ok=True)
+
+
+def test_group_means_point_estimate_and_weights():
+    # Unit weights: each group's nanmean and its number of SEGs with a value; weights: the weighted
+    # mean of a loop; the bootstrap is the weighted call.
+    rng = np.random.default_rng(5)
+    values = rng.random((2, 3, 7))
+    values[0, 1, [0, 2]] = np.nan
+    values[1, 2, :3] = np.nan  # group "A" empty for this cell
+    groups = [("Avg", np.arange(7)), ("A", np.arange(3)), ("B", np.arange(3, 7))]
+    means, counts = group_means(values, groups)
+    assert means.shape == counts.shape == (2, 3, 3) and counts.dtype.kind == "i"
+    for g, (_, idx) in enumerate(groups):
+        for i, k in np.ndindex(2, 3):
+            v = values[i, k, idx]
+            assert counts[i, k, g] == int((~np.isnan(v)).sum())
+            want = np.nanmean(v) if counts[i, k, g] else np.nan
+            assert means[i, k, g] == pytest.approx(want, nan_ok=True)
+    w = np.array([[1.0, 2.0, 0.0, 3.0, 0.5, 0.0, 1.0], np.ones(7)])
+    wm, wt = group_means(values, groups, w)
+    assert wm.shape == wt.shape == (2, 2, 3, 3)
+    np.testing.assert_allclose(wm[1], means)  # weight 1 each: the point estimate
+    np.testing.assert_array_equal(wt[1], counts)
+    for g, (_, idx) in enumerate(groups):
+        for i, k in np.ndindex(2, 3):
+            v, ww = values[i, k, idx], w[0, idx]
+            ok = ~np.isnan(v) & (ww > 0)
+            want = (ww[ok] * v[ok]).sum() / ww[ok].sum() if ok.any() else np.nan
+            assert wm[0, i, k, g] == pytest.approx(want, nan_ok=True)
+    flat = values.reshape(6, 7)
+    np.testing.assert_array_equal(bootstrap_group_means(flat, w, groups), group_means(flat, groups, w)[0])
+    with pytest.raises(ValueError, match=r"weights of shape \(n_w, 7\)"):
+        group_means(values, groups, np.ones(7))
 
 
 def test_percentile_ci_is_the_quantile_pair():

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seg_data.human import HumanJudgments, load_human, load_human_csv, load_tifa_json, save_human_csv
+from seg_data.human import HumanJudgments, human_from_frame, load_human, load_human_csv, load_tifa_json, save_human_csv
 
 CSV_HEADER = "item_id,prompt,image,rater,rating,clip,tifa\n"
 
@@ -113,6 +113,27 @@ def test_csv_prompt_id_column_and_round_trip(tmp_path):
     pd.testing.assert_frame_equal(back.items, tj.items, check_dtype=False)
     pd.testing.assert_frame_equal(back.ratings, tj.ratings)
     assert back.metrics == tj.metrics
+
+
+def test_csv_and_frame_give_the_same_judgments(tmp_path):
+    # load_human_csv reads the cells as text and skips human_from_frame's normalising pass; a
+    # frame of typed cells (floats, NaN, None) must give what the same data written as CSV gives.
+    text = (" item_id,prompt,image,rater,rating,clip,tifa\n"  # a padded header name
+            "i1,a red cube,i1.png,alice,4,0.31,0.75\n"
+            "i1,a red cube,i1.png,bob,5,0.31,0.75\n"
+            "i2,a red cube,,alice,2,0.2\n"  # a short row: the missing cell is empty
+            "i3,two dogs,,bob,3.5,,\n")
+    from_csv = load_human_csv(write(tmp_path, "h.csv", text))
+    frame = pd.DataFrame({" item_id": ["i1", "i1", "i2", "i3"], "prompt": ["a red cube"] * 3 + ["two dogs"],
+                          "image": ["i1.png", "i1.png", None, np.nan], "rater": ["alice", "bob", "alice", "bob"],
+                          "rating": [4, 5, 2, 3.5], "clip": [0.31, 0.31, 0.2, None], "tifa": [0.75, 0.75, np.nan, np.nan]})
+    from_frame = human_from_frame(frame, "<frame>")
+    pd.testing.assert_frame_equal(from_frame.items, from_csv.items)
+    pd.testing.assert_frame_equal(from_frame.ratings, from_csv.ratings)
+    assert from_csv.metrics == from_frame.metrics == ("clip", "tifa")
+    assert from_csv.items["image"].tolist() == ["i1.png", "", ""]
+    np.testing.assert_allclose(from_csv.human, [4.5, 2.0, 3.5])
+    assert math.isnan(from_csv.scores("tifa")[1]) and math.isnan(from_csv.scores("clip")[2])
 
 
 @pytest.mark.parametrize("body,match", [

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..stats import Interval, cluster_draws, draw_counts, percentile_ci
+from ..stats import Interval, cluster_draws, draw_counts, group_means, percentile_ci
 from ._common import _as_pair, _groups_codes, _progress
 from .agreement import krippendorff_alpha
 from .correlation import GROUPINGS, get_statistic, grouped_correlation, human_statistic
@@ -224,12 +224,11 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
     if statistic == "pairwise_acc":
         reps = _bootstrap_pairwise(x, y, codes, G, draws, grouping, progress, desc)
     elif grouping == "prompt":
+        # A replicate is the mean of the drawn prompts' values (undefined ones left out): the
+        # SEG view's group mean with one group, all prompts (a slice: the same sums as ever).
         per = grouped_correlation(x, y, uniq[codes], statistic).per_group
-        ok = np.isfinite(per)
-        counts = draw_counts(draws, G)
-        den = counts @ ok.astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = np.where(den > 0, (counts @ np.where(ok, per, 0.0)) / den, np.nan)
+        per = np.where(np.isfinite(per), per, np.nan)[None, :]
+        reps = group_means(per, [("prompts", slice(None))], draw_counts(draws, G))[0][:, 0, 0]
     else:
         # Pooled: every replicate from per-prompt sums, equal to ``fn`` on the resampled items.
         reps = bootstrap_statistics(x, y, codes, G, draw_counts(draws, G), statistic)

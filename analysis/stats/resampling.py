@@ -4,8 +4,9 @@ The SEG view draws, within every subset (SEGs without a subset form one more str
 replacement (by default the rescaled bootstrap of Rao & Wu: ``n_h - 1`` draws weighing
 ``n_h / (n_h - 1)``; see :func:`stratified_counts`), and recomputes every subset mean and the Avg from the
 per-SEG values already computed (:func:`bootstrap_group_means`): no walk is recomputed, so 1000
-replicates of 20 metrics cost a few matrix products. The human view draws prompts the same way
-(:func:`cluster_draws`, one stratum). The delta normaliser is resampled with the SEGs by
+replicates of 20 metrics cost a few matrix products. :func:`group_means` is the one weighted group
+mean: the point estimates (unit weights) and every replicate (the resample counts). The human view
+draws prompts the same way (:func:`cluster_draws`, one stratum) and averages per-prompt values with it. The delta normaliser is resampled with the SEGs by
 :class:`analysis.aggregate.NormaliserMoments`.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP_SCHEMES", "cluster_draws", "draw_counts", "stratified_counts", "bootstrap_group_means",
+__all__ = ["BOOTSTRAP_SCHEMES", "cluster_draws", "draw_counts", "stratified_counts", "group_means", "bootstrap_group_means",
            "MAX_BOOTSTRAP", "MAX_BOOTSTRAP_GIB", "bootstrap_bytes", "check_bootstrap_size"]
 
 #: Largest ``bootstrap`` accepted whatever the table (``ts2/options.py`` declares it): 100 times
@@ -103,9 +104,85 @@ def stratified_counts(strata: Sequence, n_boot: int, rng: np.random.Generator,
     return counts
 
 
+def group_means(values: np.ndarray, groups: Sequence[tuple[str, np.ndarray]],
+                weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted means over the SEGs (clusters) of each group, NaN values left out: the point
+    estimate (unit weights) and every bootstrap replicate (resample counts) of a group mean.
+
+    For a cell ``c`` (a row of ``values``), group ``g`` and weight row ``w``::
+
+        mean = sum_{j in g, v[c, j] not NaN} w[j] * v[c, j] / sum_{j in g, v[c, j] not NaN} w[j]
+
+    Parameters
+    ----------
+    values : ndarray, shape (..., n_segs)
+        Per-SEG values; NaN = the SEG has no value for that cell.
+    groups : sequence of (name, SEG indices)
+        The indices: an integer array, or a slice (``slice(None)``: every SEG).
+    weights : ndarray, shape (n_w, n_segs), optional
+        One row per weighting, e.g. the resample counts of :func:`stratified_counts` (non-negative).
+        None (default): every SEG counts once, and the sums are plain ``numpy`` sums.
+
+    Returns
+    -------
+    means : ndarray, shape (..., n_groups), or (n_w, ..., n_groups) with ``weights``
+        NaN where no SEG of the group has a value (or, with weights, none of weight > 0).
+    totals : ndarray, same shape
+        The weight behind each mean: with unit weights the number of SEGs with a value (int).
+
+    Raises
+    ------
+    ValueError
+        ``weights`` not of shape ``(n_w, n_segs)``.
+
+    Notes
+    -----
+    With weights, each group's sums are one matrix product over all cells and weight rows (1000
+    replicates of 20 cells cost a few products). Without, they are ``sum(axis=-1)`` of the
+    NaN-zeroed values: the same value up to rounding, kept so the point estimates do not depend
+    on the BLAS kernel a one-row product would take.
+
+    Examples
+    --------
+    >>> v = np.array([[1.0, np.nan, 3.0, 5.0]])
+    >>> groups = [("Avg", np.arange(4)), ("A", np.array([0, 1]))]
+    >>> m, n = group_means(v, groups)
+    >>> m.tolist(), n.tolist()
+    ([[3.0, 1.0]], [[3, 1]])
+    >>> m, w = group_means(v, groups, np.array([[2.0, 1.0, 0.0, 0.0]]))
+    >>> m.tolist(), w.tolist()
+    ([[[1.0, 1.0]]], [[[2.0, 2.0]]])
+    """
+    ok = ~np.isnan(values)
+    v0 = np.where(ok, values, 0.0)
+    lead, n_segs = values.shape[:-1], values.shape[-1]
+    if weights is None:
+        shape, total_type = (*lead, len(groups)), int
+    else:
+        weights = np.asarray(weights, dtype=float)
+        if weights.ndim != 2 or weights.shape[1] != n_segs:
+            raise ValueError(f"expected weights of shape (n_w, {n_segs}) (one weight per SEG), got {weights.shape}")
+        shape, total_type = (len(weights), *lead, len(groups)), float
+        n_cells = int(np.prod(lead, dtype=int))
+        v0, ok = v0.reshape(n_cells, n_segs), ok.reshape(n_cells, n_segs)
+    means = np.empty(shape)
+    totals = np.empty(shape, dtype=total_type)
+    for g, (_, idx) in enumerate(groups):
+        if weights is None:
+            num, den = v0[..., idx].sum(axis=-1), ok[..., idx].sum(axis=-1)
+        else:
+            w = weights[:, idx]
+            num = (w @ v0[:, idx].T).reshape(shape[:-1])
+            den = (w @ ok[:, idx].T.astype(float)).reshape(shape[:-1])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means[..., g] = np.where(den > 0, num / den, np.nan)
+        totals[..., g] = den
+    return means, totals
+
+
 def bootstrap_group_means(values: np.ndarray, counts: np.ndarray,
                           groups: Sequence[tuple[str, np.ndarray]]) -> np.ndarray:
-    """Replicates of every group mean.
+    """Replicates of every group mean: :func:`group_means` weighted by each replicate's counts.
 
     Parameters
     ----------
@@ -120,16 +197,7 @@ def bootstrap_group_means(values: np.ndarray, counts: np.ndarray,
     ndarray, shape (n_boot, n_cells, n_groups)
         NaN where a replicate drew no SEG with a value.
     """
-    ok = ~np.isnan(values)
-    v0 = np.where(ok, values, 0.0)
-    out = np.empty((counts.shape[0], values.shape[0], len(groups)))
-    for g, (_, idx) in enumerate(groups):
-        c = counts[:, idx]
-        num = c @ v0[:, idx].T
-        den = c @ ok[:, idx].T.astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[:, :, g] = np.where(den > 0, num / den, np.nan)
-    return out
+    return group_means(values, groups, counts)[0]
 
 
 def bootstrap_bytes(n_boot: int, n_segs: int, n_cells: int, n_groups: int) -> int:

@@ -26,11 +26,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AnswerLog", "read_answers", "write_usage", "KEY_COLUMNS"]
+__all__ = ["AnswerLog", "read_answers", "write_usage", "ANSWER_KEY_COLUMNS"]
 
 log = logging.getLogger(__name__)
 
-KEY_COLUMNS = ("metric", "seg_id", "node", "file_name", "prompt")
+# The first columns of every answers.csv row (not the score-table keys of seg_data.results.KEY_COLUMNS).
+ANSWER_KEY_COLUMNS = ("metric", "seg_id", "node", "file_name", "prompt")
 
 
 class AnswerLog:
@@ -52,7 +53,7 @@ class AnswerLog:
     def __init__(self, directory: str | Path | None, metric: str, fields: Sequence[str],
                  filename: str = "answers.csv") -> None:
         self.metric = str(metric)
-        self.columns = [*KEY_COLUMNS, *fields]
+        self.columns = [*ANSWER_KEY_COLUMNS, *fields]
         self._lock = threading.Lock()
         self.path: Path | None = None
         if directory is not None and str(directory) not in ("", "None", "null"):

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import networkx as nx
 
+from seg_data.model import seg_id_sort_key
+
 __all__ = [
     "Question", "QuestionSet", "QuestionError", "DependencyError",
     "parse_parents", "format_parents", "parse_choices", "build_dependency_graph",
@@ -173,7 +175,7 @@ def build_dependency_graph(questions: Iterable[Question], where: str = "question
                 raise DependencyError(f"{where}, question {q.question_id}: expected parents other than itself, got {p!r}")
             if p not in g:
                 raise DependencyError(f"{where}, question {q.question_id}: parent {p!r} is not a question of the set "
-                                      f"(expected one of {sorted(g.nodes, key=_id_key)})")
+                                      f"(expected one of {sorted(g.nodes, key=seg_id_sort_key)})")
             g.add_edge(p, q.question_id)
     try:
         cycle = nx.find_cycle(g)
@@ -181,10 +183,6 @@ def build_dependency_graph(questions: Iterable[Question], where: str = "question
         return g
     path = " -> ".join([u for u, _ in cycle] + [cycle[-1][1]])
     raise DependencyError(f"{where}: expected an acyclic dependency graph, got the cycle {path}")
-
-
-def _id_key(x: str) -> tuple[int, str]:
-    return (int(x), "") if x.isdigit() else (1 << 30, x)
 
 
 def load_question_csv(path: str | Path, kind: str | None = None) -> dict[str, QuestionSet]:
