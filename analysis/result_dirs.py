@@ -178,10 +178,12 @@ def expand_result_paths(paths: Sequence[str | Path]) -> list[Path]:
     return uniq
 
 
-def _analysed_score_table(p: Path, record: AnalysisRecord | None) -> pd.DataFrame | None:
+def _analysed_score_table(p: Path, record: AnalysisRecord | None, metrics: Sequence[str]) -> pd.DataFrame | None:
     """The per-image scores a ``ts2 analyze`` job read: the files listed in its ``analysis.json``
     ``record`` (the user's table, then the reference table), joined on ``file_name``; else its Hydra
-    config's ``scores=`` file. ``None`` (with an INFO line) when they are gone."""
+    config's ``scores=`` file. The analysed ``metrics`` are read as scores, other columns as text
+    (a job with ``metrics=[...]`` may have read a table with text columns). ``None`` (with an INFO
+    line) when the files are gone."""
     files = [Path(f) for f in record.score_files] if record is not None else []
     if not files:
         f = _analysed_scores_file(p)
@@ -190,7 +192,7 @@ def _analysed_score_table(p: Path, record: AnalysisRecord | None) -> pd.DataFram
     if gone:
         log.info("%s: the analysed score file(s) %s are gone or not CSV; figures that need per-image scores skip "
                  "them", p, ", ".join(map(str, gone)))
-    tables = [read_score_frame(f)[0] for f in files if f not in gone]
+    tables = [read_score_frame(f, metrics)[0] for f in files if f not in gone]
     if not tables:
         return None
     out = tables[0]
@@ -261,10 +263,14 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
     run = read_run_record(p / RUN_FILE) if (p / RUN_FILE).is_file() else None
     record = read_analysis_record(p / ANALYSIS_FILE) if (p / ANALYSIS_FILE).is_file() else None
     schema = folder_schema(p)
-    scores = read_score_frame(p / "scores.csv")[0] if (p / "scores.csv").is_file() else _analysed_score_table(p, record)
     mm = (read_result_table(p / "metametrics.csv", "meta-metric", METAMETRICS_COLUMNS,
                             dtype={"metric": str, "subset": str})
           if (p / "metametrics.csv").is_file() else None)
+    if (p / "scores.csv").is_file():
+        scores = read_score_frame(p / "scores.csv")[0]
+    else:
+        analysed = list(dict.fromkeys(mm["metric"])) if mm is not None else list(record.metrics if record else ())
+        scores = _analysed_score_table(p, record, analysed)
     ps = (read_result_table(p / "per_seg.csv", "per-SEG", PER_SEG_COLUMNS,
                             dtype={"metric": str, "seg_id": str, "subset": str})
           if (p / "per_seg.csv").is_file() else None)

@@ -285,7 +285,8 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes), codes)
 
 
-def read_score_frame(source: str | Path, *, allow_url: bool = False) -> tuple[pd.DataFrame, frozenset[str]]:
+def read_score_frame(source: str | Path, metrics: Iterable[str] | None = None, *,
+                     allow_url: bool = False) -> tuple[pd.DataFrame, frozenset[str]]:
     """A score table file as a wide frame, read as :func:`read_scores` reads it, for readers that
     keep every column (``ts2 report``'s result folders, ``ts2 reproduce``).
 
@@ -293,8 +294,9 @@ def read_score_frame(source: str | Path, *, allow_url: bool = False) -> tuple[pd
     the one NaN policy (:func:`_to_float`, see the module docstring: ``""``, ``nan``, ``NA``,
     ``null``, ``None`` ... are missing, quotes around a number dropped, any other text or an
     infinite value an error naming row and column). A long table is pivoted to the wide form.
-    Metric columns (:func:`seg_data.results.metric_columns`) are floats; the key and descriptive
-    columns keep their text as written. Unlike :func:`read_scores`, ids are not validated and no
+    The score columns are floats: those of ``metrics`` the table has (a folder analysed with
+    ``metrics=[...]`` may keep text columns beside them), by default every metric column
+    (:func:`seg_data.results.metric_columns`); every other column keeps its text as written. Unlike :func:`read_scores`, ids are not validated and no
     column is dropped: the frame is passed on (e.g. to :func:`analysis.pipeline.analyze`, which
     validates it).
 
@@ -330,7 +332,11 @@ def read_score_frame(source: str | Path, *, allow_url: bool = False) -> tuple[pd
         from_file = False  # row numbers of the pivoted frame no longer match the file
     _require_keys(df, name)
     df = df.copy()
-    for c in metric_columns(df.columns):
+    cols = metric_columns(df.columns)
+    if metrics is not None:
+        chosen = {str(m) for m in metrics}
+        cols = [c for c in df.columns if c in chosen]
+    for c in cols:
         df[c] = _to_float(df[c], c, name, from_file)
     lower = _lower_is_better(source, name, (), declared_lower, metric_columns(df.columns))
     return df, frozenset(lower)

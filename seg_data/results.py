@@ -350,8 +350,9 @@ class AnalysisRecord:
         return {m: m not in self.lower_is_better for m in self.metrics}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object written to ``analysis.json`` (``format`` first; ``chance_null`` only
-        when chance levels were computed)."""
+        """The JSON object written to ``analysis.json``: ``format`` first (always
+        :data:`ANALYSIS_FORMAT`: a record read from an older file is written in the current
+        format), ``chance_null`` only when chance levels were computed."""
         out: dict[str, Any] = {
             "format": ANALYSIS_FORMAT, "source": self.source, "metrics": list(self.metrics),
             "lower_is_better": sorted(self.lower_is_better), "roles": dict(self.roles), "dataset": self.dataset,

@@ -228,3 +228,22 @@ def test_cis_at_different_levels_are_noted_in_the_merged_result_and_the_report(t
     assert note in merged.notes
     out = rp.write_report(merged, tmp_path / "rep", figures=())
     assert note.replace("'", "&#x27;") in out.html.read_text()
+
+
+def test_an_analysed_table_with_text_columns_is_read_back_for_its_analysed_metrics(tmp_path):
+    """A folder analysed with metrics=[good] from a table that also holds a text column: the report
+    reads the analysed scores from the table (one reader, read_score_frame) and leaves the text."""
+    from analysis.outputs import write_outputs
+
+    scores = make_scores(n_segs=6, seed=3)
+    scores["model"] = ["sd-xl", "dalle"] * (len(scores) // 2)
+    src = tmp_path / "mine.csv"
+    scores.to_csv(src, index=False)
+    res = analyze(scores[["seg_id", "node", "file_name", "good"]], protocols=["graph"], bootstrap=0)
+    write_outputs(res, tmp_path / "ana", score_files=[src])
+    d = rs.load_result_dir(tmp_path / "ana")
+    assert d.metric_columns() == ["good"]
+    np.testing.assert_array_equal(d.scores["good"].to_numpy(), scores["good"].to_numpy())
+    assert d.scores["model"].tolist()[:2] == ["sd-xl", "dalle"]
+    merged = rs.merged_results([tmp_path / "ana"], bootstrap=0)
+    assert list(merged.scores.columns[-1:]) == ["good"] and merged.metrics == ["good"]
