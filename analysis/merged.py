@@ -59,7 +59,9 @@ class MergedResults:
     dataset: str | None = None
     confidence: float | None = None
     #: The :class:`analysis.pipeline.AnalysisResult` behind ``metametrics`` when one analysis
-    #: computed every merged metric (the verdict reuses its replicates); None otherwise.
+    #: computed every merged metric (the verdict reuses its replicates); None otherwise. Stored, not
+    #: derived: ``metametrics``/``per_seg`` are computed from it, but its bootstrap replicates are in
+    #: no frame, so it cannot be rebuilt from the other fields without analysing again.
     analysis: object | None = None
 
     @property

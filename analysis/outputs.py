@@ -8,20 +8,26 @@ leaves a half-written file behind.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from seg_data.results import atomic_write_text, input_fingerprints, published_path, result_set
+from seg_data.results import (
+    ANALYSIS_FILE,
+    AnalysisRecord,
+    atomic_write_text,
+    input_fingerprints,
+    published_path,
+    result_set,
+)
 
 from .chance import NULL_DESCRIPTION
 from .pipeline import AnalysisResult
 from .tables import seg_count_text, write_tables
 
-__all__ = ["write_outputs", "write_frame", "summary_text", "compare_text"]
+__all__ = ["analysis_record", "write_outputs", "write_frame", "summary_text", "compare_text"]
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> Path:
@@ -48,37 +54,34 @@ def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFr
     paths += write_tables(result, out)
     for name, frame in (extra or {}).items():
         paths.append(write_frame(frame, out / f"{name}.csv"))
-    meta = {
-        "source": result.source,
-        "metrics": list(result.metrics),
-        "lower_is_better": sorted(result.lower_is_better),
-        "roles": {m: roles.get(m, "metric") for m in result.metrics},
-        "dataset": dataset,
-        "score_files": [str(Path(f).resolve()) for f in score_files],
-        "inputs": input_fingerprints(score_files),  # checked by readers: a changed table is refused
-        "meta_metrics": list(result.meta_metrics),
-        "protocols": {name: pr.protocol.to_dict() for name, pr in result.protocols.items()},
-        "subsets": {name: list(pr.group_names) for name, pr in result.protocols.items()},
-        "subset_source": result.subset_source,
-        "n_segs": {name: len(pr.seg_values.seg_ids) for name, pr in result.protocols.items()},
-        "excluded_segs": {name: list(pr.excluded) for name, pr in result.protocols.items()},
-        "delta_sigma": {name: dict(zip(result.metrics, map(_num, pr.seg_values.sigma), strict=True))
-                        for name, pr in result.protocols.items()},
-        "bootstrap": result.bootstrap,
-        "seed": result.seed,
-        "confidence": result.confidence,
-        "ci_method": result.ci_method,
-        "bootstrap_scheme": result.bootstrap_scheme,
-        "chance_permutations": result.chance,
-        "min_segs_ci": result.min_segs_ci,
-        "notes": list(result.notes),
-    }
-    if result.chance:
-        meta["chance_null"] = NULL_DESCRIPTION
-    p = out / "analysis.json"
-    atomic_write_text(p, json.dumps(meta, indent=1))
+    p = atomic_write_text(out / ANALYSIS_FILE, analysis_record(result, roles, dataset, score_files).to_json())
     paths.append(p)
     return paths
+
+
+def analysis_record(result: AnalysisResult, roles: dict[str, str] | None = None, dataset: str | None = None,
+                    score_files: list[str] | tuple[str, ...] = ()) -> AnalysisRecord:
+    """The ``analysis.json`` record of ``result`` (:class:`seg_data.results.AnalysisRecord`): its
+    settings, protocol options, SEG counts and exclusions per protocol, notes, the metrics'
+    ``roles`` (default ``metric``), the ``dataset`` name and the ``score_files`` read, with their
+    fingerprints (a reader refuses the folder when one has changed since)."""
+    roles = roles or {}
+    protocols = result.protocols.items()
+    return AnalysisRecord(
+        source=result.source, metrics=tuple(result.metrics), lower_is_better=frozenset(result.lower_is_better),
+        roles={m: roles.get(m, "metric") for m in result.metrics}, dataset=dataset,
+        score_files=tuple(str(Path(f).resolve()) for f in score_files),
+        inputs=input_fingerprints(score_files), meta_metrics=tuple(result.meta_metrics),
+        protocols={name: pr.protocol.to_dict() for name, pr in protocols},
+        subsets={name: list(pr.group_names) for name, pr in protocols}, subset_source=result.subset_source,
+        n_segs={name: len(pr.seg_values.seg_ids) for name, pr in protocols},
+        excluded_segs={name: list(pr.excluded) for name, pr in protocols},
+        delta_sigma={name: dict(zip(result.metrics, map(_num, pr.seg_values.sigma), strict=True))
+                     for name, pr in protocols},
+        bootstrap=result.bootstrap, seed=result.seed, confidence=result.confidence, ci_method=result.ci_method,
+        bootstrap_scheme=result.bootstrap_scheme, chance_permutations=result.chance,
+        min_segs_ci=result.min_segs_ci, notes=tuple(result.notes),
+        chance_null=NULL_DESCRIPTION if result.chance else None)
 
 
 def _num(x: float) -> float | None:

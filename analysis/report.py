@@ -190,15 +190,9 @@ def read_human_results(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if p.is_dir():
         p = p / "human_metametrics.csv"
-    try:
-        df = pd.read_csv(p, dtype={"metric": str})
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: could not read human results as CSV ({type(e).__name__}: {e})") from e
-    need = ["metric", "statistic", "grouping", "value"]
-    missing = [c for c in need if c not in df.columns]
-    if missing:
-        raise ValueError(f"{p}: expected human results columns {need}, missing {missing} (got {list(df.columns)})")
-    return df
+    from .scores_io import HUMAN_COLUMNS, read_result_table
+
+    return read_result_table(p, "human results", HUMAN_COLUMNS, dtype={"metric": str})
 
 
 def views_frame(mm: pd.DataFrame, human: pd.DataFrame, protocol: str, seg_meta_metric: str = "rank",

@@ -162,11 +162,12 @@ def reproduce(path: str | Path | None, output_dir: str | Path, settings: Analysi
 
     from .paper_table2 import compare_with_printed
     from .pipeline import analyze
+    from .scores_io import read_score_frame
 
     settings = resolve_settings(settings, analysis)
     root, score_src = locate_inputs(path, scores, revision)
     try:
-        frame = pd.read_csv(score_src, dtype={"seg_id": str, "node": str, "file_name": str})
+        frame, declared_lower = read_score_frame(score_src, allow_url=True)
     except OSError as e:  # a URL whose server is down or answers an error (URLError, HTTPError), ...
         reason = getattr(e, "reason", None) or e.strerror or e
         raise FileNotFoundError(f"expected the per-image score file scores={score_src} to be readable, got: "
@@ -174,7 +175,10 @@ def reproduce(path: str | Path | None, output_dir: str | Path, settings: Analysi
     ds = load_ts2_release(root)
     log.info("analysing %s (%d rows) with protocols %s, %d bootstrap resamples", score_src, len(frame),
              settings.protocol_names(), settings.bootstrap)
-    res = analyze(frame, dataset=ds, **settings.pipeline_kwargs())
+    kwargs = settings.pipeline_kwargs()
+    if declared_lower:  # directions the file declares (a long table's higher_is_better, a run.json beside it)
+        kwargs["lower_is_better"] = sorted({*kwargs["lower_is_better"], *declared_lower})
+    res = analyze(frame, dataset=ds, **kwargs)
     mm, ps = res.metametrics_frame(), res.per_seg_frame()
     missing = missing_published_columns(frame, score_src)
     for why in missing.values():

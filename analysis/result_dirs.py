@@ -49,7 +49,10 @@ from typing import Any
 import pandas as pd
 
 from seg_data.results import (
+    ANALYSIS_FILE,
     BASE_COLUMNS,
+    RUN_FILE,
+    AnalysisRecord,
     FolderSchema,
     RunRecord,
     check_inputs,
@@ -57,10 +60,12 @@ from seg_data.results import (
     folder_schema,
     metric_columns,
     published_path,
+    read_analysis_record,
     read_run_record,
 )
 
 from .merged import MergedResults, RunInfo
+from .scores_io import METAMETRICS_COLUMNS, PER_SEG_COLUMNS, read_result_table, read_score_frame
 from .settings import AnalysisSettings, resolve_settings
 
 __all__ = [
@@ -175,30 +180,13 @@ def expand_result_paths(paths: Sequence[str | Path]) -> list[Path]:
     return uniq
 
 
-def _read_csv(path: Path, what: str, required: Sequence[str], dtype: dict | None = None) -> pd.DataFrame:
-    try:
-        df = pd.read_csv(path, dtype=dtype, keep_default_na=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: could not read {what} as CSV ({type(e).__name__}: {e})") from e
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise ValueError(f"{path}: expected {what} columns {list(required)}, missing {missing} (got {list(df.columns)})")
-    return df
-
-
-def _analysed_score_table(p: Path) -> pd.DataFrame | None:
+def _analysed_score_table(p: Path, record: AnalysisRecord | None, metrics: Sequence[str]) -> pd.DataFrame | None:
     """The per-image scores a ``ts2 analyze`` job read: the files listed in its ``analysis.json``
-    (the user's table, then the reference table), joined on ``file_name``; else its Hydra
-    config's ``scores=`` file. ``None`` (with an INFO line) when they are gone."""
-    import json
-
-    files = []
-    a = p / "analysis.json"
-    if a.is_file():
-        try:
-            files = [Path(f) for f in json.loads(a.read_text(encoding="utf-8")).get("score_files") or []]
-        except (json.JSONDecodeError, AttributeError) as e:
-            raise ValueError(f"{a}: expected a JSON object, could not read it: {e}") from e
+    ``record`` (the user's table, then the reference table), joined on ``file_name``; else its Hydra
+    config's ``scores=`` file. The analysed ``metrics`` are read as scores, other columns as text
+    (a job with ``metrics=[...]`` may have read a table with text columns). ``None`` (with an INFO
+    line) when the files are gone."""
+    files = [Path(f) for f in record.score_files] if record is not None else []
     if not files:
         f = _analysed_scores_file(p)
         files = [f] if f is not None else []
@@ -206,8 +194,7 @@ def _analysed_score_table(p: Path) -> pd.DataFrame | None:
     if gone:
         log.info("%s: the analysed score file(s) %s are gone or not CSV; figures that need per-image scores skip "
                  "them", p, ", ".join(map(str, gone)))
-    key = {"seg_id": str, "node": str, "file_name": str}
-    tables = [_read_csv(f, "score table", ("seg_id", "node"), dtype=key) for f in files if f not in gone]
+    tables = [read_score_frame(f, metrics)[0] for f in files if f not in gone]
     if not tables:
         return None
     out = tables[0]
@@ -275,29 +262,24 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
         if not isinstance(items, list):
             raise ValueError(f"{ov}: expected a YAML list of overrides, got {type(items).__name__}")
         overrides = parse_overrides(items)
-    run = read_run_record(p / "run.json") if (p / "run.json").is_file() else None
+    run = read_run_record(p / RUN_FILE) if (p / RUN_FILE).is_file() else None
+    record = read_analysis_record(p / ANALYSIS_FILE) if (p / ANALYSIS_FILE).is_file() else None
     schema = folder_schema(p)
-    confidence = None
-    if (p / "analysis.json").is_file():
-        import json
-
-        try:
-            confidence = json.loads((p / "analysis.json").read_text(encoding="utf-8")).get("confidence")
-        except (json.JSONDecodeError, AttributeError) as e:
-            raise ValueError(f"{p / 'analysis.json'}: expected a JSON object, could not read it: {e}") from e
-    key = {"seg_id": str, "node": str, "file_name": str}
-    scores = (_read_csv(p / "scores.csv", "score table", ("seg_id", "node"), dtype=key)
-              if (p / "scores.csv").is_file() else _analysed_score_table(p))
-    mm = (_read_csv(p / "metametrics.csv", "meta-metric", ("metric", "protocol", "meta_metric", "subset", "value"),
-                    dtype={"metric": str, "subset": str})
+    mm = (read_result_table(p / "metametrics.csv", "meta-metric", METAMETRICS_COLUMNS,
+                            dtype={"metric": str, "subset": str})
           if (p / "metametrics.csv").is_file() else None)
-    ps = (_read_csv(p / "per_seg.csv", "per-SEG", ("metric", "protocol", "meta_metric", "seg_id", "value"),
-                    dtype={"metric": str, "seg_id": str, "subset": str})
+    if (p / "scores.csv").is_file():
+        scores = read_score_frame(p / "scores.csv")[0]
+    else:
+        analysed = list(dict.fromkeys(mm["metric"])) if mm is not None else list(record.metrics if record else ())
+        scores = _analysed_score_table(p, record, analysed)
+    ps = (read_result_table(p / "per_seg.csv", "per-SEG", PER_SEG_COLUMNS,
+                            dtype={"metric": str, "seg_id": str, "subset": str})
           if (p / "per_seg.csv").is_file() else None)
     if ps is not None and "subset" in ps.columns:
         ps["subset"] = ps["subset"].fillna("")
     return ResultDir(p, name or p.name, overrides, scores, run, mm, ps, schema,
-                     None if confidence is None else float(confidence))
+                     None if record is None else record.confidence)
 
 
 
@@ -440,6 +422,8 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
     _given_flops(flops, runs, flops_out)
     lower |= set(lower_is_better)
     scores = _join_scores(score_frames, notes)
+    if len(confidences) > 1:  # before the notes are frozen into the result, so the report shows it
+        notes.append(f"the inputs' confidence intervals have different levels {sorted(confidences)}")
     merged = MergedResults(
         scores=scores,
         metametrics=pd.concat(mm_parts, ignore_index=True) if mm_parts else None,
@@ -448,8 +432,6 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
         roles={m: roles.get(m, "metric") for r in runs for m in r.columns.values()},
         dataset=", ".join(dict.fromkeys(datasets)) or None,
         confidence=confidences.pop() if len(confidences) == 1 else None)
-    if len(confidences) > 1:
-        notes.append(f"the inputs' confidence intervals have different levels {sorted(confidences)}")
     return merged, todo
 
 

@@ -51,6 +51,7 @@ from seg_data.results import (
     KEY_ALIASES,
     KEY_COLUMNS,
     UNNAMED_COLUMN,
+    metric_columns,
     non_metric_reason,
     run_record_beside,
 )
@@ -60,7 +61,8 @@ from seg_data.validate import raise_on_errors, validate_dataset
 from .protocols import FAILURE_CODES, Protocol, failure_cells
 from .walks import Structure, walk_count
 
-__all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "prepare_inputs", "table_format", "table_shape", "IGNORED_COLUMNS",
+__all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "read_score_frame", "read_result_table",
+           "METAMETRICS_COLUMNS", "PER_SEG_COLUMNS", "HUMAN_COLUMNS", "prepare_inputs", "table_format", "table_shape", "IGNORED_COLUMNS",
            "METRIC_SENTINELS", "SUBSET_SOURCES", "degenerate_metrics", "apply_lower_is_better", "with_reference"]
 
 log = logging.getLogger(__name__)
@@ -283,15 +285,109 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes), codes)
 
 
-def _load_frame(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def read_score_frame(source: str | Path, metrics: Iterable[str] | None = None, *,
+                     allow_url: bool = False) -> tuple[pd.DataFrame, frozenset[str]]:
+    """A score table file as a wide frame, read as :func:`read_scores` reads it, for readers that
+    keep every column (``ts2 report``'s result folders, ``ts2 reproduce``).
+
+    The one reading of a score file (:func:`_load_frame`: header checks, the TS2 key aliases) and
+    the one NaN policy (:func:`_to_float`, see the module docstring: ``""``, ``nan``, ``NA``,
+    ``null``, ``None`` ... are missing, quotes around a number dropped, any other text or an
+    infinite value an error naming row and column). A long table is pivoted to the wide form.
+    The score columns are floats: those of ``metrics`` the table has (a folder analysed with
+    ``metrics=[...]`` may keep text columns beside them), by default every metric column
+    (:func:`seg_data.results.metric_columns`); every other column keeps its text as written. Unlike :func:`read_scores`, ids are not validated and no
+    column is dropped: the frame is passed on (e.g. to :func:`analysis.pipeline.analyze`, which
+    validates it).
+
+    Returns
+    -------
+    (DataFrame, frozenset of str)
+        The frame, and the metrics the file declares lower-is-better (a long table's
+        ``higher_is_better`` column, a ``run.json`` beside the file).
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``source``; a URL unless ``allow_url`` (then read with pandas: an unreachable
+        server raises its ``OSError``).
+    ValueError
+        Unreadable file, a column name given twice, no ``seg_id``/``node`` column, a non-numeric or
+        infinite score (naming row and column), an ambiguous long/wide table.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "s.csv")
+    >>> _ = open(p, "w").write('seg_id,node,prompt,m\\n0,0,NA,"0.5"\\n0,1,x,NA\\n')
+    >>> f, lower = read_score_frame(p)
+    >>> f["prompt"].tolist(), f["m"].tolist(), lower
+    (['NA', 'x'], [0.5, nan], frozenset())
+    """
+    df, name = _load_frame(source, allow_url=allow_url)
+    declared_lower: set[str] = set()
+    from_file = True
+    if table_format(df, name) == "long":
+        df, declared_lower = _pivot_long(df, name, from_file)
+        from_file = False  # row numbers of the pivoted frame no longer match the file
+    _require_keys(df, name)
+    df = df.copy()
+    cols = metric_columns(df.columns)
+    if metrics is not None:
+        chosen = {str(m) for m in metrics}
+        cols = [c for c in df.columns if c in chosen]
+    for c in cols:
+        df[c] = _to_float(df[c], c, name, from_file)
+    lower = _lower_is_better(source, name, (), declared_lower, metric_columns(df.columns))
+    return df, frozenset(lower)
+
+
+#: The columns every reader of a long result table needs (``ts2 analyze`` writes more).
+METAMETRICS_COLUMNS: tuple[str, ...] = ("metric", "protocol", "meta_metric", "subset", "value")
+PER_SEG_COLUMNS: tuple[str, ...] = ("metric", "protocol", "meta_metric", "seg_id", "value")
+HUMAN_COLUMNS: tuple[str, ...] = ("metric", "statistic", "grouping", "value")
+
+
+def read_result_table(path: str | Path, what: str, required: Sequence[str],
+                      dtype: dict[str, type] | None = None) -> pd.DataFrame:
+    """A long result table written by ts2 (``metametrics.csv``, ``per_seg.csv``,
+    ``human_metametrics.csv``: one row per value), the one reader of them.
+
+    NaN policy: pandas' default missing values (an empty cell, ``NaN``, ``NA`` ...) are NaN, as
+    ts2 writes a value that is not defined (an empty cell); ``dtype`` keeps name columns
+    (``metric``, ``seg_id``, ``subset``) as text. ``what`` names the table in errors.
+
+    Raises
+    ------
+    ValueError
+        Not readable as CSV, or a column of ``required`` missing (naming the file, what was
+        expected and what it has).
+    """
+    p = Path(path)
+    try:
+        df = pd.read_csv(p, dtype=dtype, keep_default_na=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: could not read {what} as CSV ({type(e).__name__}: {e})") from e
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p}: expected {what} columns {list(required)}, missing {missing} (got {list(df.columns)})")
+    return df
+
+
+def _load_frame(source: str | Path | pd.DataFrame, allow_url: bool = False) -> tuple[pd.DataFrame, str]:
     """The table as a frame (a copy of a given frame) with checked, stripped headers and the TS2 key
-    aliases renamed, and the name errors use; a URL is refused rather than fetched."""
+    aliases renamed, and the name errors use; a URL is refused rather than fetched (unless
+    ``allow_url``: read with pandas, every cell as text as from a file)."""
     from_file = not isinstance(source, pd.DataFrame)
     name = str(source) if from_file else "<frame>"
-    if from_file and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", name):
+    url = from_file and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", name)
+    if url and not allow_url:
         raise FileNotFoundError(f"expected a local score table file, got the URL {name}; download it first "
                                 "and pass its path")
-    df = _read_file(Path(source)) if from_file else source.copy()
+    if url:
+        df = pd.read_csv(name, dtype=str, keep_default_na=False)
+    else:
+        df = _read_file(Path(source)) if from_file else source.copy()
     _check_header([str(c) for c in df.columns], name)
     df.columns = [str(c).strip() for c in df.columns]
     for old, new in ALIASES.items():
@@ -303,10 +399,7 @@ def _load_frame(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
 def _checked_keys(df: pd.DataFrame, name: str, from_file: bool) -> pd.DataFrame:
     """The wide frame with its key columns present, as stripped strings (``12.0`` read back as ``12``),
     every ``seg_id``/``node`` cell a valid id/label and each ``file_name`` once; errors name the row."""
-    missing = [c for c in ("seg_id", "node") if c not in df.columns]
-    if missing:
-        raise ValueError(f"{name}: expected columns 'seg_id' and 'node' (one row per image), missing {missing}; "
-                         f"got {list(df.columns)}")
+    _require_keys(df, name)
     df = df.reset_index(drop=True)
     if not len(df):
         raise ValueError(f"{name}: expected at least one row of scores, got only the header")
@@ -320,6 +413,13 @@ def _checked_keys(df: pd.DataFrame, name: str, from_file: bool) -> pd.DataFrame:
             df[c] = df[c].astype("string").str.strip()
     _check_key_cells(df, name, from_file)
     return df
+
+
+def _require_keys(df: pd.DataFrame, name: str) -> None:
+    missing = [c for c in ("seg_id", "node") if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name}: expected columns 'seg_id' and 'node' (one row per image), missing {missing}; "
+                         f"got {list(df.columns)}")
 
 
 def _check_key_cells(df: pd.DataFrame, name: str, from_file: bool) -> None:

@@ -10,7 +10,9 @@ one package all others may import), so ``ts2 score``, ``ts2 analyze`` and ``ts2 
   metric);
 * the ``run.json`` record of a scoring run (:data:`RUN_FORMAT`, :func:`read_run_record`) and the
   directions (higher is better or not) and roles it declares, found beside a ``scores.csv``
-  (:func:`run_record_beside`), and the ``analysis.json`` of ``ts2 analyze`` (:func:`folder_schema`);
+  (:func:`run_record_beside`), and the ``analysis.json`` record of ``ts2 analyze``
+  (:class:`AnalysisRecord`: :meth:`AnalysisRecord.to_json` writes it, :func:`read_analysis_record`
+  reads it; :func:`folder_schema` joins the directions and roles of both records);
 * how a file is written (:func:`atomic_write_text`: a temporary name, then ``os.replace``) and
   how a folder of files is written as a set (:func:`result_set`): a marker first, the files,
   then a manifest of every file with its size and SHA-256 written last. A reader calls
@@ -41,6 +43,9 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ANALYSIS_FILE",
+    "ANALYSIS_FORMAT",
+    "ANALYSIS_FORMAT_VERSION",
+    "AnalysisRecord",
     "BASE_COLUMNS",
     "DESCRIPTIVE_COLUMNS",
     "DiscardResultSet",
@@ -71,6 +76,7 @@ __all__ = [
     "input_fingerprints",
     "metric_columns",
     "published_path",
+    "read_analysis_record",
     "read_run_record",
     "recover_result_folder",
     "result_set",
@@ -279,6 +285,167 @@ def run_record_beside(scores_path: str | Path) -> RunRecord | None:
     return read_run_record(rj) if p.suffix and rj.is_file() else None
 
 
+# -- analysis.json ---------------------------------------------------------------------------------
+
+#: Version of ``analysis.json`` written by ``ts2 analyze``. A file without ``format`` (written before
+#: ts2 versioned it) is version 1; version 2 adds the ``format`` key to the same fields.
+ANALYSIS_FORMAT_VERSION = 2
+ANALYSIS_FORMAT = f"ts2-analysis/{ANALYSIS_FORMAT_VERSION}"
+_ANALYSIS_FORMAT_RE = re.compile(r"^ts2-analysis/(\d+)$")
+
+
+@dataclass(frozen=True)
+class AnalysisRecord:
+    """The ``analysis.json`` of ``ts2 analyze``: what was analysed, how, and from which files.
+
+    Written by :meth:`to_json` (``analysis/outputs.py`` builds the record from an analysis), read
+    back by :func:`read_analysis_record`, the one reader: ``folder_schema`` (directions, roles,
+    dataset), :func:`check_inputs` (``inputs``) and ``ts2 report``'s folder reader (``confidence``,
+    ``score_files``) all go through it. Fields a version-1 file lacks read as empty / ``None``.
+
+    ``lower_is_better`` names metrics whose scores fall as images get better; ``roles`` maps a
+    metric to one of :data:`ROLES`; ``score_files`` are the absolute paths of the score tables
+    read and ``inputs`` their sizes and SHA-256 (:func:`input_fingerprints`); ``protocols``,
+    ``subsets``, ``n_segs``, ``excluded_segs`` and ``delta_sigma`` are per protocol;
+    ``confidence`` is the level of the CIs in ``metametrics.csv``; ``chance_null`` describes the
+    chance levels' null (``None``: none were computed). ``path`` is the file read (``None`` for a
+    record built to be written), ``raw`` its parsed JSON.
+    """
+
+    source: str = ""
+    metrics: tuple[str, ...] = ()
+    lower_is_better: frozenset[str] = frozenset()
+    roles: dict[str, str] = field(default_factory=dict)
+    dataset: str | None = None
+    score_files: tuple[str, ...] = ()
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    meta_metrics: tuple[str, ...] = ()
+    protocols: dict[str, dict[str, Any]] = field(default_factory=dict)
+    subsets: dict[str, list[str]] = field(default_factory=dict)
+    subset_source: str | None = None
+    n_segs: dict[str, int] = field(default_factory=dict)
+    excluded_segs: dict[str, list[str]] = field(default_factory=dict)
+    delta_sigma: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    bootstrap: int = 0
+    seed: int | None = None
+    confidence: float | None = None
+    ci_method: str | None = None
+    bootstrap_scheme: str | None = None
+    chance_permutations: int = 0
+    min_segs_ci: int | None = None
+    notes: tuple[str, ...] = ()
+    chance_null: str | None = None
+    format: str = ANALYSIS_FORMAT
+    path: Path | None = None
+    raw: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def version(self) -> int:
+        """The format's version number (1 for a file written before ts2 versioned it)."""
+        return int(_ANALYSIS_FORMAT_RE.match(self.format).group(1))
+
+    @property
+    def directions(self) -> dict[str, bool]:
+        """Metric -> higher is better."""
+        return {m: m not in self.lower_is_better for m in self.metrics}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written to ``analysis.json``: ``format`` first (always
+        :data:`ANALYSIS_FORMAT`: a record read from an older file is written in the current
+        format), ``chance_null`` only when chance levels were computed."""
+        out: dict[str, Any] = {
+            "format": ANALYSIS_FORMAT, "source": self.source, "metrics": list(self.metrics),
+            "lower_is_better": sorted(self.lower_is_better), "roles": dict(self.roles), "dataset": self.dataset,
+            "score_files": list(self.score_files), "inputs": dict(self.inputs),
+            "meta_metrics": list(self.meta_metrics), "protocols": dict(self.protocols),
+            "subsets": dict(self.subsets), "subset_source": self.subset_source, "n_segs": dict(self.n_segs),
+            "excluded_segs": dict(self.excluded_segs), "delta_sigma": dict(self.delta_sigma),
+            "bootstrap": self.bootstrap, "seed": self.seed, "confidence": self.confidence,
+            "ci_method": self.ci_method, "bootstrap_scheme": self.bootstrap_scheme,
+            "chance_permutations": self.chance_permutations, "min_segs_ci": self.min_segs_ci,
+            "notes": list(self.notes)}
+        if self.chance_null is not None:
+            out["chance_null"] = self.chance_null
+        return out
+
+    def to_json(self) -> str:
+        """The text of ``analysis.json`` (write it with :func:`atomic_write_text`)."""
+        return json.dumps(self.to_dict(), indent=1)
+
+
+def _json_list(raw: Mapping[str, Any], key: str, p: Path) -> list:
+    v = raw.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ValueError(f"{p}: expected {key!r} to be a list, got {type(v).__name__}")
+    return v
+
+
+def _json_dict(raw: Mapping[str, Any], key: str, p: Path) -> dict:
+    v = raw.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ValueError(f"{p}: expected {key!r} to be an object, got {type(v).__name__}")
+    return v
+
+
+def _analysis_format(raw: Mapping[str, Any], p: Path) -> str:
+    """The record's ``format`` (``ts2-analysis/1`` when absent), refusing another kind of file or a
+    newer version than this ts2 writes."""
+    fmt = raw.get("format", "ts2-analysis/1")
+    m = _ANALYSIS_FORMAT_RE.match(fmt) if isinstance(fmt, str) else None
+    if m is None:
+        raise ValueError(f"{p}: expected format 'ts2-analysis/N' (an analysis record of ts2 analyze), got {fmt!r}")
+    if int(m.group(1)) > ANALYSIS_FORMAT_VERSION:
+        raise ValueError(f"{p}: expected format <= {ANALYSIS_FORMAT_VERSION} ({ANALYSIS_FORMAT!r}), got "
+                         f"{int(m.group(1))} ({fmt!r}): written by a newer ts2; upgrade ts2 to read it")
+    return fmt
+
+
+def read_analysis_record(path: str | Path) -> AnalysisRecord:
+    """Read and check an ``analysis.json`` (the one reader of it).
+
+    A file without ``format`` is read as version 1 (the same fields, written before ts2 versioned
+    the file); fields it lacks read as empty or ``None``.
+
+    Raises
+    ------
+    ValueError
+        Not JSON, not an object, a ``format`` that is not ``ts2-analysis/N`` or is newer than
+        :data:`ANALYSIS_FORMAT` ("expected format <= 2 ..., got 3 ..."), a list or object field of
+        another type, a role not in :data:`ROLES`, a confidence that is not a number (each naming
+        the file).
+    """
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: expected a ts2 analysis record (JSON), could not parse it: {e}") from e
+    if not isinstance(raw, dict):
+        raise ValueError(f"{p}: expected a JSON object, got {type(raw).__name__}")
+    fmt = _analysis_format(raw, p)
+    roles = {str(c): check_role(r, f"{p}, roles[{c!r}]") for c, r in _json_dict(raw, "roles", p).items()}
+    conf = raw.get("confidence")
+    if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float))):
+        raise ValueError(f"{p}: expected 'confidence' to be a number, got {conf!r}")
+    ds = raw.get("dataset")
+    return AnalysisRecord(
+        source=str(raw.get("source") or ""), metrics=tuple(str(m) for m in _json_list(raw, "metrics", p)),
+        lower_is_better=frozenset(str(m) for m in _json_list(raw, "lower_is_better", p)), roles=roles,
+        dataset=None if ds is None else str(ds), score_files=tuple(str(f) for f in _json_list(raw, "score_files", p)),
+        inputs=_json_dict(raw, "inputs", p), meta_metrics=tuple(str(m) for m in _json_list(raw, "meta_metrics", p)),
+        protocols=_json_dict(raw, "protocols", p), subsets=_json_dict(raw, "subsets", p),
+        subset_source=raw.get("subset_source"), n_segs=_json_dict(raw, "n_segs", p),
+        excluded_segs=_json_dict(raw, "excluded_segs", p), delta_sigma=_json_dict(raw, "delta_sigma", p),
+        bootstrap=int(raw.get("bootstrap") or 0), seed=raw.get("seed"),
+        confidence=None if conf is None else float(conf), ci_method=raw.get("ci_method"),
+        bootstrap_scheme=raw.get("bootstrap_scheme"), chance_permutations=int(raw.get("chance_permutations") or 0),
+        min_segs_ci=raw.get("min_segs_ci"), notes=tuple(str(n) for n in _json_list(raw, "notes", p)),
+        chance_null=raw.get("chance_null"), format=fmt, path=p, raw=raw)
+
+
 @dataclass(frozen=True)
 class FolderSchema:
     """Directions and roles a result folder declares (``run.json`` and ``analysis.json``)."""
@@ -299,7 +466,8 @@ def folder_schema(folder: str | Path) -> FolderSchema:
     Raises
     ------
     ValueError
-        Either file unreadable, or a role not in :data:`ROLES`.
+        Either file unreadable (:func:`read_run_record`, :func:`read_analysis_record`), or a role
+        not in :data:`ROLES`.
     """
     d = Path(folder)
     directions: dict[str, bool] = {}
@@ -310,19 +478,13 @@ def folder_schema(folder: str | Path) -> FolderSchema:
         directions.update(rec.directions)
         roles.update(rec.roles)
         dataset = rec.dataset
-    a = d / ANALYSIS_FILE
-    if a.is_file():
-        try:
-            meta = json.loads(a.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{a}: expected JSON, could not parse it: {e}") from e
-        for m in meta.get("metrics") or []:
-            directions.setdefault(str(m), True)
-        for m in meta.get("lower_is_better") or []:
-            directions[str(m)] = False
-        for c, r in (meta.get("roles") or {}).items():
-            roles[str(c)] = check_role(r, f"{a}, roles[{c!r}]")
-        dataset = meta.get("dataset") or dataset
+    if (d / ANALYSIS_FILE).is_file():
+        analysed = read_analysis_record(d / ANALYSIS_FILE)
+        for m in analysed.metrics:
+            directions.setdefault(m, True)
+        directions.update({m: False for m in analysed.lower_is_better})
+        roles.update(analysed.roles)
+        dataset = analysed.dataset or dataset
     return FolderSchema(directions, roles, dataset)
 
 
@@ -773,13 +935,13 @@ def check_inputs(folder: str | Path) -> None:
     StaleResultError
         An input file's size or SHA-256 differs from the record: the message names the file and
         the folder, and says to re-run the analysis.
+    ValueError
+        An unreadable ``analysis.json`` (:func:`read_analysis_record`).
     """
     d = Path(folder)
-    try:
-        inputs = json.loads((d / ANALYSIS_FILE).read_text(encoding="utf-8")).get("inputs") or {}
-    except (OSError, ValueError, AttributeError):
+    if not (d / ANALYSIS_FILE).is_file():
         return
-    for name, info in inputs.items():
+    for name, info in read_analysis_record(d / ANALYSIS_FILE).inputs.items():
         p = Path(name)
         if not p.is_file() or not isinstance(info, dict):
             continue

@@ -161,3 +161,61 @@ def test_all_nan_metric_gives_nan_not_a_crash(caplog):
     mm = r.metametrics_frame()
     e = mm[mm.metric == "empty"]
     assert e["value"].isna().all() and (e["n_segs"] == 0).all() and e["ci_low"].isna().all()
+
+
+# -- one reader for score tables, one for result tables ------------------------------------------------
+
+def test_read_score_frame_has_read_scores_nan_policy(tmp_path):
+    """The report's and reproduce's reader reads the cells exactly as read_scores does: missing tokens
+    NaN, quotes dropped; descriptive columns keep their text (an 'NA' prompt stays 'NA')."""
+    from analysis.scores_io import read_score_frame
+
+    p = tmp_path / "s.csv"
+    p.write_text('seg_id,node,file_name,prompt,m,r\n'
+                 '0,0,a,NA,"0.5",null\n0,1,b,x,0.25",none\n0,1,c,y,,3\n1,0,d,z,N/A,-1\n', encoding="utf-8")
+    frame, lower = read_score_frame(p)
+    table = read_scores(p)
+    assert frame["prompt"].tolist() == ["NA", "x", "y", "z"] and lower == frozenset()
+    for m in ("m", "r"):
+        np.testing.assert_array_equal(frame[m].to_numpy(), table.frame[m].to_numpy())
+    np.testing.assert_array_equal(frame["m"].to_numpy(), [0.5, 0.25, np.nan, np.nan])
+    p.write_text("seg_id,node,m\n0,0,0.5\n0,1,abc\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"row 3, column 'm': expected a number, got 'abc'"):
+        read_score_frame(p)
+    with pytest.raises(ValueError, match=r"row 3, column 'm': expected a number, got 'abc'"):
+        read_scores(p)
+
+
+def test_read_score_frame_metrics_long_tables_urls_and_keys(tmp_path):
+    from analysis.scores_io import read_score_frame
+
+    p = tmp_path / "s.csv"
+    p.write_text("seg_id,node,file_name,model,good\n0,0,a,sd-xl,0.9\n0,1,b,dalle,0.1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"column 'model': expected a number, got 'sd-xl'"):
+        read_score_frame(p)  # every metric column by default
+    frame, _ = read_score_frame(p, metrics=["good", "absent"])  # what a metrics=[good] analysis read
+    assert frame["model"].tolist() == ["sd-xl", "dalle"] and frame["good"].tolist() == [0.9, 0.1]
+    long = tmp_path / "long.csv"
+    long.write_text("seg_id,node,file_name,metric,score,higher_is_better\n0,0,a,err,1,false\n0,1,b,err,3,false\n",
+                    encoding="utf-8")
+    frame, lower = read_score_frame(long)
+    assert frame["err"].tolist() == [1.0, 3.0] and lower == {"err"}
+    with pytest.raises(FileNotFoundError, match="got the URL http://127.0.0.1:9/x.csv"):
+        read_score_frame("http://127.0.0.1:9/x.csv")
+    with pytest.raises(OSError):
+        read_score_frame("http://127.0.0.1:9/x.csv", allow_url=True)  # fetched: the server is down
+    (tmp_path / "nokey.csv").write_text("id_x,node,m\n0,0,1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"expected columns 'seg_id' and 'node'.*missing \['seg_id'\]"):
+        read_score_frame(tmp_path / "nokey.csv")
+
+
+def test_read_result_table_names_the_file_and_missing_columns(tmp_path):
+    from analysis.scores_io import METAMETRICS_COLUMNS, read_result_table
+
+    p = tmp_path / "metametrics.csv"
+    p.write_text("metric,protocol,meta_metric,subset,value\nm,graph,rank,Avg,\nm,graph,rank,Synth,0.5\n")
+    df = read_result_table(p, "meta-metric", METAMETRICS_COLUMNS, dtype={"metric": str, "subset": str})
+    assert df["value"].isna().tolist() == [True, False]  # an undefined value is written as an empty cell
+    p.write_text("metric,value\nm,1\n")
+    with pytest.raises(ValueError, match=rf"{p}: expected meta-metric columns .* missing \['protocol', "):
+        read_result_table(p, "meta-metric", METAMETRICS_COLUMNS)

@@ -209,3 +209,41 @@ def test_pareto_figures_need_the_cost_of_two_metrics(tmp_path):
     assert [f.path.name for f in figs] == ["pareto_rank.png"]
     with pytest.raises(ValueError, match="figure kinds"):
         rp.make_figures(merged, tmp_path / "h", kinds=["pie"])
+
+
+def test_cis_at_different_levels_are_noted_in_the_merged_result_and_the_report(tmp_path):
+    """Two analysed folders whose analysis.json give CI levels 0.9 and 0.95: the merge's note reaches
+    MergedResults.notes and report.html (it was appended after the result was built, and lost)."""
+    from seg_data.results import ANALYSIS_FILE, AnalysisRecord
+
+    dirs = []
+    for name, level in (("a", 0.9), ("b", 0.95)):
+        d = write_run(tmp_path / name, make_scores(n_segs=6, seed=len(dirs))[["seg_id", "node", "file_name", "good"]],
+                      bootstrap=0)
+        (d / ANALYSIS_FILE).write_text(AnalysisRecord(metrics=("good",), confidence=level).to_json())
+        dirs.append(d)
+    merged, todo = rs.merge_results([rs.load_result_dir(d) for d in dirs])
+    assert todo == [] and merged.confidence is None
+    note = "the inputs' confidence intervals have different levels [0.9, 0.95]"
+    assert note in merged.notes
+    out = rp.write_report(merged, tmp_path / "rep", figures=())
+    assert note.replace("'", "&#x27;") in out.html.read_text()
+
+
+def test_an_analysed_table_with_text_columns_is_read_back_for_its_analysed_metrics(tmp_path):
+    """A folder analysed with metrics=[good] from a table that also holds a text column: the report
+    reads the analysed scores from the table (one reader, read_score_frame) and leaves the text."""
+    from analysis.outputs import write_outputs
+
+    scores = make_scores(n_segs=6, seed=3)
+    scores["model"] = ["sd-xl", "dalle"] * (len(scores) // 2)
+    src = tmp_path / "mine.csv"
+    scores.to_csv(src, index=False)
+    res = analyze(scores[["seg_id", "node", "file_name", "good"]], protocols=["graph"], bootstrap=0)
+    write_outputs(res, tmp_path / "ana", score_files=[src])
+    d = rs.load_result_dir(tmp_path / "ana")
+    assert d.metric_columns() == ["good"]
+    np.testing.assert_array_equal(d.scores["good"].to_numpy(), scores["good"].to_numpy())
+    assert d.scores["model"].tolist()[:2] == ["sd-xl", "dalle"]
+    merged = rs.merged_results([tmp_path / "ana"], bootstrap=0)
+    assert list(merged.scores.columns[-1:]) == ["good"] and merged.metrics == ["good"]

@@ -3,6 +3,7 @@ atomic writes and result folders written as a set."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -298,3 +299,129 @@ def test_analyze_and_report_read_the_same_directions(tmp_path):
     got_report = mr[(mr.meta_metric == "rank") & (mr.subset == "Avg")].value.item()
     assert got_analyze == pytest.approx(want, abs=1e-12)
     assert got_report == pytest.approx(want, abs=1e-12)
+
+
+# -- analysis.json: one record, one reader -------------------------------------------------------
+
+def _record(**kw):
+    base = dict(source="s.csv", metrics=("a", "b_err"), lower_is_better=frozenset({"b_err"}),
+                roles={"a": "metric", "b_err": "control"}, dataset="mini", score_files=("/x/s.csv",),
+                inputs={"/x/s.csv": {"bytes": 3, "sha256": "ab"}}, meta_metrics=("rank", "sep"),
+                protocols={"graph": {"name": "graph"}}, subsets={"graph": ["Avg", "Synth"]}, subset_source="ts2",
+                n_segs={"graph": 30}, excluded_segs={"graph": ["7"]}, delta_sigma={"graph": {"a": 0.5, "b_err": None}},
+                bootstrap=200, seed=3, confidence=0.9, ci_method="percentile", bootstrap_scheme="seg",
+                chance_permutations=20, min_segs_ci=10, notes=("n1",), chance_null="permuted")
+    return R.AnalysisRecord(**{**base, **kw})
+
+
+def test_analysis_record_round_trip(tmp_path):
+    rec = _record()
+    p = R.atomic_write_text(tmp_path / R.ANALYSIS_FILE, rec.to_json())
+    raw = json.loads(p.read_text())
+    assert next(iter(raw)) == "format" and raw["format"] == R.ANALYSIS_FORMAT == "ts2-analysis/2"
+    got = R.read_analysis_record(p)
+    assert got.path == p and got.version == 2 and got.raw == raw
+    assert dataclasses.replace(got, path=None, raw={}) == rec
+    assert got.directions == {"a": True, "b_err": False}
+    # no chance levels: no chance_null key (as ts2 analyze wrote it before the record existed)
+    assert "chance_null" not in _record(chance_null=None).to_dict()
+
+
+def test_ts2_analyze_writes_the_record_and_the_folder_reads_it(tmp_path):
+    from analysis.outputs import write_outputs
+    from analysis.pipeline import analyze
+
+    rng = np.random.default_rng(0)
+    f = pd.DataFrame({"seg_id": ["0"] * 6 + ["1"] * 6, "node": ["0", "0", "1", "1", "2", "2"] * 2,
+                      "file_name": [f"f{i}" for i in range(12)], "m": rng.uniform(size=12), "e": rng.uniform(size=12)})
+    src = tmp_path / "s.csv"
+    f.to_csv(src, index=False)
+    res = analyze(f, protocols=["graph"], bootstrap=0, lower_is_better=["e"])
+    write_outputs(res, tmp_path / "out", roles={"e": "control"}, dataset="toy", score_files=[src])
+    rec = R.read_analysis_record(tmp_path / "out" / R.ANALYSIS_FILE)
+    assert rec.format == R.ANALYSIS_FORMAT and rec.metrics == ("m", "e") and rec.lower_is_better == {"e"}
+    assert rec.roles == {"m": "metric", "e": "control"} and rec.dataset == "toy"
+    assert rec.score_files == (str(src.resolve()),) and rec.inputs == R.input_fingerprints([src])
+    assert rec.confidence == res.confidence and rec.n_segs == {"graph": 2}
+    schema = R.folder_schema(tmp_path / "out")
+    assert schema.directions == {"m": True, "e": False} and schema.roles["e"] == "control"
+
+
+def test_an_analysis_json_without_format_is_read_as_version_1(tmp_path):
+    old = {"source": "s.csv", "metrics": ["x", "y"], "lower_is_better": ["y"], "roles": {"y": "reference"},
+           "dataset": "TS2", "confidence": 0.95, "bootstrap": 1000}  # an early file: no score_files, no inputs
+    (tmp_path / R.ANALYSIS_FILE).write_text(json.dumps(old))
+    rec = R.read_analysis_record(tmp_path / R.ANALYSIS_FILE)
+    assert rec.format == "ts2-analysis/1" and rec.version == 1
+    assert rec.metrics == ("x", "y") and rec.lower_is_better == {"y"} and rec.confidence == 0.95
+    assert rec.score_files == () and rec.inputs == {} and rec.chance_null is None
+    assert R.folder_schema(tmp_path) == R.FolderSchema({"x": True, "y": False}, {"y": "reference"}, "TS2")
+    R.check_inputs(tmp_path)  # nothing recorded: passes
+
+
+@pytest.mark.parametrize("text, match", [
+    ('{"format": "ts2-analysis/3", "metrics": []}', r"expected format <= 2 \('ts2-analysis/2'\), got 3"),
+    ('{"format": "ts2-score-run/2"}', r"expected format 'ts2-analysis/N'"),
+    ('{"metrics": "abc"}', r"expected 'metrics' to be a list, got str"),
+    ('{"roles": {"x": "competitor"}}', r"roles\['x'\]: expected a role among"),
+    ('{"confidence": "high"}', r"expected 'confidence' to be a number, got 'high'"),
+    ('[1, 2]', r"expected a JSON object, got list"),
+    ('{"metrics": [', r"could not parse it"),
+])
+def test_a_bad_or_newer_analysis_json_is_refused_naming_the_file(tmp_path, text, match):
+    p = tmp_path / R.ANALYSIS_FILE
+    p.write_text(text)
+    with pytest.raises(ValueError, match=match) as e:
+        R.read_analysis_record(p)
+    assert str(p) in str(e.value)
+
+
+def test_every_reader_of_analysis_json_refuses_a_newer_version(tmp_path):
+    """folder_schema, check_inputs and ts2 report's folder reader all read through
+    read_analysis_record: each refuses a version-3 file with the same message."""
+    from analysis import result_dirs as rs
+
+    d = tmp_path / "ana"
+    d.mkdir()
+    pd.DataFrame({"metric": ["m"], "protocol": ["graph"], "meta_metric": ["rank"], "subset": ["Avg"],
+                  "value": [0.5]}).to_csv(d / "metametrics.csv", index=False)
+    (d / R.ANALYSIS_FILE).write_text(json.dumps({"format": "ts2-analysis/3", "metrics": ["m"]}))
+    msg = rf"{re.escape(str(d / R.ANALYSIS_FILE))}: expected format <= 2"
+    for read in (R.folder_schema, R.check_inputs, rs.load_result_dir, lambda p: rs.merged_results([p])):
+        with pytest.raises(ValueError, match=msg):
+            read(d)
+
+
+def _functions(tree):
+    import ast
+
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def test_analysis_json_is_parsed_in_one_place_and_score_tables_read_in_one_module():
+    """No function outside seg_data/results.py that names analysis.json parses JSON itself, and in
+    analysis/ and ts2/ only analysis/scores_io.py calls pandas' CSV reader (read_scores,
+    read_score_frame, read_result_table: one NaN policy each for score and result tables)."""
+    import ast
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    json_readers, csv_readers = [], []
+    for pkg in ("analysis", "ts2", "seg_data", "metrics_adapters"):
+        for f in sorted((repo / pkg).rglob("*.py")):
+            rel = f.relative_to(repo).as_posix()
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+            for fn in _functions(tree):
+                doc = ast.get_docstring(fn, clean=False)
+                names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+                strings = {n.value for n in ast.walk(fn) if isinstance(n, ast.Constant) and n.value != doc}
+                calls = {n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call)
+                         and isinstance(n.func, ast.Attribute)}
+                if rel != "seg_data/results.py" and ("ANALYSIS_FILE" in names or "analysis.json" in strings) \
+                        and calls & {"load", "loads"}:
+                    json_readers.append(f"{rel}:{fn.name}")
+            if pkg in ("analysis", "ts2") and rel != "analysis/scores_io.py":
+                csv_readers += [f"{rel}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                                and n.attr == "read_csv"]
+    assert json_readers == []
+    assert csv_readers == []
