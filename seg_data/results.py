@@ -223,6 +223,17 @@ def _finite(x) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _json_object(p: Path, what: str) -> dict:
+    """The JSON object in ``p`` (``run.json``, ``analysis.json``); ``what`` names the record in errors."""
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: expected {what} (JSON), could not parse it: {e}") from e
+    if not isinstance(raw, dict):
+        raise ValueError(f"{p}: expected a JSON object, got {type(raw).__name__}")
+    return raw
+
+
 def read_run_record(path: str | Path) -> RunRecord:
     """Read and check a ``run.json``.
 
@@ -233,12 +244,7 @@ def read_run_record(path: str | Path) -> RunRecord:
         ``metrics`` entry that is not an object (naming the file).
     """
     p = Path(path)
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: expected a ts2 run record (JSON), could not parse it: {e}") from e
-    if not isinstance(raw, dict):
-        raise ValueError(f"{p}: expected a JSON object, got {type(raw).__name__}")
+    raw = _json_object(p, "a ts2 run record")
     fmt = raw.get("format", "ts2-score-run/1")
     if fmt not in RUN_FORMATS:
         raise ValueError(f"{p}: expected format among {list(RUN_FORMATS)}, got {fmt!r}")
@@ -419,12 +425,7 @@ def read_analysis_record(path: str | Path) -> AnalysisRecord:
         the file).
     """
     p = Path(path)
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: expected a ts2 analysis record (JSON), could not parse it: {e}") from e
-    if not isinstance(raw, dict):
-        raise ValueError(f"{p}: expected a JSON object, got {type(raw).__name__}")
+    raw = _json_object(p, "a ts2 analysis record")
     fmt = _analysis_format(raw, p)
     roles = {str(c): check_role(r, f"{p}, roles[{c!r}]") for c, r in _json_dict(raw, "roles", p).items()}
     conf = raw.get("confidence")
