@@ -55,7 +55,7 @@ from seg_data.results import (
     non_metric_reason,
     run_record_beside,
 )
-from seg_data.ts2_release import TS2_N_SEGS
+from seg_data.ts2_release import follows_ts2_naming
 from seg_data.validate import raise_on_errors, validate_dataset
 
 from .protocols import FAILURE_CODES, Protocol, failure_cells
@@ -75,7 +75,6 @@ METRIC_SENTINELS = FAILURE_CODES
 LONG_EXTRA_COLUMNS = frozenset({"metric", "score", "value", "higher_is_better"})
 MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "null", "NULL", "None", "none"})
 SUBSET_SOURCES = ("auto", "dataset", "column", "ts2", "none")
-_TS2_FILE = re.compile(r"^images/(\d{3})-\d+\.\w+$")
 
 
 @dataclass(frozen=True)
@@ -637,17 +636,6 @@ def _seg_order(ids: Iterable[str]) -> list[str]:
     return sorted(ids, key=seg_id_sort_key)
 
 
-def _looks_like_ts2(frame: pd.DataFrame) -> bool:
-    if "file_name" not in frame.columns or not len(frame):
-        return False
-    m = frame["file_name"].str.extract(_TS2_FILE)[0]
-    if m.isna().any():
-        return False
-    ids = frame["seg_id"]
-    return bool(ids.str.isdigit().all() and (m.astype(int) == ids.astype(int)).all()
-                and ids.astype(int).between(0, TS2_N_SEGS - 1).all())
-
-
 def _subsets_from(how: str, table: ScoreTable, dataset: SEGDataset | None) -> tuple[dict[str, str | None], str]:
     frame = table.frame
     if how not in SUBSET_SOURCES:
@@ -657,7 +645,7 @@ def _subsets_from(how: str, table: ScoreTable, dataset: SEGDataset | None) -> tu
             how = "dataset"
         elif "subset" in frame.columns:
             how = "column"
-        elif _looks_like_ts2(frame):
+        elif "file_name" in frame.columns and follows_ts2_naming(frame["seg_id"], frame["file_name"]):
             log.info("%s: file names follow the TS2 release (images/NNN-MM.jpg): using the TS2 subsets "
                      "Synth 0-110, Nat 111-135, Real 136-164 (subsets=none turns this off)", table.source)
             how = "ts2"

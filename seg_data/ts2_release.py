@@ -19,7 +19,8 @@ from .model import SEG, ImageRecord, SEGDataset, label_sort_key
 from .paths import ImageRoots
 from .validate import Problem, raise_on_errors, validate_dataset
 
-__all__ = ["load_ts2_release", "ts2_subset", "TS2_SUBSETS", "TS2_N_SEGS", "TS2_LAST_SEG", "REQUIRED_COLUMNS", "HF_REPO_ID", "load_ts2"]
+__all__ = ["load_ts2_release", "ts2_subset", "TS2_SUBSETS", "TS2_N_SEGS", "TS2_LAST_SEG", "REQUIRED_COLUMNS", "HF_REPO_ID", "load_ts2",
+           "TS2_FILE_NAME", "follows_ts2_naming"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,8 @@ HF_REPO_ID = "saxon/T2IScoreScore"
 TS2_SUBSETS: dict[str, tuple[int, int]] = {"Synth": (0, 110), "Nat": (111, 135), "Real": (136, 164)}
 TS2_N_SEGS = 165          # SEG ids "0" .. "164"
 TS2_LAST_SEG = "164"      # the SEG the paper's code never analyses (analysis.release)
+# The release's image file names: images/NNN-MM.ext, NNN the SEG id with three digits.
+TS2_FILE_NAME = re.compile(r"^images/(\d{3})-\d+\.\w+$")
 
 
 def ts2_subset(seg_id: int | str) -> str | None:
@@ -38,6 +41,27 @@ def ts2_subset(seg_id: int | str) -> str | None:
     except (TypeError, ValueError):
         return None
     return next((name for name, (lo, hi) in TS2_SUBSETS.items() if lo <= i <= hi), None)
+
+
+def follows_ts2_naming(seg_ids: Sequence, file_names: Sequence) -> bool:
+    """Whether every row follows the release's naming: file ``images/NNN-MM.ext`` in SEG ``NNN``
+    (0 to 164). A score table named like that gets the TS2 subsets by default (``subsets=auto``).
+
+    Examples
+    --------
+    >>> follows_ts2_naming(["0", "12"], ["images/000-01.jpg", "images/012-03.png"])
+    True
+    >>> follows_ts2_naming(["1"], ["images/000-01.jpg"])
+    False
+    """
+    seg_ids, file_names = [str(v) for v in seg_ids], [str(v) for v in file_names]
+    if not seg_ids or len(seg_ids) != len(file_names):
+        return False
+    for sid, fn in zip(seg_ids, file_names, strict=True):
+        m = TS2_FILE_NAME.match(fn)
+        if m is None or not sid.isdigit() or int(m.group(1)) != int(sid) or not 0 <= int(sid) < TS2_N_SEGS:
+            return False
+    return True
 
 
 def load_ts2_release(path: str | Path, check_images: bool = False, validate: bool = True,
