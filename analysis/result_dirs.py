@@ -57,11 +57,11 @@ from seg_data.results import (
     RunRecord,
     check_inputs,
     check_result_set,
-    folder_schema,
     metric_columns,
     published_path,
     read_analysis_record,
     read_run_record,
+    schema_of,
 )
 
 from .merged import MergedResults, RunInfo
@@ -249,7 +249,9 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
     if not _is_result_dir(p):
         raise FileNotFoundError(f"{p}: expected scores.csv or metametrics.csv, found neither")
     check_result_set(p)
-    check_inputs(p)
+    run = read_run_record(p / RUN_FILE) if (p / RUN_FILE).is_file() else None
+    record = read_analysis_record(p / ANALYSIS_FILE) if (p / ANALYSIS_FILE).is_file() else None
+    check_inputs(p, record)
     overrides: dict[str, str] = {}
     ov = p / ".hydra" / "overrides.yaml"
     if ov.is_file():
@@ -262,9 +264,7 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
         if not isinstance(items, list):
             raise ValueError(f"{ov}: expected a YAML list of overrides, got {type(items).__name__}")
         overrides = parse_overrides(items)
-    run = read_run_record(p / RUN_FILE) if (p / RUN_FILE).is_file() else None
-    record = read_analysis_record(p / ANALYSIS_FILE) if (p / ANALYSIS_FILE).is_file() else None
-    schema = folder_schema(p)
+    schema = schema_of(run, record)
     mm = (read_result_table(p / "metametrics.csv", "meta-metric", METAMETRICS_COLUMNS,
                             dtype={"metric": str, "subset": str})
           if (p / "metametrics.csv").is_file() else None)
@@ -569,14 +569,9 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], settings: Anal
         return merged
     if merged.scores is None:
         raise ValueError(f"metrics {list(todo)} need analysis but no scores.csv was found for them")
-    from .pipeline import analyze
-
     settings = resolve_settings(settings, analysis)
-    cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
-    frame = merged.scores[cols + list(todo)]
     confidence = settings.confidence
-    res = analyze(frame, dataset=dataset, **{**settings.pipeline_kwargs(),
-                                             "lower_is_better": [m for m in todo if m in merged.lower_is_better]})
+    res = _analyze_scores(merged, list(todo), settings, dataset)
     if merged.metametrics is not None and merged.confidence not in (None, float(confidence)):
         notes_ci = [(f"confidence intervals at two levels: {100 * merged.confidence:g}% (reused) and "
                      f"{100 * float(confidence):g}% (computed)")]
@@ -591,6 +586,18 @@ def complete_analysis(merged: MergedResults, todo: Sequence[str], settings: Anal
         per_seg=ps if merged.per_seg is None else pd.concat([merged.per_seg, ps], ignore_index=True),
         notes=tuple(notes), confidence=float(confidence) if merged.metametrics is None else merged.confidence,
         dataset=merged.dataset or getattr(dataset, "name", None))
+
+
+def _analyze_scores(merged: MergedResults, metrics: list[str], settings: AnalysisSettings, dataset=None,
+                    **overrides: Any):
+    """:func:`analysis.pipeline.analyze` of ``metrics`` from the merged per-image scores, with
+    ``settings`` (``overrides`` on top) and the merge's directions."""
+    from .pipeline import analyze
+
+    cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
+    return analyze(merged.scores[cols + metrics], dataset=dataset,
+                   **{**settings.pipeline_kwargs(), **overrides,
+                      "lower_is_better": [m for m in metrics if m in merged.lower_is_better]})
 
 
 def merged_verdict(merged: MergedResults, settings: AnalysisSettings, dataset=None, alpha: float = 0.05,
@@ -614,13 +621,9 @@ def merged_verdict(merged: MergedResults, settings: AnalysisSettings, dataset=No
             log.info("no verdict: the per-image scores of %s are not available to compare metrics on",
                      ", ".join(m for m in merged.metrics if merged.scores is None or m not in merged.scores.columns))
             return None
-        from .pipeline import analyze
-
-        cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
         # The verdict's tests need the replicates only: no chance levels.
-        res = analyze(merged.scores[cols + merged.metrics], dataset=dataset,
-                      **{**settings.pipeline_kwargs(), "meta_metrics": ("rank", "sep", "delta"), "chance": 0,
-                         "lower_is_better": [m for m in merged.metrics if m in merged.lower_is_better]})
+        res = _analyze_scores(merged, list(merged.metrics), settings, dataset,
+                              meta_metrics=("rank", "sep", "delta"), chance=0)
     return verdict(res, merged.roles, alpha=alpha, n_permutations=n_permutations, seed=settings.seed)
 
 

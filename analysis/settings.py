@@ -24,13 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .pipeline import MIN_SEGS_CI
+from .pipeline import CI_METHODS, MIN_SEGS_CI
+from .scores_io import SUBSET_SOURCES as SUBSETS
+from .stats import BOOTSTRAP_SCHEMES
 
 __all__ = ["AnalysisSettings", "CI_METHODS", "BOOTSTRAP_SCHEMES", "SUBSETS"]
-
-CI_METHODS = ("bca", "percentile")
-BOOTSTRAP_SCHEMES = ("rescaled", "plain")
-SUBSETS = ("auto", "dataset", "column", "ts2", "none")
 
 
 def _names(value: Any, key: str) -> tuple[str, ...]:

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .compare import pairwise_comparisons, rank_metrics
+from .outputs import _pct as pct  # one rounding rule for every printed percentage
 from .pipeline import AnalysisResult
 from .stats import holm
 
@@ -235,10 +236,7 @@ def _cell_rows(result: AnalysisResult, pname: str, mm: str, subset: str, own: Se
 
 
 def _pct(v: float) -> str:
-    if not np.isfinite(v):
-        return "n/a"
-    x = round(100 * float(v), 1)
-    return f"{x + 0.0 if x != 0 else 0.0:.1f}"
+    return "n/a" if not np.isfinite(v) else pct(v)
 
 
 def _names(rows: pd.DataFrame) -> str:

@@ -6,6 +6,7 @@ edge list; :func:`ts2_convention_graph` builds the graph the paper's code implie
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 
 import networkx as nx
@@ -51,8 +52,7 @@ def ts2_convention_edges(labels: Iterable[str]) -> list[tuple[str, str]]:
     for lbl in sorted(set(labels), key=label_sort_key):
         by_level.setdefault(parse_label(lbl)[0], []).append(lbl)
     levels = sorted(by_level)
-    # neighbouring pairs: the [1:] slice is one shorter by design
-    return [(u, v) for lo, hi in zip(levels, levels[1:], strict=False) for u in by_level[lo] for v in by_level[hi]]
+    return [(u, v) for lo, hi in itertools.pairwise(levels) for u in by_level[lo] for v in by_level[hi]]
 
 
 def build_graph(

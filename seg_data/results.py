@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ANALYSIS_FILE",
+    "RUN_DIR_FILES",
     "ANALYSIS_FORMAT",
     "ANALYSIS_FORMAT_VERSION",
     "AnalysisRecord",
@@ -73,6 +74,7 @@ __all__ = [
     "file_sha256",
     "folder_lock",
     "folder_schema",
+    "schema_of",
     "input_fingerprints",
     "metric_columns",
     "published_path",
@@ -461,8 +463,8 @@ class FolderSchema:
 
 
 def folder_schema(folder: str | Path) -> FolderSchema:
-    """Directions and roles from a folder's ``run.json`` and ``analysis.json`` (the latter wins:
-    it is what was analysed, e.g. reference metrics added beside a run's scores).
+    """Directions and roles from a folder's ``run.json`` and ``analysis.json`` (read here; see
+    :func:`schema_of`).
 
     Raises
     ------
@@ -471,16 +473,23 @@ def folder_schema(folder: str | Path) -> FolderSchema:
         not in :data:`ROLES`.
     """
     d = Path(folder)
+    run = read_run_record(d / RUN_FILE) if (d / RUN_FILE).is_file() else None
+    analysed = read_analysis_record(d / ANALYSIS_FILE) if (d / ANALYSIS_FILE).is_file() else None
+    return schema_of(run, analysed)
+
+
+def schema_of(run: RunRecord | None, analysed: AnalysisRecord | None) -> FolderSchema:
+    """Directions and roles of a folder from its parsed ``run.json`` and ``analysis.json`` records
+    (either may be None); the analysis wins: it is what was analysed, e.g. reference metrics added
+    beside a run's scores."""
     directions: dict[str, bool] = {}
     roles: dict[str, str] = {}
     dataset = None
-    if (d / RUN_FILE).is_file():
-        rec = read_run_record(d / RUN_FILE)
-        directions.update(rec.directions)
-        roles.update(rec.roles)
-        dataset = rec.dataset
-    if (d / ANALYSIS_FILE).is_file():
-        analysed = read_analysis_record(d / ANALYSIS_FILE)
+    if run is not None:
+        directions.update(run.directions)
+        roles.update(run.roles)
+        dataset = run.dataset
+    if analysed is not None:
         for m in analysed.metrics:
             directions.setdefault(m, True)
         directions.update({m: False for m in analysed.lower_is_better})
@@ -564,7 +573,7 @@ _NEW, _OLD = ".ts2-new-", ".ts2-old-"
 _HELD: dict[str, list] = {}  # abs folder -> [fd, depth, time taken]: one process may nest its own locks and sets
 _ACTIVE: dict[str, Path] = {}  # abs folder -> staging folder of the set this process is writing
 # Untracked files a command's own run leaves in its folder while it works (Hydra's, the log).
-_RUN_FILES = (".hydra", "ts2.log")
+RUN_DIR_FILES = frozenset({".hydra", "ts2.log"})
 
 
 def _sibling(folder: Path, tag: str) -> Path:
@@ -727,7 +736,7 @@ def _foreign(folder: Path, since: float | None = None, replaced: Iterable[str] =
         name = p.name
         if name in skip or name in top_listed:
             continue
-        if name in _RUN_FILES or p.suffix == ".log":
+        if name in RUN_DIR_FILES or p.suffix == ".log":
             if since is not None and _newest_mtime(p) < since - 1:
                 continue
         elif p.name.endswith(".tmp"):
@@ -924,8 +933,10 @@ def input_fingerprints(paths: Iterable[str | Path]) -> dict[str, dict[str, Any]]
     return out
 
 
-def check_inputs(folder: str | Path) -> None:
+def check_inputs(folder: str | Path, record: AnalysisRecord | None = None) -> None:
     """Refuse a result folder whose recorded inputs (``analysis.json`` ``inputs``) have changed.
+
+    ``record``: the folder's ``analysis.json`` when the caller has read it already.
 
     An input that no longer exists is not checked (the folder's own files still stand; readers
     that need the per-image scores say they are gone). A folder without the record (written
@@ -940,9 +951,11 @@ def check_inputs(folder: str | Path) -> None:
         An unreadable ``analysis.json`` (:func:`read_analysis_record`).
     """
     d = Path(folder)
-    if not (d / ANALYSIS_FILE).is_file():
-        return
-    for name, info in read_analysis_record(d / ANALYSIS_FILE).inputs.items():
+    if record is None:
+        if not (d / ANALYSIS_FILE).is_file():
+            return
+        record = read_analysis_record(d / ANALYSIS_FILE)
+    for name, info in record.inputs.items():
         p = Path(name)
         if not p.is_file() or not isinstance(info, dict):
             continue

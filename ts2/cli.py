@@ -150,9 +150,8 @@ def error_line(prog: str, exc: BaseException, output_dir: object = None,
 
         if isinstance(exc, ModelUnavailableError):  # its message names the model and the key
             return f"{prog}: {exc}", 2
-    if isinstance(exc, urllib.error.URLError):
-        return f"{prog}: cannot read from the network: {getattr(exc, 'reason', exc)}", 2
-    if isinstance(exc, OSError):
+        if isinstance(exc, urllib.error.URLError):
+            return f"{prog}: cannot read from the network: {getattr(exc, 'reason', exc)}", 2
         name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
         where = exc.filename if exc.filename is not None else _file_written(exc)
         if where is None and output_dir:
@@ -183,10 +182,6 @@ def _one_line_errors(handler, prog: str, nothing_written: bool = False):
     return call
 
 
-# What Hydra writes into a run folder before any handler runs (conf/hydra/job_logging/ts2_file.yaml).
-_HYDRA_FILES = frozenset({".hydra", "ts2.log"})
-
-
 def _drop_unwritten_folder(folder) -> None:
     """Remove the run folder of a failed command when it holds only Hydra's own files, so a
     failed ``ts2 analyze`` or ``ts2 report`` leaves no empty ``outputs/<cmd>/<timestamp>/``
@@ -194,11 +189,13 @@ def _drop_unwritten_folder(folder) -> None:
     import os
     import shutil
 
+    from seg_data.results import RUN_DIR_FILES
+
     try:
         names = set(os.listdir(folder))
     except OSError:
         return
-    if names <= _HYDRA_FILES:
+    if names <= RUN_DIR_FILES:
         shutil.rmtree(folder, ignore_errors=True)
 
 

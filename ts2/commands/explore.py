@@ -16,12 +16,12 @@ import logging
 import sys
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from analysis.result_dirs import merged_results
-from seg_data.results import atomic_write_text, result_set
+from analysis.result_dirs import expand_result_paths, merged_results
+from seg_data.results import RUN_FILE, read_run_record, result_set
 from ts2.commands.report import _as_list
-from ts2.common import output_dir
+from ts2.common import load_dataset, output_dir
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +32,10 @@ _TRUSTED_TARGET_PREFIX = "seg_data."
 def recorded_dataset(cfg: DictConfig, results: list[str]):
     """The dataset to draw: ``path=``/``dataset=`` when given, else the one the first result's
     ``run.json`` recorded (its ``path``, or a ``seg_data`` loader with its arguments), else ``None``."""
-    from ts2.common import load_dataset
-
     if cfg.get("path") or cfg.get("dataset") is not None:
         return load_dataset(cfg)
-    from omegaconf import OmegaConf
-
-    from analysis import result_dirs as rs
-    from seg_data.results import read_run_record
-
-    for p in rs.expand_result_paths(results):
-        run = p / "run.json"
+    for p in expand_result_paths(results):
+        run = p / RUN_FILE
         if not run.is_file():
             continue
         conf = read_run_record(run).raw.get("config") or {}
@@ -59,34 +52,31 @@ def recorded_dataset(cfg: DictConfig, results: list[str]):
 
 
 def main(cfg: DictConfig) -> int:
-    from analysis.explorer import explorer_data, explorer_html
+    from analysis.explorer import write_explorer
 
     results = _as_list(cfg.get("results"))
     if not results:
         log.error("expected results=DIR or results=[DIR1,DIR2] (ts2 run/score/analyze/report folders), got none")
         return 2
+    options = dict(metrics=_as_list(cfg.metrics) or None, protocol=cfg.protocol, subsets=str(cfg.subsets),
+                   title=str(cfg.title), images=bool(cfg.images), thumb_side=int(cfg.thumbnail_size),
+                   progress=bool(cfg.progress))
     try:
         dataset = recorded_dataset(cfg, results)
         merged = merged_results(results, protocols=_as_list(cfg.protocols), bootstrap=0, chance=0,
                                 dataset=dataset, subsets=str(cfg.subsets))  # the explorer shows values, no CIs
-        data, thumbs = explorer_data(merged, dataset, metrics=_as_list(cfg.metrics) or None, protocol=cfg.protocol,
-                                     subsets=str(cfg.subsets), title=str(cfg.title), images=bool(cfg.images),
-                                     thumb_side=int(cfg.thumbnail_size), progress=bool(cfg.progress))
+        if cfg.get("out"):
+            target = Path(str(cfg.out)).expanduser()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            res = write_explorer(merged, target, dataset, **options)
+            written = res.html
+        else:
+            with result_set(output_dir(cfg), "ts2 explore") as stage:
+                res = write_explorer(merged, stage / "explorer.html", dataset, **options)
+            written = output_dir(cfg) / "explorer.html"
     except (FileNotFoundError, ValueError) as e:
         log.error("%s", e)
         return 2
-    page = explorer_html(data, thumbs)
-    if cfg.get("out"):
-        target = Path(str(cfg.out)).expanduser()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        written = atomic_write_text(target, page)
-    else:
-        with result_set(output_dir(cfg), "ts2 explore") as stage:
-            atomic_write_text(stage / "explorer.html", page)
-        written = output_dir(cfg) / "explorer.html"
-    for note in data["notes"]:
-        log.info("%s", note)
-    n_img = sum(len(n["images"]) for s in data["segs"] for n in s["nodes"])
-    sys.stdout.write(f"explorer: {written} ({len(data['segs'])} SEGs, {n_img} images, {len(thumbs)} thumbnails, "
-                     f"{len(page.encode('utf-8')) / 2**20:.1f} MB)\n")
+    sys.stdout.write(f"explorer: {written} ({res.n_segs} SEGs, {res.n_images} images, {res.n_thumbnails} thumbnails, "
+                     f"{res.size_bytes / 2**20:.1f} MB)\n")
     return 0
