@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from seg_data import SEGDataset
-from seg_data.results import atomic_write_text, metric_columns
+from seg_data.results import KEY_COLUMNS, atomic_write_text, metric_columns
 
 from .metametrics.rank import rank_walks
 from .metametrics.walkstats import WalkStats
@@ -249,7 +249,7 @@ def explorer_data(merged, dataset: SEGDataset | None = None, metrics: Sequence[s
     ps = merged.per_seg
     proto = _protocol(protocol)
     lower = [m for m in chosen if m in merged.lower_is_better]
-    cols = [c for c in ("seg_id", "node", "file_name", "subset") if c in merged.scores.columns]
+    cols = [c for c in KEY_COLUMNS if c in merged.scores.columns]
     table = read_scores(merged.scores[cols + chosen], lower_is_better=lower)
     inputs = prepare_inputs(table, dataset, subsets=subsets, max_walks=None).for_protocol(proto)
     x = inputs.scores  # oriented: higher is better for every metric

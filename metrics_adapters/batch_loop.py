@@ -185,7 +185,7 @@ def compute(metric: Metric, todo_items: list[ScoreItem], plan: Plan, cache: Scor
                 try:
                     rows = _score_isolated(call, b_items, images, metric.name)
                 except ModelUnavailableError as e:
-                    _fail_unloadable(metric, e, plan, work)
+                    work.fail_load(metric.name, e, plan.todo)
                     break
                 _note_truncation(metric, b_items, trunc_memo)
                 to_store = _collect(batch.indices, b_items, rows, plan, work, trunc_memo)
@@ -208,17 +208,6 @@ def _note_truncation(metric: Metric, b_items: list[ScoreItem], memo: dict[str, b
     except Exception as e:  # counting is a report extra
         log.warning("%s: could not check prompt truncation: %s", metric.name, e)
         memo.update((p, False) for p in new_prompts)
-
-
-def _fail_unloadable(metric: Metric, error: ModelUnavailableError, plan: Plan, work: Work) -> None:
-    """A model the metric loads on first use (the QA answer matcher, a VQA model) cannot be
-    loaded: one error, and every pair not scored yet fails with it, as a failure at load does
-    (:func:`metrics_adapters.engine._load`), instead of the same error per batch and item."""
-    work.load_error = f"{type(error).__name__}: {error}"
-    log.error("%s: could not load the metric: %s", metric.name, work.load_error)
-    for p in plan.todo:
-        if p not in work.results:
-            work.pair_fail[p] = f"metric failed to load: {work.load_error}"
 
 
 def _collect(indices: list[int], b_items: list[ScoreItem], rows, plan: Plan, work: Work,

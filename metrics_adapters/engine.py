@@ -225,28 +225,18 @@ def _load(metric: Metric, plan: Plan, work: Work) -> bool:
     require_models(hub, metric.config_key)
     try:
         metric.load(plan.device, plan.precision if plan.precision != "fp32" else None)
-    except ModuleNotFoundError as e:
+    except Exception as e:  # bad model id, offline hub, OOM
         # The light install without the model stack: every metric that needs it would fail the
         # same way, so stop at once with the extra to install instead of failing each image.
         missing = missing_extra(e, f"metric {metric.name}")
         if missing is not None:
             raise missing from e
-        _record_load_error(metric, plan, work, e)
-        return False
-    except Exception as e:  # bad model id, offline hub, OOM
-        _record_load_error(metric, plan, work, e)
+        work.fail_load(metric.name, e, plan.todo)
         return False
     work.load_time = time.perf_counter() - t0
     setattr(metric, _LOADED, state)
     log.info("%s: model loaded in %.1f s", metric.name, work.load_time)
     return True
-
-
-def _record_load_error(metric: Metric, plan: Plan, work: Work, e: Exception) -> None:
-    work.load_error = f"{type(e).__name__}: {e}"
-    log.error("%s: could not load the metric: %s", metric.name, work.load_error)
-    for p in plan.todo:
-        work.pair_fail[p] = f"metric failed to load: {work.load_error}"
 
 
 def _update_flops(metric: Metric, cache: ScoreCache, plan: Plan, work: Work) -> None:

@@ -10,11 +10,15 @@ cycle: ``lint-imports`` checks it in CI). :class:`EngineSettings`, :class:`Failu
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .images import DEFAULT_MAX_SIDE
+
+log = logging.getLogger(__name__)
 
 __all__ = ["EngineSettings", "Failure", "MetricRun", "Plan", "Work", "Pair", "check_device",
            "PRECISIONS", "DECODERS", "VALID_DEVICES"]
@@ -197,3 +201,13 @@ class Work:
     flops_est: float | None = None
     flops_measured: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+
+    def fail_load(self, metric_name: str, error: BaseException, todo: Sequence[Pair]) -> None:
+        """The metric could not be loaded (at load, or a model it loads on first use): one error
+        logged, and every pair of ``todo`` not scored yet fails with it, instead of the same error
+        per batch and item."""
+        self.load_error = f"{type(error).__name__}: {error}"
+        log.error("%s: could not load the metric: %s", metric_name, self.load_error)
+        for p in todo:
+            if p not in self.results:
+                self.pair_fail[p] = f"metric failed to load: {self.load_error}"

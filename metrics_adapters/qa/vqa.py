@@ -33,7 +33,7 @@ import numpy as np
 from ..hub import HubModel
 from ..model_part import ModelPart
 
-__all__ = ["VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
+__all__ = ["check_choice", "VQARequest", "VQAError", "VQABackend", "BlipVQA", "InstructBlipVQA", "ChatVQA", "OpenAIVQA",
            "ReplayVQA", "format_prompt", "normalize_image_name"]
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,13 @@ class VQARequest:
     image_id: str | None = None
     seg_id: str | None = None
     question_id: str | None = None
+
+
+def check_choice(owner: str, key: str, value: str, allowed: Sequence[str]) -> str:
+    """``value`` if it is one of ``allowed``, else a ValueError naming ``owner`` and ``key``."""
+    if value not in allowed:
+        raise ValueError(f"{owner}: expected {key} in {list(allowed)}, got {value!r}")
+    return value
 
 
 def format_prompt(template: str, question: str, choices: Sequence[str] | None) -> str:

@@ -26,18 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from .vqa import VQAError, VQARequest, _HFBackend, format_prompt
+from .vqa import VQAError, VQARequest, _HFBackend, check_choice, format_prompt
 
 __all__ = ["FuyuVQA", "MplugOwl1VQA", "MplugOwl2VQA", "MPLUG_PROMPT", "MPLUG_OWL2_PROMPT", "fuyu_paper_answer",
            "mplug_owl2_paper_answer", "renamed_backend"]
 
 CLEANINGS = ("none", "paper")
-
-
-def _check_choice(owner: str, key: str, value: str, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise ValueError(f"{owner}: expected {key} in {list(allowed)}, got {value!r}")
-    return value
 
 
 def renamed_backend(old: str, new: list[str], note: str) -> None:
@@ -111,7 +105,7 @@ class FuyuVQA(_HFBackend):
         if image_size is not None and (len(image_size) != 2 or min(int(v) for v in image_size) < 1):
             raise ValueError(f"FuyuVQA: expected image_size [width, height] of positive ints or null, got {image_size}")
         self.image_size = None if image_size is None else (int(image_size[0]), int(image_size[1]))
-        self.cleaning = _check_choice("FuyuVQA", "cleaning", cleaning, CLEANINGS)
+        self.cleaning = check_choice("FuyuVQA", "cleaning", cleaning, CLEANINGS)
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "image_size": self.image_size, "cleaning": self.cleaning}
@@ -305,8 +299,8 @@ class MplugOwl2VQA(_HFBackend):
                  max_new_tokens: int = 50, decoding: str = "greedy", temperature: float = 0.7, top_k: int = 50,
                  seed: int = 0, cleaning: str = "none", **kw: Any) -> None:
         super().__init__(model, template=template, max_new_tokens=max_new_tokens, **kw)
-        self.decoding = _check_choice("MplugOwl2VQA", "decoding", decoding, ("greedy", "sample"))
-        self.cleaning = _check_choice("MplugOwl2VQA", "cleaning", cleaning, CLEANINGS)
+        self.decoding = check_choice("MplugOwl2VQA", "decoding", decoding, ("greedy", "sample"))
+        self.cleaning = check_choice("MplugOwl2VQA", "cleaning", cleaning, CLEANINGS)
         if self.decoding == "sample" and (float(temperature) <= 0 or int(top_k) < 0 or self.num_beams != 1):
             raise ValueError(f"MplugOwl2VQA: sampling expects temperature > 0, top_k >= 0 and num_beams 1, got "
                              f"{temperature}, {top_k}, {self.num_beams}")

@@ -64,7 +64,7 @@ from typing import Any, ClassVar
 from ..base import Metric, MetricError, ScoreItem, check_prompt_template
 from ..embedding.base import local_signature
 from ..hub import under
-from .vqa import ChatVQA, InstructBlipVQA, VQABackend, VQARequest, format_prompt
+from .vqa import ChatVQA, InstructBlipVQA, VQABackend, VQARequest, check_choice, format_prompt
 
 __all__ = ["DEFAULT_TEMPLATE", "SCORES", "T2V_METRICS_FORMATS", "VQAScore", "VQAScoreFormat", "yes_spellings",
            "yes_token_ids"]
@@ -255,12 +255,9 @@ class VQAScore(Metric):
                  image_prep: str = "t2v_metrics", yes_words: Sequence[str] | None = None,
                  input_tokens: float | None = None) -> None:
         super().__init__(name)
-        if score not in SCORES:
-            raise ValueError(f"{name}: expected score in {list(SCORES)}, got {score!r}")
-        if prompt_format not in PROMPT_FORMATS:
-            raise ValueError(f"{name}: expected prompt_format in {list(PROMPT_FORMATS)}, got {prompt_format!r}")
-        if image_prep not in PROMPT_FORMATS:
-            raise ValueError(f"{name}: expected image_prep in {list(PROMPT_FORMATS)}, got {image_prep!r}")
+        check_choice(name, "score", score, SCORES)
+        check_choice(name, "prompt_format", prompt_format, PROMPT_FORMATS)
+        check_choice(name, "image_prep", image_prep, PROMPT_FORMATS)
         self.vqa = vqa if vqa is not None else InstructBlipVQA()
         if not _is_generative(self.vqa):
             raise TypeError(f"{name}: expected a generative VQA backend (one with answer_logits: BlipVQA, "
@@ -286,7 +283,6 @@ class VQAScore(Metric):
         self.input_tokens = None if input_tokens is None else float(input_tokens)
         self.yes_ids: list[int] | None = None
         self.answer_ids: list[int] | None = None
-        self._spellings: dict[str, int] = {}
         self._text_tokens = 0  # tokens of the (backend-formatted) questions asked so far
         self._forwards = 0
 
@@ -324,8 +320,7 @@ class VQAScore(Metric):
         self.vqa.load(device, dtype)
         tok = _tokenizer_of(self.vqa)
         if self.score == "first_token":
-            self._spellings = yes_spellings(tok, self.yes_words)
-            self.yes_ids = list(self._spellings.values())
+            self.yes_ids = list(yes_spellings(tok, self.yes_words).values())
             log.info("%s: counting token ids %s (%s) as 'Yes'", self.name, self.yes_ids,
                      [tok.decode([i]) for i in self.yes_ids])
         else:
