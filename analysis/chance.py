@@ -5,16 +5,35 @@ distribution is far from 0, a metric that ties everything gets pair_acc 0.5, and
 "scores say nothing about error counts" is made concrete by permuting each metric's scores among
 the images of each SEG (NaN cells stay where they are), which keeps every SEG's node sizes, walks
 and score distribution, and recomputing the meta-metric with the protocol's own rules. The chance
-level is the mean of the dataset values (Avg and subsets) over ``n_perm`` permutations, the band
-their percentile interval (:func:`analysis.stats.percentile_ci`), ``mc_error`` the Monte-Carlo
-standard error of the chance level itself (``std / sqrt(n_perm)`` over the permutations).
+level is the expectation of the dataset values (Avg and subsets) under that null, the band the
+central ``confidence`` interval of their null distribution, ``mc_error`` the Monte-Carlo standard
+error of the chance level itself (0 where it is exact).
+
+How it is computed, and why it is fast:
+
+- **Exact where a closed form exists.** A dataset value is a fixed linear combination of walk
+  values (the walk weights and which walks are NaN depend only on where the NaN cells are, which
+  a permutation keeps), so its expectation is the same combination of the walks' expectations.
+  Each meta-metric states its walks' exact null expectation where one exists
+  (:attr:`~analysis.metametrics.MetaMetricSpec.null_mean`: pair_acc 0.5 and delta 0 always,
+  rank and kendall 0 unless a walk repeats an image and its SEG's scores tie). Those walks enter
+  every permutation at their expectation, so a cell whose walks are all exact has no Monte-Carlo
+  error at all; the others (sep, and rank/kendall of tied scores under root duplication) are
+  estimated from the ``n_perm`` permutations.
+- **The spread pools over SEGs.** SEGs are permuted independently, so a dataset value (a mean of
+  per-SEG values) has variance ``sum_s var_s / n^2``; each SEG's null variance ``var_s`` is
+  estimated from the permutations, and the sum over 165 SEGs is precise after a few dozen
+  permutations where the spread of the dataset values themselves would need thousands. The band
+  is the normal interval ``level +- z sd`` (a mean of many independent SEG values), clipped to
+  the meta-metric's range; ``mc_error`` is ``sqrt(sum_s var'_s) / n / sqrt(n_perm)`` over the
+  estimated walks only.
+- A lower-is-better delta read as a magnitude (``|delta|``, the paper's rule) is a folded
+  normal: its signed expectation is exactly 0, so its chance level is ``sd * sqrt(2/pi)`` and its
+  band the folded normal's quantiles.
 
 Which null this is: each metric keeps its *own* scores, so a discrete metric keeps its per-SEG
 ties; a random metric with the same overall score distribution (which does not tie like that
 within a SEG) can read higher. "Above chance" and "beats a random control" are different bars.
-
-The permuted columns are analysed like extra metrics (all permutations of all metrics go through
-the vectorised kernels in chunks), so the cost is that of ``n_perm`` more analyses of the table.
 """
 
 from __future__ import annotations
@@ -24,14 +43,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .aggregate import compute_seg_values, group_means
+from .aggregate import compute_seg_values, group_means, seg_means
 from .compute import walk_values
 from .metametrics import get_meta_metric
 from .protocols import Protocol
-from .stats import percentile_ci
-from .walks import Structure, WalkTable
+from .walks import Structure, WalkTable, build_walk_table
 
-__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "chance_levels", "chance_adjusted"]
+__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "walk_repeats", "seg_ties", "null_walk_means",
+           "chance_levels", "chance_adjusted"]
 
 #: The null the chance levels are the expectation under (the tables and the report name it).
 NULL_DESCRIPTION = "each metric's own scores permuted within each SEG (its ties and missing cells kept)"
@@ -41,8 +60,8 @@ NULL_DESCRIPTION = "each metric's own scores permuted within each SEG (its ties 
 class ChanceLevels:
     """Chance levels of one protocol: ``mean``/``low``/``high``/``mc_error`` are ``(metric, meta_metric,
     group)`` arrays (NaN where undefined), from ``n_perm`` within-SEG permutations; the band is at level
-    ``confidence``, ``mc_error`` the Monte-Carlo standard error of ``mean`` (``std / sqrt(n)`` over the
-    ``n`` permutations where the cell is defined; NaN with fewer than two)."""
+    ``confidence``, ``mc_error`` the Monte-Carlo standard error of ``mean`` (0 where the level is exact;
+    NaN where it is estimated from a single permutation)."""
 
     mean: np.ndarray
     low: np.ndarray
@@ -96,10 +115,141 @@ def permute_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray], n_pe
     return out.reshape(n_rows, n_perm * n_m)
 
 
+def walk_repeats(walk_table: WalkTable) -> np.ndarray:
+    """Whether each walk visits a score-matrix row (an image) more than once (root duplication).
+
+    Examples
+    --------
+    >>> from analysis.walks import WalkBucket, WalkTable
+    >>> b = WalkBucket(np.array([0, 1]), np.array([[3, 3, 5], [3, 4, -1]]), np.zeros((2, 3), int), 2)
+    >>> walk_repeats(WalkTable(("s",), (None,), np.zeros(2, int), ((), ()), (b,))).tolist()
+    [True, False]
+    """
+    out = np.zeros(walk_table.n_walks, dtype=bool)
+    for b in walk_table.buckets:
+        r = np.sort(b.rows, axis=1)
+        out[b.walk] = ((r[:, 1:] == r[:, :-1]) & (r[:, 1:] >= 0)).any(axis=1)
+    return out
+
+
+def seg_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
+    """``(n_metrics, n_segs)``: whether the valid scores of each metric within each SEG hold a tie.
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 2.0], [1.0, np.nan], [3.0, np.nan]])
+    >>> seg_ties(x, [np.array([0, 1, 2])]).tolist()
+    [[True], [False]]
+    """
+    x = np.asarray(scores, dtype=float)
+    out = np.zeros((x.shape[1], len(seg_rows)), dtype=bool)
+    for j, rows in enumerate(seg_rows):
+        v = np.sort(x[np.asarray(rows, dtype=np.int64)], axis=0)  # NaN last; NaN == NaN is False
+        out[:, j] = (v[1:] == v[:-1]).any(axis=0)
+    return out
+
+
+def null_walk_means(scores: np.ndarray, walk_table: WalkTable, seg_rows: Sequence[np.ndarray],
+                    observed: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str]) -> np.ndarray:
+    """``(n_metrics, n_meta_metrics, n_walks)`` exact null expectations of the walk values.
+
+    From each meta-metric's :meth:`~analysis.metametrics.MetaMetricSpec.null_walk_means`; NaN
+    where there is no closed form, and where the walk's observed value is NaN (a walk left out
+    stays out under every permutation, since missing cells do not move).
+    """
+    repeats = walk_repeats(walk_table)
+    tied = seg_ties(scores, seg_rows)[:, walk_table.walk_seg]
+    out = np.stack([get_meta_metric(k).null_walk_means(protocol, repeats, tied) for k in meta_metrics], axis=1)
+    out[np.isnan(observed)] = np.nan
+    return out
+
+
+@dataclass(frozen=True)
+class _Twins:
+    """Control variates for walks with a duplicated root: the same walk without the twin.
+
+    A walk ``(r, r, ...)`` repeats root ``r``'s images; its twin-free walk ``(r, ...)`` repeats
+    nothing, so its null expectation is exact where the repeated walk's is not (rank and kendall
+    of tied scores). Under one permutation the two values move together, so
+    ``value - twin_free + E[twin_free]`` has the repeated walk's expectation and a fraction of its
+    variance (on TS2's 19 columns, a quarter of rank_m's Monte-Carlo error).
+    """
+
+    table: WalkTable  # the twin-free walks
+    partner: np.ndarray  # (n_walks,) index into ``table``, -1: none
+    use: np.ndarray  # (n_metrics, n_meta, n_walks): cells corrected
+    expected: np.ndarray  # (n_metrics, n_meta, n_walks): E[twin-free value] at each walk
+    meta_metrics: tuple[str, ...]  # those with a corrected cell
+
+    @classmethod
+    def build(cls, scores: np.ndarray, structure: Structure, walk_table: WalkTable, seg_rows: Sequence[np.ndarray],
+              protocol: Protocol, meta_metrics: Sequence[str], wv0: np.ndarray, known: np.ndarray) -> "_Twins | None":
+        if not protocol.root_duplication:
+            return None
+        table = build_walk_table(structure, protocol.walks, False, list(walk_table.seg_ids), max_walks=None)
+        index = {(int(s), nodes): w for w, (s, nodes) in enumerate(zip(table.walk_seg, table.walk_nodes, strict=True))}
+        partner = np.array([index.get((int(s), nodes[1:]), -1) if len(nodes) > 1 and nodes[0] == nodes[1] else -1
+                            for s, nodes in zip(walk_table.walk_seg, walk_table.walk_nodes, strict=True)], dtype=np.int64)
+        if not (partner >= 0).any():
+            return None
+        free = null_walk_means(scores, table, seg_rows, walk_values(table, scores, protocol, meta_metrics)[0],
+                               protocol, meta_metrics)
+        expected = np.where(partner >= 0, free[:, :, np.maximum(partner, 0)], np.nan)
+        use = ~known & ~np.isnan(wv0) & ~np.isnan(expected)
+        mms = tuple(k for i, k in enumerate(meta_metrics) if use[:, i].any())
+        return cls(table, partner, use, expected, mms) if mms else None
+
+    def correct(self, wv: np.ndarray, perm: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str]) -> np.ndarray:
+        """``wv`` (p * n_metrics, n_meta, n_walks) of the permuted scores ``perm``, corrected."""
+        p = wv.shape[0] // self.use.shape[0]
+        fv, _ = walk_values(self.table, perm, protocol, self.meta_metrics)
+        out = wv.copy()
+        ok = self.partner >= 0
+        for j, name in enumerate(self.meta_metrics):
+            k = list(meta_metrics).index(name)
+            use = np.tile(self.use[:, k], (p, 1))
+            twin_free = np.full(use.shape, np.nan)
+            twin_free[:, ok] = fv[:, j, self.partner[ok]]
+            out[:, k] = np.where(use, wv[:, k] - twin_free + np.tile(self.expected[:, k], (p, 1)), wv[:, k])
+        return out
+
+
+class _Moments:
+    """Running mean and sum of squared deviations over permutations (Chan et al.'s pairwise merge)."""
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, batch: np.ndarray) -> None:  # batch: (p, ...)
+        nb = batch.shape[0]
+        mb = batch.mean(axis=0)
+        m2b = ((batch - mb) ** 2).sum(axis=0)
+        n = self.n + nb
+        d = mb - self.mean
+        self.mean = self.mean + d * (nb / n)
+        self.m2 = self.m2 + m2b + d * d * (self.n * nb / n)
+        self.n = n
+
+    def var(self) -> np.ndarray:
+        return self.m2 / (self.n - 1) if self.n > 1 else np.full(np.shape(self.mean), np.nan)
+
+
+def _folded(mu: np.ndarray, sd: np.ndarray, confidence: float) -> list[np.ndarray]:
+    """Mean and central ``confidence`` quantiles of ``|X|``, ``X ~ N(mu, sd^2)`` (NaN where sd is)."""
+    from scipy.stats import foldnorm
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = np.nan_to_num(sd, nan=0.0) > 0
+        fn = foldnorm(np.where(spread, np.abs(mu) / np.where(spread, sd, 1.0), 0.0), scale=np.where(spread, sd, 1.0))
+        q = (1 - confidence) / 2
+        return [np.where(spread, f, np.where(sd == 0, np.abs(mu), np.nan)) for f in (fn.mean(), fn.ppf(q), fn.ppf(1 - q))]
+
+
 def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTable, sigma: np.ndarray,
                   protocol: Protocol, metrics: Sequence[str], meta_metrics: Sequence[str],
                   lower_is_better: Sequence[str] = (), *, n_perm: int, seed: int = 0, confidence: float = 0.95,
-                  max_columns: int = 200, progress: bool = False) -> ChanceLevels:
+                  max_columns: int = 200, progress: bool = False,
+                  observed: tuple[np.ndarray, np.ndarray] | None = None) -> ChanceLevels:
     """Chance level and band of every meta-metric of every metric under ``protocol``.
 
     Parameters
@@ -110,17 +260,20 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     sigma : ndarray, shape (n_metrics,)
         The delta normaliser; a within-SEG permutation does not change it.
     protocol, metrics, meta_metrics, lower_is_better
-        As in :func:`analysis.pipeline.run_protocol` (``magnitude`` deltas are taken as magnitudes
-        in every permutation too, like the value they are compared with).
+        As in :func:`analysis.pipeline.run_protocol` (``magnitude`` deltas are taken as magnitudes,
+        like the value they are compared with).
     n_perm : int
-        Permutations (>= 1); the cost grows linearly with it. No default here: the commands'
-        default is ``chance`` in ``conf/analysis/default.yaml``.
+        Permutations (>= 1); the cost grows linearly with it. Cells whose walks all have an exact
+        null expectation need none for their level, every band needs at least two. No default
+        here: the commands' default is ``chance`` in ``conf/analysis/default.yaml``.
     seed : int
         Seeds the permutations (``default_rng([seed, 16])``, a stream apart from the bootstrap's).
     confidence : float
         Level of the band.
     max_columns : int
         Permuted columns analysed at once (memory bound).
+    observed : (walk values, valid counts), optional
+        :func:`analysis.compute.walk_values` of the unpermuted scores, when the caller has them.
 
     Returns
     -------
@@ -130,45 +283,80 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     ------
     ValueError
         ``n_perm < 1``.
+
+    Notes
+    -----
+    Tie and NaN policy: each metric's ties and missing cells are its own and stay (module
+    docstring). A cell undefined in the data (no SEG with a value) is NaN; a null with no spread
+    (e.g. KS between two single images, always 1) has a zero-width band.
     """
     if n_perm < 1:
         raise ValueError(f"expected at least one permutation for the chance levels, got {n_perm}")
-    n_m = len(metrics)
-    wanted = set(walk_table.seg_ids)
-    seg_rows = [np.concatenate(s.rows) for s in structure.segs if s.seg_id in wanted and s.rows]
+    from scipy.stats import norm
+
+    n_m, n_k = len(metrics), len(meta_metrics)
+    by_id = {s.seg_id: s for s in structure.segs}
+    # in the walk table's SEG order (SEG j of every per-SEG array)
+    seg_rows = [np.concatenate(by_id[i].rows) if by_id[i].rows else np.zeros(0, np.int64) for i in walk_table.seg_ids]
+    wv0, nv0 = walk_values(walk_table, scores, protocol, meta_metrics) if observed is None else observed
+    exact = null_walk_means(scores, walk_table, seg_rows, wv0, protocol, meta_metrics)
+    known = ~np.isnan(exact)
+    twins = _Twins.build(scores, structure, walk_table, seg_rows, protocol, meta_metrics, wv0, known)
+    sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
+    groups = sv0.groups()
     rng = np.random.default_rng([seed, 16])
-    groups = None
-    reps = []
+    raw, est = _Moments(), _Moments()
     step = max(1, max_columns // max(n_m, 1))
     chunks = range(0, n_perm, step)
     if progress:
         from tqdm.auto import tqdm
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
-    magnitude = [k for k, name in enumerate(meta_metrics) if get_meta_metric(name).normalised] \
-        if protocol.lower_is_better_delta == "magnitude" else []
-    flip = np.array([m in set(lower_is_better) for m in metrics], dtype=bool)
     for lo in chunks:
         p = min(step, n_perm - lo)
         perm = permute_within_segs(scores, seg_rows, p, rng)
         wv, nv = walk_values(walk_table, perm, protocol, meta_metrics)
-        sv = compute_seg_values(walk_table, wv, nv, np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
-        groups = sv.groups()
-        est, _ = group_means(sv.values, groups)  # (p * M, K, G)
-        est = est.reshape(p, n_m, len(meta_metrics), len(groups))
-        for k in magnitude:
-            est[:, flip, k] = np.abs(est[:, flip, k])
-        reps.append(est)
-    r = np.concatenate(reps, axis=0)
-    import warnings
+        args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
+        raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
+        # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
+        # repeated-root walks of rank/kendall are corrected by their twin-free walk.
+        if twins is not None:
+            wv = twins.correct(wv, perm, protocol, meta_metrics)
+        wv = np.where(np.tile(known, (p, 1, 1)), np.tile(exact, (p, 1, 1)), wv)
+        est.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
+    # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.
+    unknown = (~known & ~np.isnan(wv0)).astype(float)
+    seg_exact = seg_means(unknown, np.ones_like(nv0), walk_table.walk_seg, walk_table.n_segs, "uniform") == 0
+    level, counts = group_means(est.mean, groups)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # cells undefined in every permutation: NaN
-        mean = np.nanmean(r, axis=0)
-        n_ok = (~np.isnan(r)).sum(axis=0)
-        mc = np.where(n_ok > 1, np.nanstd(r, axis=0, ddof=1) / np.sqrt(np.maximum(n_ok, 1)), np.nan)
-    ci = percentile_ci(r, confidence)
-    return ChanceLevels(mean, np.asarray(ci.low), np.asarray(ci.high), int(n_perm), float(confidence), mc)
+    def sums(v: np.ndarray) -> np.ndarray:  # over each group's SEGs with a value
+        return group_means(v, groups)[0] * counts
+
+    var_raw = sums(raw.var())
+    var_est = sums(np.where(seg_exact, 0.0, est.var()))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sd = np.sqrt(var_raw) / counts
+        mc = np.sqrt(var_est) / counts / np.sqrt(n_perm)
+    z = norm.ppf(0.5 + confidence / 2)
+    low, high = level - z * sd, level + z * sd
+    for k, name in enumerate(meta_metrics):
+        spec = get_meta_metric(name)
+        lo_b = -np.inf if spec.minimum is None else spec.minimum
+        hi_b = np.inf if spec.maximum is None else spec.maximum
+        low[:, k], high[:, k] = np.clip(low[:, k], lo_b, hi_b), np.clip(high[:, k], lo_b, hi_b)
+    if protocol.lower_is_better_delta == "magnitude":
+        flip = np.array([m in set(lower_is_better) for m in metrics], dtype=bool)
+        for k, name in enumerate(meta_metrics):
+            if not get_meta_metric(name).normalised or not flip.any():
+                continue
+            new = _folded(level[flip, k], sd[flip, k], confidence)
+            # The spread is itself estimated (var of a variance estimate ~ 2 var^2 / (n - 1)): its
+            # relative error, halved for the sd (delta method), carries to the level.
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rel = np.sqrt(2.0 * sums(raw.var() ** 2)[flip, k] / max(n_perm - 1, 1)) / (2.0 * var_raw[flip, k])
+            mc[flip, k] = np.sqrt(mc[flip, k] ** 2 + (new[0] * np.where(var_raw[flip, k] > 0, rel, 0.0)) ** 2)
+            level[flip, k], low[flip, k], high[flip, k] = new
+    return ChanceLevels(level, low, high, int(n_perm), float(confidence), mc)
 
 
 def chance_adjusted(value, chance, maximum: float | None):

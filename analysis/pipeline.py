@@ -283,7 +283,7 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
     if chance and n_s:
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
                                sorted(inputs.lower_is_better), n_perm=int(chance), seed=seed, confidence=confidence,
-                               progress=True)
+                               progress=True, observed=(wv, nv))
     return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded,
                           notes, fail_notes)
 

@@ -176,8 +176,9 @@ def _mm_footnotes(blank: set[str], withheld: bool, chance_shown: bool, random_ct
                  "<code>min_segs_ci</code> (default 10): a bootstrap over so few SEGs gives intervals of no meaning "
                  "(zero width with one SEG).</p>")
     if chance_shown:
-        foot += (f"<p class='foot'><sup>&Dagger;</sup> chance: the mean value under the null &ldquo;"
-                 f"{html.escape(NULL_DESCRIPTION)}&rdquo;, &plusmn; its Monte-Carlo error (points); a discrete "
+        foot += (f"<p class='foot'><sup>&Dagger;</sup> chance: the expected value under the null &ldquo;"
+                 f"{html.escape(NULL_DESCRIPTION)}&rdquo;, &plusmn; its Monte-Carlo error (points; 0 where the "
+                 "expectation is exact); a discrete "
                  "metric keeps its per-SEG ties, so its chance level can sit below what a random metric with the "
                  "same overall score distribution reads"
                  + ("; <i>random</i>: the scored random control's value in that row" if random_ctrl else "")

@@ -45,6 +45,16 @@ def test_permutations_move_scores_only_within_segs_and_keep_nans():
     assert len({tuple(y[[0, 1, 2], p, 0]) for p in range(50)}) == 6
 
 
+# Cells whose every walk has an exact null expectation (see the next test for why), in small_table.
+def exact_cells(protocol: str) -> dict[tuple[str, str], float]:
+    out = {(m, "pair_acc"): 0.5 for m in ("good", "tied", "holes")}
+    out.update({(m, "delta"): 0.0 for m in ("good", "holes")})
+    out.update({(m, k): 0.0 for m in ("good", "holes") for k in ("rank", "kendall")})
+    if protocol == "graph":  # no image counted twice: ties do not matter; delta signed
+        out.update({("tied", "delta"): 0.0, ("tied", "rank"): 0.0, ("tied", "kendall"): 0.0})
+    return out
+
+
 @pytest.mark.parametrize("protocol", ["paper", "graph"])
 def test_chance_levels_equal_a_loop_over_permuted_tables(protocol):
     df = small_table()
@@ -53,14 +63,15 @@ def test_chance_levels_equal_a_loop_over_permuted_tables(protocol):
     pr = analyze(inputs, protocols=[protocol], bootstrap=0).get()
     proto = get_protocol(protocol)
     wt = build_walk_table(inputs.structure, proto.walks, proto.root_duplication, list(pr.seg_values.seg_ids))
+    mms = list(pr.seg_values.meta_metrics)
     n_perm = 30
     got = chance_levels(inputs.scores, inputs.structure, wt, pr.seg_values.sigma, proto, inputs.metrics,
-                        pr.seg_values.meta_metrics, ["tied"], n_perm=n_perm, seed=4, max_columns=7)
+                        mms, ["tied"], n_perm=n_perm, seed=4, max_columns=7)
     # the same permutations, one table at a time, through the whole pipeline
     rng = np.random.default_rng([4, 16])
     seg_rows = [np.concatenate(s.rows) for s in inputs.structure.segs]
     step = 7 // len(metrics)
-    vals = []
+    vals, per_seg = [], []
     for lo in range(0, n_perm, step):
         p = min(step, n_perm - lo)
         perm = permute_within_segs(inputs.scores, seg_rows, p, rng).reshape(len(df), p, len(metrics))
@@ -73,16 +84,41 @@ def test_chance_levels_equal_a_loop_over_permuted_tables(protocol):
             # delta's normaliser does not move under a within-SEG permutation
             assert np.allclose(r.get().seg_values.sigma, pr.seg_values.sigma)
             vals.append(r.get().estimates)
-    vals = np.array(vals)
-    np.testing.assert_allclose(got.mean, np.nanmean(vals, axis=0), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(got.low, np.quantile(vals, 0.025, axis=0), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(got.high, np.quantile(vals, 0.975, axis=0), rtol=1e-12, atol=1e-12)
-    # the chance level's own Monte-Carlo error: the spread of the permuted values over sqrt(n)
-    n_ok = (~np.isnan(vals)).sum(axis=0)
-    with np.errstate(invalid="ignore"):
-        want = np.nanstd(vals, axis=0, ddof=1) / np.sqrt(n_ok)
-    np.testing.assert_allclose(got.mc_error, np.where(n_ok > 1, want, np.nan), rtol=1e-12, atol=1e-12)
-    assert np.nanmax(got.mc_error) > 0
+            per_seg.append(r.get().seg_values.values)
+    vals, per_seg = np.array(vals)[..., 0], np.array(per_seg)  # (P, M, K) Avg only; (P, M, K, S)
+    n = (~np.isnan(per_seg[0])).sum(axis=-1)
+    # The band: the normal interval from the SEGs' null variances (SEGs permute independently).
+    sd = np.sqrt(np.nansum(np.var(per_seg, axis=0, ddof=1), axis=-1)) / n
+    z = 1.959963984540054
+    lo_b = np.array([-1.0 if k in ("rank", "kendall") else (-np.inf if k == "delta" else 0.0) for k in mms])
+    hi_b = np.array([np.inf if k == "delta" else 1.0 for k in mms])
+    exact = exact_cells(protocol)
+    magnitude = ("tied", "delta") if protocol == "paper" else None  # lower-is-better delta as |delta|
+    checked = 0
+    for i, m in enumerate(metrics):
+        for k, mm in enumerate(mms):
+            level, err = got.mean[i, k, 0], got.mc_error[i, k, 0]
+            if (m, mm) == magnitude:
+                # |N(0, sd)|: mean sd sqrt(2/pi), quantiles sd * Phi^-1((1 + q) / 2)
+                assert level == pytest.approx(sd[i, k] * np.sqrt(2 / np.pi), rel=1e-9)
+                assert got.high[i, k, 0] == pytest.approx(sd[i, k] * 2.241402727604947, rel=1e-9)
+                assert abs(level - np.mean(vals[:, i, k])) < 4.5 * (err + np.std(vals[:, i, k]) / np.sqrt(n_perm))
+                continue
+            want_lo = np.clip(level - z * sd[i, k], lo_b[k], hi_b[k])
+            want_hi = np.clip(level + z * sd[i, k], lo_b[k], hi_b[k])
+            np.testing.assert_allclose([got.low[i, k, 0], got.high[i, k, 0]], [want_lo, want_hi], rtol=1e-9, atol=1e-12)
+            checked += 1
+            if (m, mm) in exact:  # exact: no Monte-Carlo error at all
+                assert (level, err) == (exact[(m, mm)], 0.0), (m, mm)
+                continue
+            plain_err = sd[i, k] / np.sqrt(n_perm)  # the pooled error of the plain permutation mean
+            if mm == "sep":  # no closed form anywhere: the plain mean of the permutations
+                assert level == pytest.approx(np.mean(vals[:, i, k]), rel=1e-12, abs=1e-12)
+                assert err == pytest.approx(plain_err, rel=1e-9) and err > 0
+            else:  # estimated walks (exact ones enter at their expectation): the same mean, no noisier
+                assert 0 < err <= plain_err * (1 + 1e-9), (m, mm)
+                assert abs(level - np.mean(vals[:, i, k])) < 4.5 * plain_err
+    assert checked == len(metrics) * len(mms) - (magnitude is not None)
 
 
 def test_chance_of_a_two_image_seg_by_hand():
@@ -173,3 +209,54 @@ def test_summary_and_report_name_the_null_and_show_the_error_and_the_random_cont
     assert "permuted within each SEG" in page and "Monte-Carlo error" in page
     without = rp.metametrics_html(mm[mm["metric"] != "random"], "paper")
     assert "; random " not in without and "&plusmn;" in without
+
+
+def plain_permutation_chance(inputs, protocol: str, n_perm: int, seed: int):
+    """The chance levels as computed before exact expectations: every permutation through every walk,
+    the plain mean, its std / sqrt(n) and the percentile band of the dataset values."""
+    from analysis.aggregate import compute_seg_values, group_means
+    from analysis.compute import walk_values
+
+    pr = analyze(inputs, protocols=[protocol], bootstrap=0).get()
+    proto = get_protocol(protocol)
+    sv0 = pr.seg_values
+    wt = build_walk_table(inputs.structure, proto.walks, proto.root_duplication, list(sv0.seg_ids))
+    by_id = {s.seg_id: s for s in inputs.structure.segs}
+    perm = permute_within_segs(inputs.scores, [np.concatenate(by_id[i].rows) for i in wt.seg_ids], n_perm,
+                               np.random.default_rng(seed))
+    wv, nv = walk_values(wt, perm, proto, sv0.meta_metrics)
+    n_m = len(inputs.metrics)
+    sv = compute_seg_values(wt, wv, nv, np.tile(sv0.sigma, n_perm), proto, list(inputs.metrics) * n_perm, sv0.meta_metrics)
+    est = group_means(sv.values, sv.groups())[0].reshape(n_perm, n_m, len(sv0.meta_metrics), -1)
+    if proto.lower_is_better_delta == "magnitude":
+        k = sv0.meta_metrics.index("delta")
+        for i, m in enumerate(inputs.metrics):
+            if m in inputs.lower_is_better:
+                est[:, i, k] = np.abs(est[:, i, k])
+    return est.mean(0), est.std(0, ddof=1) / np.sqrt(n_perm), np.quantile(est, [0.025, 0.975], axis=0)
+
+
+@pytest.mark.parametrize("protocol", ["paper", "graph"])
+@pytest.mark.parametrize("data", ["random-segs", "mini"])
+def test_chance_levels_agree_with_the_plain_permutation_estimate(protocol, data):
+    # Before (every permutation through every walk, 400 of them) and after (exact expectations,
+    # twin-free control variates, pooled SEG variances, 20 permutations): the same chance levels
+    # within their Monte-Carlo errors, and bands of the same width.
+    if data == "mini":
+        inputs = prepare_inputs(read_scores(MINI), subsets="none")
+    else:
+        inputs = prepare_inputs(read_scores(small_table(7, n_segs=12), lower_is_better=["tied"]), subsets="none")
+    old_mean, old_err, (old_lo, old_hi) = plain_permutation_chance(inputs, protocol, 400, seed=11)
+    new = analyze(inputs, protocols=[protocol], bootstrap=0, chance=20, seed=5).get().chance
+    ok = ~np.isnan(old_mean)
+    assert ok.sum() > 10 and np.array_equal(ok, ~np.isnan(new.mean))
+    tol = 4.5 * np.sqrt(old_err ** 2 + new.mc_error ** 2) + 1e-9
+    bad = np.abs(new.mean - old_mean) > tol
+    assert not bad[ok].any(), (np.abs(new.mean - old_mean)[bad], tol[bad])
+    # widths: a normal band from pooled SEG variances against 400 permutations' percentiles
+    wide = ok & (old_hi - old_lo > 1e-9)
+    ratio = (new.high - new.low)[wide] / (old_hi - old_lo)[wide]
+    assert np.median(ratio) == pytest.approx(1.0, abs=0.12), np.median(ratio)
+    assert 0.6 < ratio.min() and ratio.max() < 1.6, (ratio.min(), ratio.max())
+    # and the new errors are smaller at a twentieth of the permutations where a closed form helps
+    assert (new.mc_error[ok] == 0).mean() > 0.3

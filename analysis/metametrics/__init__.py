@@ -35,7 +35,10 @@ class MetaMetricSpec:
 
     ``options`` maps keyword arguments of the walk function to :class:`~analysis.protocols.Protocol`
     fields; ``normalised`` marks the one divided by the metric's score std (delta); ``maximum``
-    is the best value a metric can reach (None: unbounded), used by chance-adjusted values.
+    is the best value a metric can reach (None: unbounded), used by chance-adjusted values;
+    ``minimum`` the worst (None: unbounded), which bounds a chance band. ``null_mean`` is a lazy
+    ``"module:function"`` giving each walk's exact expected value under the within-SEG
+    permutation null where it has a closed form (:mod:`analysis.chance`; None: never).
     """
 
     name: str
@@ -44,6 +47,8 @@ class MetaMetricSpec:
     normalised: bool = False
     description: str = ""
     maximum: float | None = 1.0
+    minimum: float | None = 0.0
+    null_mean: str | None = None
 
     def function(self) -> Callable[..., np.ndarray]:
         return resolve(self.target)
@@ -51,6 +56,16 @@ class MetaMetricSpec:
     def __call__(self, stats: WalkStats, protocol) -> np.ndarray:
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
         return self.function()(stats, **kwargs)
+
+    def null_walk_means(self, protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
+        """Exact expected walk values under the within-SEG permutation null, NaN where unknown.
+
+        ``repeats[w]``: walk ``w`` visits an image twice (root duplication); ``tied[m, w]``: the
+        valid scores of metric ``m`` in walk ``w``'s SEG hold a tie. Returns ``(n_metrics, n_walks)``.
+        """
+        if self.null_mean is None:
+            return np.full(tied.shape, np.nan)
+        return resolve(self.null_mean)(protocol, np.asarray(repeats, dtype=bool), np.asarray(tied, dtype=bool))
 
 
 META_METRICS: dict[str, MetaMetricSpec] = {}
@@ -72,16 +87,20 @@ def get_meta_metric(name: str) -> MetaMetricSpec:
 for _spec in (
     MetaMetricSpec("rank", "analysis.metametrics.rank:rank_walks",
                    (("tie_method", "tie_method"), ("degenerate", "degenerate_walk")),
-                   description="Spearman ordering score rank_m"),
+                   description="Spearman ordering score rank_m", minimum=-1.0,
+                   null_mean="analysis.metametrics.rank:rank_null_means"),
     MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
                    (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
                    description="Kolmogorov-Smirnov separation score sep_m"),
     MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
-                   normalised=True, description="dynamic-range separation delta_m", maximum=None),
+                   normalised=True, description="dynamic-range separation delta_m", maximum=None, minimum=None,
+                   null_mean="analysis.metametrics.delta:delta_null_means"),
     MetaMetricSpec("kendall", "analysis.metametrics.kendall:kendall_walks", (("degenerate", "degenerate_walk"),),
-                   description="Kendall tau-b ordering score"),
+                   description="Kendall tau-b ordering score", minimum=-1.0,
+                   null_mean="analysis.metametrics.kendall:kendall_null_means"),
     MetaMetricSpec("pair_acc", "analysis.metametrics.pair_acc:pair_acc_walks",
-                   description="tie-aware pairwise ordering accuracy"),
+                   description="tie-aware pairwise ordering accuracy",
+                   null_mean="analysis.metametrics.pair_acc:pair_acc_null_means"),
 ):
     register_meta_metric(_spec)
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["delta_walks", "walk_delta"]
+__all__ = ["delta_walks", "walk_delta", "delta_null_means"]
 
 
 def delta_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
@@ -41,3 +41,14 @@ def walk_delta(levels, scores, degenerate: str = "zero") -> float:
     """
     lv, sc = as_batch(levels, scores)
     return float(delta_walks(WalkStats(lv, sc), degenerate)[0])
+
+
+def delta_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
+    """Exact expected raw delta of each walk under the within-SEG permutation null: 0 everywhere.
+
+    delta is linear in the scores and every walk position's expected score is its SEG's mean
+    valid score, so every level mean has the same expectation. (A lower-is-better delta read as
+    a magnitude is ``|delta|`` at the dataset level; :mod:`analysis.chance` handles that.)
+    Arguments and shapes as :func:`analysis.metametrics.rank.rank_null_means`.
+    """
+    return np.zeros(np.shape(tied))

@@ -9,7 +9,7 @@ import numpy as np
 
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["kendall_walks", "walk_kendall"]
+__all__ = ["kendall_walks", "walk_kendall", "kendall_null_means"]
 
 
 def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
@@ -51,3 +51,14 @@ def walk_kendall(levels, scores, degenerate: str = "zero") -> float:
     """
     lv, sc = as_batch(levels, scores)
     return float(kendall_walks(WalkStats(lv, sc), degenerate)[0])
+
+
+def kendall_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
+    """Exact expected kendall of each walk under the within-SEG permutation null, NaN where unknown.
+
+    0 where the walk visits no image twice (given the values it receives, their order along the
+    walk is uniform: ``E[C - D] = 0`` and ``n2`` is fixed) or its SEG's valid scores have no tie
+    (a duplicated root's twin pair is then the only tie, a fixed ``n2``); NaN otherwise.
+    Arguments and shapes as :func:`analysis.metametrics.rank.rank_null_means`.
+    """
+    return np.where(~repeats[None, :] | ~tied, 0.0, np.nan)

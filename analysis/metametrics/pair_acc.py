@@ -11,7 +11,7 @@ import numpy as np
 
 from .walkstats import WalkStats, as_batch
 
-__all__ = ["pair_acc_walks", "walk_pair_acc"]
+__all__ = ["pair_acc_walks", "walk_pair_acc", "pair_acc_null_means"]
 
 
 def pair_acc_walks(stats: WalkStats) -> np.ndarray:
@@ -43,3 +43,13 @@ def walk_pair_acc(levels, scores) -> float:
     """
     lv, sc = as_batch(levels, scores)
     return float(pair_acc_walks(WalkStats(lv, sc))[0])
+
+
+def pair_acc_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
+    """Exact expected pair_acc of each walk under the within-SEG permutation null: 0.5 everywhere.
+
+    A cross-level pair is two different images, exchangeable under the permutation, so
+    ``P(right) + P(tie) / 2 = 1/2`` for every pair, ties, repeats and missing cells included.
+    Arguments and shapes as :func:`analysis.metametrics.rank.rank_null_means`.
+    """
+    return np.full(np.shape(tied), 0.5)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["rank_walks", "walk_rank"]
+__all__ = ["rank_walks", "walk_rank", "rank_null_means"]
 
 
 def rank_walks(stats: WalkStats, tie_method: str = "average", degenerate: str = "zero") -> np.ndarray:
@@ -68,3 +68,34 @@ def walk_rank(levels, scores, tie_method: str = "average", degenerate: str = "ze
     """
     lv, sc = as_batch(levels, scores)
     return float(rank_walks(WalkStats(lv, sc), tie_method, degenerate)[0])
+
+
+def rank_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
+    """Exact expected rank_m of each walk under the within-SEG permutation null, NaN where unknown.
+
+    0 wherever the walk's score-rank spread cannot move: given the values a walk receives,
+    their order along it is uniform, so the numerator has expectation 0 and the denominator is
+    fixed. That holds for a walk visiting no image twice (any ``tie_method``), and for a walk
+    with a duplicated root when the SEG's valid scores have no tie and ties are ranked
+    ``average`` (the twin pair then always ties, adding a fixed correction, and each ordered
+    pair of positions still compares as "greater" with probability 1/2). Otherwise (ties and
+    a repeat, or ``min``/``max``/``dense`` ranks of a repeat) there is no closed form: NaN.
+
+    Parameters
+    ----------
+    protocol : Protocol
+    repeats : bool ndarray, shape (n_walks,)
+    tied : bool ndarray, shape (n_metrics, n_walks)
+
+    Returns
+    -------
+    ndarray, shape (n_metrics, n_walks)
+
+    Examples
+    --------
+    >>> from analysis.protocols import get_protocol
+    >>> rank_null_means(get_protocol("paper"), np.array([True, False]), np.array([[True, True]])).tolist()
+    [[nan, 0.0]]
+    """
+    untied_ok = ~tied & (protocol.tie_method == "average")
+    return np.where(~repeats[None, :] | untied_ok, 0.0, np.nan)
