@@ -7,8 +7,7 @@ Every number in ``docs/*.md`` that is computed from the released data (``../shar
 
 and is rewritten from :func:`blocks` by ``python docs/gen_numbers.py``; ``--check`` only compares
 and exits 1 when a doc differs (``tests/test_docs_numbers.py`` does the same). Everything runs
-without bootstrap or chance levels, so it is fast and deterministic; numbers that depend on
-chance levels (the chance-level section of ``docs/analysis.md``) are not generated here.
+without bootstrap; the chance levels are seeded (``seed=0``), so every number is deterministic.
 
 Usage::
 
@@ -29,7 +28,8 @@ DEFAULT_DATA = DOCS.parent.parent / "shared" / "ts2"
 # Which doc holds which blocks (a block name appears in exactly one doc).
 DOC_BLOCKS: dict[str, tuple[str, ...]] = {
     "analysis.md": ("table2-paper", "failure-codes", "min-ranks", "seg103-skip", "delta-subsets", "graph-clip",
-                    "random-discrete"),
+                    "random-discrete", "chance-errors", "chance-sep", "chance-rank", "chance-reading",
+                    "chance-above-random"),
 }
 SUBSETS = ("Avg", "Synth", "Nat", "Real")
 _MARK = re.compile(r"<!-- numbers:(?P<name>[\w-]+):start -->(?P<body>.*?)<!-- numbers:(?P=name):end -->", re.S)
@@ -126,17 +126,104 @@ def blocks(data: Path = DEFAULT_DATA) -> dict[str, str]:
                          f"sep {' / '.join(_pct(v('clipscore', 'sep', s, 'graph')) for s in SUBSETS)} "
                          f"(Avg/Synth/Nat/Real): the equations and the published code are different computations, "
                          f"and the ranking of the {len(metrics)} metrics on rank_m Avg ({lead['paper']} first) {same}")
-    out["random-discrete"] = _random_discrete(Path(data), inputs)
+    random_sep = _random_sep(Path(data), inputs)
+    out["random-discrete"] = ("a random metric drawn image by image from the overall score distribution of "
+                              + " and of ".join(LABELS.get(c, c) for c in random_sep) + " reads sep_m Avg "
+                              + ", ".join(f"{LABELS.get(c, c)}'s {_pct(g[0])} (paper) / {_pct(g[1])} (graph)"
+                                          for c, g in random_sep.items())
+                              + f" (mean of {RANDOM_DRAWS} seeded draws each)")
+    out.update(_chance_blocks(inputs, metrics, random_sep))
     return out
 
 
-def _random_discrete(data: Path, inputs, draws: int = 5) -> str:
-    """sep_m Avg of random metrics drawn from the overall score distribution of each discrete
-    released column (TIFA-BLIP1, DSG-BLIP1): no per-SEG ties like the metric's own, so another bar
-    than its chance level. Mean of ``draws`` seeded draws, both protocols."""
+#: Permutations behind the chance table (``chance=200``: every Avg Monte-Carlo error below 0.1).
+CHANCE_TABLE_N = 200
+RANDOM_DRAWS = 5
+
+
+def _chance_blocks(inputs, metrics: list[str], random_sep: dict[str, list[float]]) -> dict[str, str]:
+    """The chance-level section: Monte-Carlo errors at the default N, the sep_m table at
+    :data:`CHANCE_TABLE_N`, rank_m's level, and the reading of Table 2's sep column."""
+    from analysis.paper_table2 import LABELS
+    from analysis.pipeline import analyze
+    from analysis.settings import AnalysisSettings
+
+    def frame(n: int, mms: list[str]):
+        res = analyze(inputs, protocols=["paper", "graph"], meta_metrics=mms, bootstrap=0, chance=n, seed=0)
+        return res.metametrics_frame().set_index(["protocol", "metric", "meta_metric", "subset"])
+
+    out: dict[str, str] = {}
+    n_default = AnalysisSettings().chance
+    f = frame(n_default, ["rank", "sep", "delta", "kendall", "pair_acc"])
+    err = f["chance_mc_error"] * 100
+
+    def top(p: str, mm: str, sub: bool = False) -> float:
+        e = err.xs((p, mm), level=("protocol", "meta_metric"))
+        return float(e[e.index.get_level_values("subset") != "Avg"].max() if sub else e.xs("Avg", level="subset").max())
+
+    zero_graph = [mm for mm in ("rank", "delta", "kendall", "pair_acc") if top("graph", mm) == 0]
+    zero_paper = [mm for mm in ("rank", "delta", "kendall", "pair_acc") if top("paper", mm) == 0]
+    est_paper = [mm for mm in ("rank", "kendall") if mm not in zero_paper]
+    out["chance-errors"] = (
+        f"On TS2's {len(metrics)} released columns at the default N={n_default}, the largest error on Avg is 0 for "
+        f"{', '.join(zero_graph)} under `graph` and {top('graph', 'sep'):.2f} points for its sep_m; under `paper` 0 for "
+        f"{', '.join(zero_paper)}, " + "".join(f"{top('paper', mm):.2f} for {mm}, " for mm in est_paper)
+        + f"{top('paper', 'sep'):.2f} for sep_m (up to {max(top(p, 'sep', True) for p in ('paper', 'graph')):.2f} "
+        "on the subsets)")
+    g = frame(CHANCE_TABLE_N, ["rank", "sep"])
+
+    def c(p: str, m: str, mm: str, col: str) -> float:
+        return float(g.loc[(p, m, mm, "Avg"), col])
+
+    worst = max(c(p, m, mm, "chance_mc_error") for p in ("paper", "graph") for m in metrics for mm in ("rank", "sep"))
+    out["chance-errors"] += f"; with `chance={CHANCE_TABLE_N}` every Avg error is at most {100 * worst:.2f}"
+    rows = ["| metric | paper: value | chance [95% band] | adjusted | graph: value | chance [95% band] | adjusted |",
+            "|---|---|---|---|---|---|---|"]
+    for m in metrics:
+        cells = []
+        for p in ("paper", "graph"):
+            cells += [_pct(c(p, m, "sep", "value")),
+                      f"{_pct(c(p, m, 'sep', 'chance'))} [{_pct(c(p, m, 'sep', 'chance_low'))}, "
+                      f"{_pct(c(p, m, 'sep', 'chance_high'))}]", _pct(c(p, m, "sep", "adjusted"))]
+        rows.append(f"| {LABELS.get(m, m)} | " + " | ".join(cells) + " |")
+    out["chance-sep"] = "\n" + "\n".join(rows) + "\n"
+    rank_paper = max(abs(c("paper", m, "rank", "chance")) for m in metrics)
+    exact_graph = all(c("graph", m, "rank", "chance_mc_error") == 0 and c("graph", m, "rank", "chance") == 0
+                      for m in metrics)
+    half = max((c(p, m, "rank", "chance_high") - c(p, m, "rank", "chance_low")) / 2 for p in ("paper", "graph")
+               for m in metrics)
+    out["chance-rank"] = (f"rank_m's chance level is 0 ({'exactly, under `graph`; ' if exact_graph else ''}within "
+                          f"+-{100 * rank_paper:.1f} under `paper`) for all {len(metrics)}, its band about +-{100 * half:.0f}")
+    cont, disc = "clipscore", "blip1_tifa"
+    if cont in metrics and disc in metrics:
+        adj = [c("paper", m, "sep", "adjusted") for m in metrics]
+        raw_gap = c("paper", cont, "sep", "value") - c("paper", disc, "sep", "value")
+        floor_gap = c("paper", cont, "sep", "chance") - c("paper", disc, "sep", "chance")
+        above = {m: c("paper", m, "sep", "value") - c("paper", m, "sep", "chance") for m in (cont, disc)}
+        out["chance-reading"] = (
+            f"above chance, the metrics separate error levels {100 * min(adj):.0f}-{100 * max(adj):.0f}% of the way "
+            f"from chance to perfect (paper protocol). CLIPScore's chance level is {_pct(c('paper', cont, 'sep', 'chance'))} "
+            f"(paper) and {_pct(c('graph', cont, 'sep', 'chance'))} (graph); CLIPScore leads TIFA-BLIP1 by "
+            f"{100 * raw_gap:.1f} raw points ({_pct(c('paper', cont, 'sep', 'value'))} vs "
+            f"{_pct(c('paper', disc, 'sep', 'value'))}) while its floor is {100 * floor_gap:.1f} points higher; "
+            f"TIFA-BLIP1 rises {100 * above[disc]:.1f} points above its floor, CLIPScore {100 * above[cont]:.1f}. "
+            f"Relative to the room above chance, CLIPScore "
+            f"{'still leads' if adj[metrics.index(cont)] > adj[metrics.index(disc)] else 'no longer leads'} (adjusted "
+            f"{_pct(c('paper', cont, 'sep', 'adjusted'))} vs {_pct(c('paper', disc, 'sep', 'adjusted'))})")
+        if disc in random_sep:
+            beyond = c("paper", disc, "sep", "value") - random_sep[disc][0]
+            out["chance-above-random"] = (f"TIFA-BLIP1's {100 * above[disc]:.1f} points above its floor are "
+                                          f"{100 * beyond:.1f} above a random metric with its score distribution "
+                                          "(paper protocol)")
+    return out
+
+
+def _random_sep(data: Path, inputs, draws: int = RANDOM_DRAWS) -> dict[str, list[float]]:
+    """sep_m Avg (paper, graph) of random metrics drawn from the overall score distribution of each
+    discrete released column (TIFA-BLIP1, DSG-BLIP1): no per-SEG ties like the metric's own, so
+    another bar than its chance level. Mean of ``draws`` seeded draws."""
     import pandas as pd
 
-    from analysis.paper_table2 import LABELS
     from analysis.pipeline import analyze
     from analysis.scores_io import prepare_inputs, read_scores
     from seg_data import load_ts2_release
@@ -152,13 +239,8 @@ def _random_discrete(data: Path, inputs, draws: int = 5) -> str:
             names.append(f"random_{c}_{d}")
     inp = prepare_inputs(read_scores(df[["seg_id", "file_name", "node", *names]]), load_ts2_release(data), "ts2")
     res = analyze(inp, protocols=["paper", "graph"], meta_metrics=["sep"], bootstrap=0, chance=0)
-    parts = []
-    for c in cols:
-        got = [np.mean([res.value(f"random_{c}_{d}", "sep", protocol=p) for d in range(draws)]) for p in ("paper", "graph")]
-        parts.append(f"{LABELS.get(c, c)}'s {_pct(got[0])} (paper) / {_pct(got[1])} (graph)")
-    return ("a random metric drawn image by image from the overall score distribution of " + " and of ".join(
-        f"{LABELS.get(c, c)}" for c in cols) + " reads sep_m Avg " + ", ".join(parts)
-        + f" (mean of {draws} seeded draws each)")
+    return {c: [float(np.mean([res.value(f"random_{c}_{d}", "sep", protocol=p) for d in range(draws)]))
+                for p in ("paper", "graph")] for c in cols}
 
 
 def current(text: str) -> dict[str, str]:
