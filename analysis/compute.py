@@ -50,19 +50,27 @@ def walk_values(table: WalkTable, scores: np.ndarray, protocol: Protocol, meta_m
     n_valid = np.zeros((n_m, table.n_walks), dtype=np.int64)
     padded = np.vstack([scores, np.full((1, n_m), np.nan)])  # row -1 -> the NaN row
     for b in table.buckets:
-        wb, width = b.rows.shape
-        y = padded[b.rows]  # (wb, width, n_m)
-        y = np.ascontiguousarray(y.transpose(2, 0, 1)).reshape(n_m * wb, width)
-        lev = np.broadcast_to(b.levels, (n_m, wb, width)).reshape(n_m * wb, width)
+        n_b, width = b.rows.shape
         s = b.max_slots + 1
         per_row = width * max(s * s, 1)
         step = max(1, int(max_elements // per_row))
-        for lo in range(0, n_m * wb, step):
-            hi = min(lo + step, n_m * wb)
-            stats = WalkStats(lev[lo:hi], y[lo:hi], levels_sorted=True)
-            r = np.arange(lo, hi)
-            m_idx, w_idx = r // wb, b.walk[r % wb]
-            n_valid[m_idx, w_idx] = stats.n
-            for k, spec in enumerate(specs):
-                values[m_idx, k, w_idx] = spec(stats, protocol)
+        # Gather the scores of a slice of the bucket's walks at a time: all of them for every
+        # column at once is n_walks x width x n_metrics (gigabytes for permuted copies of a
+        # 100k-image table).
+        w_step = max(1, int(max_elements // max(width * n_m, 1)))
+        for w_lo in range(0, n_b, w_step):
+            rows = b.rows[w_lo:w_lo + w_step]
+            walk = b.walk[w_lo:w_lo + w_step]
+            wb = len(rows)
+            y = padded[rows]  # (wb, width, n_m)
+            y = np.ascontiguousarray(y.transpose(2, 0, 1)).reshape(n_m * wb, width)
+            lev = np.broadcast_to(b.levels[w_lo:w_lo + w_step], (n_m, wb, width)).reshape(n_m * wb, width)
+            for lo in range(0, n_m * wb, step):
+                hi = min(lo + step, n_m * wb)
+                stats = WalkStats(lev[lo:hi], y[lo:hi], levels_sorted=True)
+                r = np.arange(lo, hi)
+                m_idx, w_idx = r // wb, walk[r % wb]
+                n_valid[m_idx, w_idx] = stats.n
+                for k, spec in enumerate(specs):
+                    values[m_idx, k, w_idx] = spec(stats, protocol)
     return values, n_valid

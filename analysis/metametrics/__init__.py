@@ -47,7 +47,7 @@ class MetaMetricSpec:
     normalised: bool = False
     description: str = ""
     maximum: float | None = 1.0
-    minimum: float | None = 0.0
+    minimum: float | None = None
     null_mean: str | None = None
 
     def function(self) -> Callable[..., np.ndarray]:
@@ -91,7 +91,7 @@ for _spec in (
                    null_mean="analysis.metametrics.rank:rank_null_means"),
     MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
                    (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
-                   description="Kolmogorov-Smirnov separation score sep_m"),
+                   description="Kolmogorov-Smirnov separation score sep_m", minimum=0.0),
     MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
                    normalised=True, description="dynamic-range separation delta_m", maximum=None, minimum=None,
                    null_mean="analysis.metametrics.delta:delta_null_means"),
@@ -99,7 +99,7 @@ for _spec in (
                    description="Kendall tau-b ordering score", minimum=-1.0,
                    null_mean="analysis.metametrics.kendall:kendall_null_means"),
     MetaMetricSpec("pair_acc", "analysis.metametrics.pair_acc:pair_acc_walks",
-                   description="tie-aware pairwise ordering accuracy",
+                   description="tie-aware pairwise ordering accuracy", minimum=0.0,
                    null_mean="analysis.metametrics.pair_acc:pair_acc_null_means"),
 ):
     register_meta_metric(_spec)
