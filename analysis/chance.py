@@ -27,6 +27,10 @@ How it is computed, and why it is fast:
   is the normal interval ``level +- z sd`` (a mean of many independent SEG values), clipped to
   the meta-metric's range; ``mc_error`` is ``sqrt(sum_s var'_s) / n / sqrt(n_perm)`` over the
   estimated walks only.
+- **One null per tie pattern.** rank, sep, kendall and pair_acc read scores only through their
+  order and ties along a walk, so columns whose SEGs have the same missing cells and the same
+  pattern of ties (every continuous, complete metric) have one permutation null; it is computed
+  once per such class (:func:`null_classes`), delta (which reads values) for every column.
 - A lower-is-better delta read as a magnitude (``|delta|``, the paper's rule) is a folded
   normal: its signed expectation is exactly 0, so its chance level is ``sd * sqrt(2/pi)`` and its
   band the folded normal's quantiles.
@@ -49,7 +53,8 @@ from .metametrics import get_meta_metric
 from .protocols import Protocol
 from .walks import Structure, WalkTable, build_walk_table
 
-__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "walk_repeats", "seg_ties", "null_walk_means",
+__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "walk_repeats", "seg_ties", "null_classes",
+           "null_walk_means",
            "chance_levels", "chance_adjusted"]
 
 #: The null the chance levels are the expectation under (the tables and the report name it).
@@ -132,6 +137,16 @@ def walk_repeats(walk_table: WalkTable) -> np.ndarray:
     return out
 
 
+def _sorted_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per SEG, ``(k - 1, n_metrics)``: whether each valid score equals the next in sorted order."""
+    x = np.asarray(scores, dtype=float)
+    out = []
+    for rows in seg_rows:
+        v = np.sort(x[np.asarray(rows, dtype=np.int64)], axis=0)  # NaN last; NaN == NaN is False
+        out.append(v[1:] == v[:-1])
+    return out
+
+
 def seg_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
     """``(n_metrics, n_segs)``: whether the valid scores of each metric within each SEG hold a tie.
 
@@ -141,12 +156,33 @@ def seg_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
     >>> seg_ties(x, [np.array([0, 1, 2])]).tolist()
     [[True], [False]]
     """
-    x = np.asarray(scores, dtype=float)
-    out = np.zeros((x.shape[1], len(seg_rows)), dtype=bool)
-    for j, rows in enumerate(seg_rows):
-        v = np.sort(x[np.asarray(rows, dtype=np.int64)], axis=0)  # NaN last; NaN == NaN is False
-        out[:, j] = (v[1:] == v[:-1]).any(axis=0)
+    ties = _sorted_ties(scores, seg_rows)
+    out = np.zeros((np.shape(scores)[1], len(seg_rows)), dtype=bool)
+    for j, eq in enumerate(ties):
+        out[:, j] = eq.any(axis=0)
     return out
+
+
+def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
+    """For each metric column, the first column with the same permutation null for order-only
+    meta-metrics: in every SEG the same missing cells and the same pattern of ties among the
+    sorted valid scores (an order-preserving map takes one column's SEG values to the other's,
+    so their within-SEG permutations have one distribution of order and ties).
+
+    Examples
+    --------
+    >>> x = np.array([[0.1, 5.0, 2.0, 1.0], [0.7, 9.0, 2.0, 3.0], [0.3, 6.0, 1.0, np.nan]])
+    >>> null_classes(x, [np.array([0, 1, 2])]).tolist()  # untied, untied, tied, a hole
+    [0, 0, 2, 3]
+    """
+    x = np.asarray(scores, dtype=float)
+    order = np.concatenate([np.asarray(r, dtype=np.int64) for r in seg_rows]) if seg_rows else np.zeros(0, np.int64)
+    nan = np.isnan(x[order])
+    ties = _sorted_ties(x, seg_rows)
+    eq = np.concatenate(ties) if ties else np.zeros((0, x.shape[1]), dtype=bool)
+    first: dict[bytes, int] = {}
+    return np.array([first.setdefault(nan[:, j].tobytes() + eq[:, j].tobytes(), j) for j in range(x.shape[1])],
+                    dtype=np.int64)
 
 
 def null_walk_means(scores: np.ndarray, walk_table: WalkTable, seg_rows: Sequence[np.ndarray],
@@ -199,19 +235,54 @@ class _Twins:
         mms = tuple(k for i, k in enumerate(meta_metrics) if use[:, i].any())
         return cls(table, partner, use, expected, mms) if mms else None
 
-    def correct(self, wv: np.ndarray, perm: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str]) -> np.ndarray:
-        """``wv`` (p * n_metrics, n_meta, n_walks) of the permuted scores ``perm``, corrected."""
+    def correct(self, wv: np.ndarray, twin_free: np.ndarray, meta_metrics: Sequence[str]) -> np.ndarray:
+        """``wv`` (p * n_metrics, n_meta, n_walks) corrected with the twin-free walks' values under the
+        same permutations, ``twin_free`` (p * n_metrics, len(self.meta_metrics), n_twin_free_walks)."""
         p = wv.shape[0] // self.use.shape[0]
-        fv, _ = walk_values(self.table, perm, protocol, self.meta_metrics)
         out = wv.copy()
         ok = self.partner >= 0
         for j, name in enumerate(self.meta_metrics):
             k = list(meta_metrics).index(name)
             use = np.tile(self.use[:, k], (p, 1))
-            twin_free = np.full(use.shape, np.nan)
-            twin_free[:, ok] = fv[:, j, self.partner[ok]]
-            out[:, k] = np.where(use, wv[:, k] - twin_free + np.tile(self.expected[:, k], (p, 1)), wv[:, k])
+            free = np.full(use.shape, np.nan)
+            free[:, ok] = twin_free[:, j, self.partner[ok]]
+            out[:, k] = np.where(use, wv[:, k] - free + np.tile(self.expected[:, k], (p, 1)), wv[:, k])
         return out
+
+
+class _Columns:
+    """Which permuted columns go through which kernels: order-only meta-metrics once per tie
+    pattern class (:func:`null_classes`), the others (delta) for every metric."""
+
+    def __init__(self, scores: np.ndarray, seg_rows: Sequence[np.ndarray], meta_metrics: Sequence[str]) -> None:
+        rep = null_classes(scores, seg_rows)
+        self.reps, self.member = np.unique(rep, return_inverse=True)  # member -> its class's position
+        self.n_m = len(rep)
+        self.order = [k for k, name in enumerate(meta_metrics) if get_meta_metric(name).order_only]
+        self.value = [k for k in range(len(meta_metrics)) if k not in self.order]
+
+    def expand(self, v: np.ndarray, p: int) -> np.ndarray:
+        """Rows ``(perm, class)`` -> rows ``(perm, metric)``."""
+        return v.reshape(p, len(self.reps), *v.shape[1:])[:, self.member].reshape(p * self.n_m, *v.shape[1:])
+
+    def walk_values(self, table: WalkTable, perm: np.ndarray, p: int, protocol: Protocol,
+                    meta_metrics: Sequence[str], which: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`analysis.compute.walk_values` of the ``p`` permuted copies ``perm`` (``n_rows x p*n_metrics``)
+        for the meta-metrics ``which`` (indices; default all), order-only ones per class."""
+        which = range(len(meta_metrics)) if which is None else which
+        order = [k for k in which if k in self.order]
+        value = [k for k in which if k not in self.order]
+        wv = np.full((p * self.n_m, len(which), table.n_walks), np.nan)
+        nv = None
+        if order:
+            rp = perm.reshape(perm.shape[0], p, self.n_m)[:, :, self.reps].reshape(perm.shape[0], -1)
+            wo, nv = walk_values(table, rp, protocol, [meta_metrics[k] for k in order])
+            wv[:, [list(which).index(k) for k in order]] = self.expand(wo, p)
+            nv = self.expand(nv, p)
+        if value:
+            wvv, nv = walk_values(table, perm, protocol, [meta_metrics[k] for k in value])
+            wv[:, [list(which).index(k) for k in value]] = wvv
+        return wv, nv
 
 
 class _Moments:
@@ -312,16 +383,19 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         from tqdm.auto import tqdm
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
+    cols = _Columns(scores, seg_rows, meta_metrics)
+    twin_mms = [list(meta_metrics).index(k) for k in twins.meta_metrics] if twins is not None else []
     for lo in chunks:
         p = min(step, n_perm - lo)
         perm = permute_within_segs(scores, seg_rows, p, rng)
-        wv, nv = walk_values(walk_table, perm, protocol, meta_metrics)
+        wv, nv = cols.walk_values(walk_table, perm, p, protocol, meta_metrics)
         args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
         raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
         # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
         # repeated-root walks of rank/kendall are corrected by their twin-free walk.
         if twins is not None:
-            wv = twins.correct(wv, perm, protocol, meta_metrics)
+            free, _ = cols.walk_values(twins.table, perm, p, protocol, meta_metrics, twin_mms)
+            wv = twins.correct(wv, free, meta_metrics)
         wv = np.where(np.tile(known, (p, 1, 1)), np.tile(exact, (p, 1, 1)), wv)
         est.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
     # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.

@@ -271,3 +271,27 @@ def test_chance_levels_agree_with_the_plain_permutation_estimate(protocol, data)
     assert 0.6 < ratio.min() and ratio.max() < 1.6, (ratio.min(), ratio.max())
     # and the new errors are smaller at a twentieth of the permutations where a closed form helps
     assert (new.mc_error[ok] == 0).mean() > 0.3
+
+
+def test_metrics_with_one_tie_pattern_share_the_order_null():
+    # "good" and exp(3 * good) order every SEG alike (no ties, no holes), so rank/sep/kendall/pair_acc
+    # have one permutation null for both and are computed once; "other" (independent, also untied and
+    # complete) has the same null too. delta reads values, so each keeps its own.
+    df = small_table(5, n_segs=12)
+    df["stretched"] = np.exp(3 * df["good"])
+    df["other"] = np.random.default_rng(9).random(len(df))
+    inputs = prepare_inputs(read_scores(df[["seg_id", "node", "file_name", "good", "stretched", "other", "tied"]]),
+                            subsets="none")
+    from analysis.chance import null_classes
+
+    by_id = {s.seg_id: s for s in inputs.structure.segs}
+    cls = null_classes(inputs.scores, [np.concatenate(by_id[i].rows) for i in inputs.structure.seg_ids])
+    assert cls.tolist() == [0, 0, 0, 3]
+    r = analyze(inputs, protocols=["paper"], bootstrap=0, chance=40, seed=1).get().chance
+    mms = list(analyze(inputs, protocols=["paper"], bootstrap=0).get().seg_values.meta_metrics)
+    sep, delta = mms.index("sep"), mms.index("delta")
+    assert r.mean[0, sep, 0] == r.mean[1, sep, 0] == r.mean[2, sep, 0] != r.mean[3, sep, 0]
+    assert r.high[0, delta, 0] != r.high[1, delta, 0]  # delta's band scales with the values
+    # and the shared null is the right one: brute force on "other" alone agrees
+    mean, err, _ = plain_permutation_chance(inputs, "paper", 400, seed=3)
+    assert abs(r.mean[2, sep, 0] - mean[2, sep, 0]) < 4.5 * np.hypot(err[2, sep, 0], r.mc_error[2, sep, 0])

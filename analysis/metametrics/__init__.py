@@ -39,6 +39,8 @@ class MetaMetricSpec:
     ``minimum`` the worst (None: unbounded), which bounds a chance band. ``null_mean`` is a lazy
     ``"module:function"`` giving each walk's exact expected value under the within-SEG
     permutation null where it has a closed form (:mod:`analysis.chance`; None: never).
+    ``order_only`` marks a meta-metric that reads the scores only through their order and ties
+    along a walk, so metrics with the same pattern of ties share its permutation null.
     """
 
     name: str
@@ -49,6 +51,7 @@ class MetaMetricSpec:
     maximum: float | None = 1.0
     minimum: float | None = None
     null_mean: str | None = None
+    order_only: bool = False
 
     def function(self) -> Callable[..., np.ndarray]:
         return resolve(self.target)
@@ -87,19 +90,19 @@ def get_meta_metric(name: str) -> MetaMetricSpec:
 for _spec in (
     MetaMetricSpec("rank", "analysis.metametrics.rank:rank_walks",
                    (("tie_method", "tie_method"), ("degenerate", "degenerate_walk")),
-                   description="Spearman ordering score rank_m", minimum=-1.0,
+                   description="Spearman ordering score rank_m", minimum=-1.0, order_only=True,
                    null_mean="analysis.metametrics.rank:rank_null_means"),
     MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
                    (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
-                   description="Kolmogorov-Smirnov separation score sep_m", minimum=0.0),
+                   description="Kolmogorov-Smirnov separation score sep_m", minimum=0.0, order_only=True),
     MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
                    normalised=True, description="dynamic-range separation delta_m", maximum=None, minimum=None,
                    null_mean="analysis.metametrics.delta:delta_null_means"),
     MetaMetricSpec("kendall", "analysis.metametrics.kendall:kendall_walks", (("degenerate", "degenerate_walk"),),
-                   description="Kendall tau-b ordering score", minimum=-1.0,
+                   description="Kendall tau-b ordering score", minimum=-1.0, order_only=True,
                    null_mean="analysis.metametrics.kendall:kendall_null_means"),
     MetaMetricSpec("pair_acc", "analysis.metametrics.pair_acc:pair_acc_walks",
-                   description="tie-aware pairwise ordering accuracy", minimum=0.0,
+                   description="tie-aware pairwise ordering accuracy", minimum=0.0, order_only=True,
                    null_mean="analysis.metametrics.pair_acc:pair_acc_null_means"),
 ):
     register_meta_metric(_spec)
