@@ -222,14 +222,19 @@ class _Twins:
               protocol: Protocol, meta_metrics: Sequence[str], wv0: np.ndarray, known: np.ndarray) -> "_Twins | None":
         if not protocol.root_duplication:
             return None
-        table = build_walk_table(structure, protocol.walks, False, list(walk_table.seg_ids), max_walks=None)
-        index = {(int(s), nodes): w for w, (s, nodes) in enumerate(zip(table.walk_seg, table.walk_nodes, strict=True))}
-        partner = np.array([index.get((int(s), nodes[1:]), -1) if len(nodes) > 1 and nodes[0] == nodes[1] else -1
-                            for s, nodes in zip(walk_table.walk_seg, walk_table.walk_nodes, strict=True)], dtype=np.int64)
+        # Only SEGs the walk table enumerated: one left out for too many walks (max_walks) stays out.
+        with_walks = [sid for sid, n in zip(walk_table.seg_ids, walk_table.walks_per_seg(), strict=True) if n]
+        table = build_walk_table(structure, protocol.walks, False, with_walks, max_walks=None)
+        index = {(table.seg_ids[s], nodes): w for w, (s, nodes) in enumerate(zip(table.walk_seg, table.walk_nodes,
+                                                                                   strict=True))}
+        partner = np.array([index.get((walk_table.seg_ids[s], nodes[1:]), -1) if len(nodes) > 1 and nodes[0] == nodes[1]
+                            else -1 for s, nodes in zip(walk_table.walk_seg, walk_table.walk_nodes, strict=True)],
+                           dtype=np.int64)
         if not (partner >= 0).any():
             return None
-        free = null_walk_means(scores, table, seg_rows, walk_values(table, scores, protocol, meta_metrics)[0],
-                               protocol, meta_metrics)
+        at = {sid: j for j, sid in enumerate(walk_table.seg_ids)}
+        free = null_walk_means(scores, table, [seg_rows[at[sid]] for sid in table.seg_ids],
+                               walk_values(table, scores, protocol, meta_metrics)[0], protocol, meta_metrics)
         expected = np.where(partner >= 0, free[:, :, np.maximum(partner, 0)], np.nan)
         use = ~known & ~np.isnan(wv0) & ~np.isnan(expected)
         mms = tuple(k for i, k in enumerate(meta_metrics) if use[:, i].any())
