@@ -54,8 +54,7 @@ from .protocols import Protocol
 from .walks import Structure, WalkTable, build_walk_table
 
 __all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "walk_repeats", "seg_ties", "null_classes",
-           "null_walk_means",
-           "chance_levels", "chance_adjusted"]
+           "null_walk_means", "chance_levels", "chance_adjusted"]
 
 #: The null the chance levels are the expectation under (the tables and the report name it).
 NULL_DESCRIPTION = "each metric's own scores permuted within each SEG (its ties and missing cells kept)"
@@ -147,8 +146,9 @@ def _sorted_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> list[np.
     return out
 
 
-def seg_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
-    """``(n_metrics, n_segs)``: whether the valid scores of each metric within each SEG hold a tie.
+def seg_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray], ties: list[np.ndarray] | None = None) -> np.ndarray:
+    """``(n_metrics, n_segs)``: whether the valid scores of each metric within each SEG hold a tie
+    (``ties``: :func:`_sorted_ties` of the same arguments, when the caller has it).
 
     Examples
     --------
@@ -156,14 +156,14 @@ def seg_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
     >>> seg_ties(x, [np.array([0, 1, 2])]).tolist()
     [[True], [False]]
     """
-    ties = _sorted_ties(scores, seg_rows)
+    ties = _sorted_ties(scores, seg_rows) if ties is None else ties
     out = np.zeros((np.shape(scores)[1], len(seg_rows)), dtype=bool)
     for j, eq in enumerate(ties):
         out[:, j] = eq.any(axis=0)
     return out
 
 
-def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
+def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray], ties: list[np.ndarray] | None = None) -> np.ndarray:
     """For each metric column, the first column with the same permutation null for order-only
     meta-metrics: in every SEG the same missing cells and the same pattern of ties among the
     sorted valid scores (an order-preserving map takes one column's SEG values to the other's,
@@ -178,23 +178,25 @@ def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarr
     x = np.asarray(scores, dtype=float)
     order = np.concatenate([np.asarray(r, dtype=np.int64) for r in seg_rows]) if seg_rows else np.zeros(0, np.int64)
     nan = np.isnan(x[order])
-    ties = _sorted_ties(x, seg_rows)
+    ties = _sorted_ties(x, seg_rows) if ties is None else ties
     eq = np.concatenate(ties) if ties else np.zeros((0, x.shape[1]), dtype=bool)
     first: dict[bytes, int] = {}
     return np.array([first.setdefault(nan[:, j].tobytes() + eq[:, j].tobytes(), j) for j in range(x.shape[1])],
                     dtype=np.int64)
 
 
-def null_walk_means(scores: np.ndarray, walk_table: WalkTable, seg_rows: Sequence[np.ndarray],
-                    observed: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str]) -> np.ndarray:
+def null_walk_means(tied: np.ndarray, walk_table: WalkTable, observed: np.ndarray, protocol: Protocol,
+                    meta_metrics: Sequence[str]) -> np.ndarray:
     """``(n_metrics, n_meta_metrics, n_walks)`` exact null expectations of the walk values.
+
+    ``tied``: :func:`seg_ties` of the walk table's SEGs, in its order.
 
     From each meta-metric's :meth:`~analysis.metametrics.MetaMetricSpec.null_walk_means`; NaN
     where there is no closed form, and where the walk's observed value is NaN (a walk left out
     stays out under every permutation, since missing cells do not move).
     """
     repeats = walk_repeats(walk_table)
-    tied = seg_ties(scores, seg_rows)[:, walk_table.walk_seg]
+    tied = tied[:, walk_table.walk_seg]
     out = np.stack([get_meta_metric(k).null_walk_means(protocol, repeats, tied) for k in meta_metrics], axis=1)
     out[np.isnan(observed)] = np.nan
     return out
@@ -218,7 +220,7 @@ class _Twins:
     meta_metrics: tuple[str, ...]  # those with a corrected cell
 
     @classmethod
-    def build(cls, scores: np.ndarray, structure: Structure, walk_table: WalkTable, seg_rows: Sequence[np.ndarray],
+    def build(cls, scores: np.ndarray, structure: Structure, walk_table: WalkTable, tied: np.ndarray,
               protocol: Protocol, meta_metrics: Sequence[str], wv0: np.ndarray, known: np.ndarray) -> "_Twins | None":
         if not protocol.root_duplication:
             return None
@@ -233,7 +235,7 @@ class _Twins:
         if not (partner >= 0).any():
             return None
         at = {sid: j for j, sid in enumerate(walk_table.seg_ids)}
-        free = null_walk_means(scores, table, [seg_rows[at[sid]] for sid in table.seg_ids],
+        free = null_walk_means(tied[:, [at[sid] for sid in table.seg_ids]], table,
                                walk_values(table, scores, protocol, meta_metrics)[0], protocol, meta_metrics)
         expected = np.where(partner >= 0, free[:, :, np.maximum(partner, 0)], np.nan)
         use = ~known & ~np.isnan(wv0) & ~np.isnan(expected)
@@ -259,12 +261,10 @@ class _Columns:
     """Which permuted columns go through which kernels: order-only meta-metrics once per tie
     pattern class (:func:`null_classes`), the others (delta) for every metric."""
 
-    def __init__(self, scores: np.ndarray, seg_rows: Sequence[np.ndarray], meta_metrics: Sequence[str]) -> None:
-        rep = null_classes(scores, seg_rows)
+    def __init__(self, rep: np.ndarray, meta_metrics: Sequence[str]) -> None:
         self.reps, self.member = np.unique(rep, return_inverse=True)  # member -> its class's position
         self.n_m = len(rep)
         self.order = [k for k, name in enumerate(meta_metrics) if get_meta_metric(name).order_only]
-        self.value = [k for k in range(len(meta_metrics)) if k not in self.order]
 
     def expand(self, v: np.ndarray, p: int) -> np.ndarray:
         """Rows ``(perm, class)`` -> rows ``(perm, metric)``."""
@@ -375,9 +375,11 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     # in the walk table's SEG order (SEG j of every per-SEG array)
     seg_rows = [np.concatenate(by_id[i].rows) if by_id[i].rows else np.zeros(0, np.int64) for i in walk_table.seg_ids]
     wv0, nv0 = walk_values(walk_table, scores, protocol, meta_metrics) if observed is None else observed
-    exact = null_walk_means(scores, walk_table, seg_rows, wv0, protocol, meta_metrics)
+    ties = _sorted_ties(scores, seg_rows)  # one sort per SEG for the closed forms and the classes
+    tied = seg_ties(scores, seg_rows, ties)
+    exact = null_walk_means(tied, walk_table, wv0, protocol, meta_metrics)
     known = ~np.isnan(exact)
-    twins = _Twins.build(scores, structure, walk_table, seg_rows, protocol, meta_metrics, wv0, known)
+    twins = _Twins.build(scores, structure, walk_table, tied, protocol, meta_metrics, wv0, known)
     sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
     groups = sv0.groups()
     rng = np.random.default_rng([seed, 16])
@@ -388,7 +390,7 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         from tqdm.auto import tqdm
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
-    cols = _Columns(scores, seg_rows, meta_metrics)
+    cols = _Columns(null_classes(scores, seg_rows, ties), meta_metrics)
     twin_mms = [list(meta_metrics).index(k) for k in twins.meta_metrics] if twins is not None else []
     for lo in chunks:
         p = min(step, n_perm - lo)
