@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .aggregate import compute_seg_values, group_means, seg_means
-from .compute import walk_values
+from .compute import NodeLayout, walk_values
 from .metametrics import get_meta_metric
 from .protocols import Protocol
 from .walks import Structure, WalkTable, build_walk_table
@@ -270,10 +270,12 @@ class _Columns:
         """Rows ``(perm, class)`` -> rows ``(perm, metric)``."""
         return v.reshape(p, len(self.reps), *v.shape[1:])[:, self.member].reshape(p * self.n_m, *v.shape[1:])
 
-    def walk_values(self, table: WalkTable, perm: np.ndarray, p: int, protocol: Protocol,
+    def walk_values(self, layout: NodeLayout, perm: np.ndarray, p: int, protocol: Protocol,
                     meta_metrics: Sequence[str], which: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`analysis.compute.walk_values` of the ``p`` permuted copies ``perm`` (``n_rows x p*n_metrics``)
-        for the meta-metrics ``which`` (indices; default all), order-only ones per class."""
+        """Walk values (:meth:`analysis.compute.NodeLayout.walk_values`) of the ``p`` permuted copies
+        ``perm`` (``n_rows x p*n_metrics``) for the meta-metrics ``which`` (indices; default all),
+        order-only ones per class."""
+        table = layout.table
         which = range(len(meta_metrics)) if which is None else which
         order = [k for k in which if k in self.order]
         value = [k for k in which if k not in self.order]
@@ -281,11 +283,11 @@ class _Columns:
         nv = None
         if order:
             rp = perm.reshape(perm.shape[0], p, self.n_m)[:, :, self.reps].reshape(perm.shape[0], -1)
-            wo, nv = walk_values(table, rp, protocol, [meta_metrics[k] for k in order])
+            wo, nv = layout.walk_values(rp, protocol, [meta_metrics[k] for k in order])
             wv[:, [list(which).index(k) for k in order]] = self.expand(wo, p)
             nv = self.expand(nv, p)
         if value:
-            wvv, nv = walk_values(table, perm, protocol, [meta_metrics[k] for k in value])
+            wvv, nv = layout.walk_values(perm, protocol, [meta_metrics[k] for k in value])
             wv[:, [list(which).index(k) for k in value]] = wvv
         return wv, nv
 
@@ -392,16 +394,18 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
     cols = _Columns(null_classes(scores, seg_rows, ties), meta_metrics)
     twin_mms = [list(meta_metrics).index(k) for k in twins.meta_metrics] if twins is not None else []
+    layout = NodeLayout(walk_table, structure)
+    twin_layout = NodeLayout(twins.table, structure) if twins is not None else None
     for lo in chunks:
         p = min(step, n_perm - lo)
         perm = permute_within_segs(scores, seg_rows, p, rng)
-        wv, nv = cols.walk_values(walk_table, perm, p, protocol, meta_metrics)
+        wv, nv = cols.walk_values(layout, perm, p, protocol, meta_metrics)
         args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
         raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
         # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
         # repeated-root walks of rank/kendall are corrected by their twin-free walk.
         if twins is not None:
-            free, _ = cols.walk_values(twins.table, perm, p, protocol, meta_metrics, twin_mms)
+            free, _ = cols.walk_values(twin_layout, perm, p, protocol, meta_metrics, twin_mms)
             wv = twins.correct(wv, free, meta_metrics)
         wv = np.where(np.tile(known, (p, 1, 1)), np.tile(exact, (p, 1, 1)), wv)
         est.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))

@@ -9,14 +9,15 @@ what it needs from the shared sorted statistics.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from .metametrics import WalkStats, get_meta_metric
+from .metametrics import NodeFormUnavailable, NodeStats, WalkStats, get_meta_metric
 from .protocols import Protocol
-from .walks import WalkTable
+from .walks import Structure, WalkBucket, WalkTable
 
-__all__ = ["walk_values"]
+__all__ = ["walk_values", "NodeLayout"]
 
 
 def walk_values(table: WalkTable, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
@@ -74,3 +75,158 @@ def walk_values(table: WalkTable, scores: np.ndarray, protocol: Protocol, meta_m
                 for k, spec in enumerate(specs):
                     values[m_idx, k, w_idx] = spec(stats, protocol)
     return values, n_valid
+
+
+def _padded(n: int) -> int:
+    # Geometric sizes (ratio 1.5): SEGs of similar shape share a batch, padding wastes about a third.
+    w = 1
+    while w < n:
+        w = max(w + 1, int(np.ceil(w * 1.5)))
+    return w
+
+
+@dataclass(frozen=True)
+class _SegBatch:
+    """SEGs of one padded shape: their walks as node multiplicities (see :class:`NodeLayout`)."""
+
+    walk: np.ndarray  # (S, W) global walk index, -1 on padding
+    rows: np.ndarray  # (S, R) score-matrix rows, -1 on padding (the NaN row)
+    node: np.ndarray  # (S, R) node of each row
+    node_level: np.ndarray  # (S, P) dense level index, -1 on padded nodes
+    mult: np.ndarray  # (S, W, P) visits of each node by each walk
+    n_levels: int
+    pool_mix: np.ndarray  # (S, Q, P) node counts of each level pool
+    pool_level: np.ndarray  # (S, Q) dense level of each pool, -1 on padding
+    walk_pool: np.ndarray  # (S, W, Q) 1 where the walk's pool on that level is this one
+
+    def stats(self, values: np.ndarray, segs: slice) -> NodeStats:
+        return NodeStats(values, self.node[segs], self.node_level[segs], self.mult[segs], self.n_levels,
+                         self.pool_mix[segs], self.pool_level[segs], self.walk_pool[segs])
+
+
+def _seg_layout(seg, walks: np.ndarray, walk_nodes) -> tuple:
+    """One SEG's arrays for :class:`_SegBatch` (unpadded)."""
+    index = {lbl: i for i, lbl in enumerate(seg.labels)}
+    levels = sorted(set(seg.levels))
+    node_level = np.array([levels.index(v) for v in seg.levels], dtype=np.int64)
+    mult = np.zeros((len(walks), len(seg.labels)))
+    pools: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}
+    walk_pool = []
+    for i, w in enumerate(walks):
+        for lbl in walk_nodes[w]:
+            mult[i, index[lbl]] += 1
+        on = np.flatnonzero(mult[i])
+        mine = []
+        for lev in sorted({int(node_level[p]) for p in on}):
+            at = [int(p) for p in on if node_level[p] == lev]
+            # One node (repeated or not) has its own ECDF; several pool with their multiplicities.
+            key = (lev, ((at[0], 1),) if len(at) == 1 else tuple((p, int(mult[i, p])) for p in at))
+            mine.append(pools.setdefault(key, len(pools)))
+        walk_pool.append(mine)
+    pool_mix = np.zeros((len(pools), len(seg.labels)))
+    pool_level = np.zeros(len(pools), dtype=np.int64)
+    for (lev, members), q in pools.items():
+        pool_level[q] = lev
+        for p, c in members:
+            pool_mix[q, p] = c
+    wp = np.zeros((len(walks), len(pools)))
+    for i, mine in enumerate(walk_pool):
+        wp[i, mine] = 1.0
+    rows = np.concatenate(seg.rows) if seg.rows else np.zeros(0, np.int64)
+    node = np.repeat(np.arange(len(seg.rows)), [len(r) for r in seg.rows])
+    return walks, rows, node, node_level, mult, len(levels), pool_mix, pool_level, wp
+
+
+class NodeLayout:
+    """The walks of a :class:`~analysis.walks.WalkTable` as node multiplicities and level pools,
+    for :class:`~analysis.metametrics.NodeStats` (independent of the scores: build once, use for
+    many score matrices).
+
+    SEGs are grouped by padded shape (nodes, rows, walks, levels, pools), so one batch of array
+    operations serves many SEGs.
+    """
+
+    def __init__(self, table: WalkTable, structure: Structure) -> None:
+        self.table = table
+        by_id = {s.seg_id: s for s in structure.segs}
+        order = np.argsort(table.walk_seg, kind="stable")
+        bounds = np.searchsorted(table.walk_seg[order], np.arange(table.n_segs + 1))
+        groups: dict[tuple[int, ...], list[tuple]] = {}
+        for j, sid in enumerate(table.seg_ids):
+            walks = order[bounds[j]:bounds[j + 1]]
+            if len(walks):
+                lay = _seg_layout(by_id[sid], walks, table.walk_nodes)
+                key = tuple(_padded(n) for n in (lay[4].shape[1], len(lay[1]), len(walks), lay[5], len(lay[7])))
+                groups.setdefault(key, []).append(lay)
+        self.batches: list[_SegBatch] = []
+        for (P, R, W, L, Q), members in groups.items():
+            S = len(members)
+            b = _SegBatch(np.full((S, W), -1, np.int64), np.full((S, R), -1, np.int64), np.zeros((S, R), np.int64),
+                          np.full((S, P), -1, np.int64), np.zeros((S, W, P)), L, np.zeros((S, Q, P)),
+                          np.full((S, Q), -1, np.int64), np.zeros((S, W, Q)))
+            for i, (walks, rows, node, node_level, mult, _, pool_mix, pool_level, wp) in enumerate(members):
+                b.walk[i, :len(walks)] = walks
+                b.rows[i, :len(rows)] = rows
+                b.node[i, :len(node)] = node
+                b.node_level[i, :len(node_level)] = node_level
+                b.mult[i, :mult.shape[0], :mult.shape[1]] = mult
+                b.pool_mix[i, :pool_mix.shape[0], :pool_mix.shape[1]] = pool_mix
+                b.pool_level[i, :len(pool_level)] = pool_level
+                b.walk_pool[i, :wp.shape[0], :wp.shape[1]] = wp
+            self.batches.append(b)
+
+    def walk_values(self, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
+                    max_elements: int = 4_000_000) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`walk_values` of ``scores`` from node-pair statistics (equal to rounding).
+
+        Walks (or meta-metric options) without a node-pair form go through :func:`walk_values`.
+        """
+        scores = np.asarray(scores, dtype=float)
+        if scores.ndim != 2:
+            raise ValueError(f"expected a 2-D score matrix (rows x metrics), got shape {scores.shape}")
+        specs = [get_meta_metric(k) for k in meta_metrics]
+        n_m = scores.shape[1]
+        values = np.full((n_m, len(specs), self.table.n_walks), np.nan)
+        n_valid = np.zeros((n_m, self.table.n_walks), dtype=np.int64)
+        padded = np.vstack([scores, np.full((1, n_m), np.nan)])  # row -1 -> the NaN row
+        kernel: dict[int, list[np.ndarray]] = {}  # meta-metric -> walks left to the walk kernel
+        for b in self.batches:
+            S, R = b.rows.shape
+            _, W, P = b.mult.shape
+            Q = b.pool_mix.shape[1]
+            # Largest temporaries per SEG and column: pool-pair KS (Q^2 / 2, R), tie sizes (W, R),
+            # adjacent-pair masks (W, Q, Q), node-pair counts (P, P, R) in the products.
+            per = max(Q * Q * R // 2, W * R, W * Q * Q, W * P, P * P, 1)
+            s_step = max(1, max_elements // (per * n_m))
+            c_step = n_m if s_step > 1 or per * n_m <= max_elements else max(1, max_elements // per)
+            for s0 in range(0, S, s_step):
+                sl = slice(s0, s0 + s_step)
+                walk = b.walk[sl]
+                ok = walk >= 0
+                for c0 in range(0, n_m, c_step):
+                    cl = slice(c0, c0 + c_step)
+                    ns = b.stats(padded[b.rows[sl]][:, :, cl], sl)
+                    n_valid[cl, walk[ok]] = ns.n.transpose(1, 0, 2)[:, ok]
+                    for k, spec in enumerate(specs):
+                        try:
+                            v = spec.from_nodes(ns, protocol)
+                        except NodeFormUnavailable:
+                            if c0 == 0:
+                                kernel.setdefault(k, []).append(walk[ok])
+                            continue
+                        values[cl, k, walk[ok]] = v.transpose(1, 0, 2)[:, ok]
+        for k, walks in kernel.items():
+            idx = np.concatenate(walks)
+            sub = walk_values(_sub_table(self.table, idx), scores, protocol, [meta_metrics[k]], max_elements)[0]
+            values[:, k, idx] = sub[:, 0, idx]
+        return values, n_valid
+
+
+def _sub_table(table: WalkTable, walks: np.ndarray) -> WalkTable:
+    """``table`` restricted to the walks ``walks`` (global indices kept; the others get NaN)."""
+    keep = []
+    for b in table.buckets:
+        m = np.isin(b.walk, walks)
+        if m.any():
+            keep.append(WalkBucket(b.walk[m], b.rows[m], b.levels[m], b.max_slots))
+    return WalkTable(table.seg_ids, table.subsets, table.walk_seg, table.walk_nodes, tuple(keep))

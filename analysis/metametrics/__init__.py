@@ -23,10 +23,11 @@ import numpy as np
 
 from seg_data.resolve import resolve
 
+from .nodestats import NodeFormUnavailable, NodeStats
 from .walkstats import WalkStats
 
-__all__ = ["MetaMetricSpec", "META_METRICS", "register_meta_metric", "get_meta_metric", "WalkStats",
-           "PAPER_META_METRICS"]
+__all__ = ["MetaMetricSpec", "META_METRICS", "register_meta_metric", "get_meta_metric", "WalkStats", "NodeStats",
+           "NodeFormUnavailable", "PAPER_META_METRICS"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class MetaMetricSpec:
     permutation null where it has a closed form (:mod:`analysis.chance`; None: never).
     ``order_only`` marks a meta-metric that reads the scores only through their order and ties
     along a walk, so metrics with the same pattern of ties share its permutation null.
+    ``nodes`` is a lazy ``"module:function"`` giving the same walk values from node-pair
+    statistics (:class:`~.nodestats.NodeStats`, same options; None: the walk kernel only).
     """
 
     name: str
@@ -52,6 +55,7 @@ class MetaMetricSpec:
     minimum: float | None = None
     null_mean: str | None = None
     order_only: bool = False
+    nodes: str | None = None
 
     def function(self) -> Callable[..., np.ndarray]:
         return resolve(self.target)
@@ -59,6 +63,19 @@ class MetaMetricSpec:
     def __call__(self, stats: WalkStats, protocol) -> np.ndarray:
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
         return self.function()(stats, **kwargs)
+
+    def from_nodes(self, stats: NodeStats, protocol) -> np.ndarray:
+        """Walk values from node-pair statistics, ``(S, B, W)``.
+
+        Raises
+        ------
+        NodeFormUnavailable
+            No node-pair form (``nodes`` is None, or this option or walk shape has none).
+        """
+        if self.nodes is None:
+            raise NodeFormUnavailable(f"meta-metric {self.name!r} has no node-pair form")
+        kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
+        return resolve(self.nodes)(stats, **kwargs)
 
     def null_walk_means(self, protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
         """Exact expected walk values under the within-SEG permutation null, NaN where unknown.
@@ -91,19 +108,22 @@ for _spec in (
     MetaMetricSpec("rank", "analysis.metametrics.rank:rank_walks",
                    (("tie_method", "tie_method"), ("degenerate", "degenerate_walk")),
                    description="Spearman ordering score rank_m", minimum=-1.0, order_only=True,
-                   null_mean="analysis.metametrics.rank:rank_null_means"),
+                   null_mean="analysis.metametrics.rank:rank_null_means", nodes="analysis.metametrics.rank:rank_nodes"),
     MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
                    (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
-                   description="Kolmogorov-Smirnov separation score sep_m", minimum=0.0, order_only=True),
+                   description="Kolmogorov-Smirnov separation score sep_m", minimum=0.0, order_only=True,
+                   nodes="analysis.metametrics.sep:sep_nodes"),
     MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
                    normalised=True, description="dynamic-range separation delta_m", maximum=None, minimum=None,
-                   null_mean="analysis.metametrics.delta:delta_null_means"),
+                   null_mean="analysis.metametrics.delta:delta_null_means", nodes="analysis.metametrics.delta:delta_nodes"),
     MetaMetricSpec("kendall", "analysis.metametrics.kendall:kendall_walks", (("degenerate", "degenerate_walk"),),
                    description="Kendall tau-b ordering score", minimum=-1.0, order_only=True,
-                   null_mean="analysis.metametrics.kendall:kendall_null_means"),
+                   null_mean="analysis.metametrics.kendall:kendall_null_means",
+                   nodes="analysis.metametrics.kendall:kendall_nodes"),
     MetaMetricSpec("pair_acc", "analysis.metametrics.pair_acc:pair_acc_walks",
                    description="tie-aware pairwise ordering accuracy", minimum=0.0, order_only=True,
-                   null_mean="analysis.metametrics.pair_acc:pair_acc_null_means"),
+                   null_mean="analysis.metametrics.pair_acc:pair_acc_null_means",
+                   nodes="analysis.metametrics.pair_acc:pair_acc_nodes"),
 ):
     register_meta_metric(_spec)
 

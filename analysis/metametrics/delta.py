@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nodestats import NodeStats
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["delta_walks", "walk_delta", "delta_null_means"]
+__all__ = ["delta_walks", "delta_nodes", "walk_delta", "delta_null_means"]
 
 
 def delta_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
@@ -27,6 +28,18 @@ def delta_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
         ok = np.arange(1, stats.n_slot_cols)[None, :] < stats.n_slots[:, None]
         out = np.where(ok, gaps, 0.0).sum(axis=1) / ok.sum(axis=1)
     out[stats.n_slots <= 1] = fill
+    out[stats.n < 1] = np.nan
+    return out
+
+
+def delta_nodes(stats: NodeStats, degenerate: str = "zero") -> np.ndarray:
+    """:func:`delta_walks` from node sums (:mod:`.nodestats`), ``(S, B, W)``: the adjacent gaps
+    telescope to (lowest present level's mean - highest's) / (present levels - 1)."""
+    fill = degenerate_fill(degenerate)
+    ns = stats.n_slots
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = stats.level_mean_span() / (ns - 1)
+    out[ns <= 1] = fill
     out[stats.n < 1] = np.nan
     return out
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nodestats import NodeStats
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["kendall_walks", "walk_kendall", "kendall_null_means"]
+__all__ = ["kendall_walks", "kendall_nodes", "walk_kendall", "kendall_null_means"]
 
 
 def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
@@ -34,6 +35,20 @@ def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.clip((good - bad) / np.sqrt((n0 - n1) * (n0 - n2)), -1.0, 1.0)
     out[stats.n_score_values <= 1] = 0.0
+    out[stats.n_slots <= 1] = fill
+    out[stats.n < 2] = np.nan
+    return out
+
+
+def kendall_nodes(stats: NodeStats, degenerate: str = "zero") -> np.ndarray:
+    """:func:`kendall_walks` from node-pair statistics (:mod:`.nodestats`), ``(S, B, W)``."""
+    fill = degenerate_fill(degenerate)
+    n = stats.n
+    n0 = n * (n - 1) / 2
+    n2 = (stats.tied_pairs - n) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.clip((stats.good - stats.bad) / np.sqrt((n0 - stats.level_tied_pairs) * (n0 - n2)), -1.0, 1.0)
+    out[stats.constant] = 0.0
     out[stats.n_slots <= 1] = fill
     out[stats.n < 2] = np.nan
     return out

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nodestats import NodeStats
 from .walkstats import WalkStats, as_batch
 
-__all__ = ["pair_acc_walks", "walk_pair_acc", "pair_acc_null_means"]
+__all__ = ["pair_acc_walks", "pair_acc_nodes", "walk_pair_acc", "pair_acc_null_means"]
 
 
 def pair_acc_walks(stats: WalkStats) -> np.ndarray:
@@ -29,6 +30,16 @@ def pair_acc_walks(stats: WalkStats) -> np.ndarray:
     den = np.where(up, c[:, :, None] * c[:, None, :], 0.0).sum(axis=(1, 2))
     with np.errstate(invalid="ignore", divide="ignore"):
         out = num / den
+    out[den == 0] = np.nan
+    return out
+
+
+def pair_acc_nodes(stats: NodeStats) -> np.ndarray:
+    """:func:`pair_acc_walks` from node-pair statistics (:mod:`.nodestats`), ``(S, B, W)``."""
+    c = stats.level_count
+    den = (stats.n ** 2 - (c * c).sum(axis=-1)) / 2  # cross-level pairs
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (stats.good + 0.5 * stats.cross_ties) / den
     out[den == 0] = np.nan
     return out
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nodestats import NodeFormUnavailable, NodeStats
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["rank_walks", "walk_rank", "rank_null_means"]
+__all__ = ["rank_walks", "rank_nodes", "walk_rank", "rank_null_means"]
 
 
 def rank_walks(stats: WalkStats, tie_method: str = "average", degenerate: str = "zero") -> np.ndarray:
@@ -41,6 +42,24 @@ def rank_walks(stats: WalkStats, tie_method: str = "average", degenerate: str = 
         rho = (dx * dy).sum(axis=1) / np.sqrt((dx * dx).sum(axis=1) * (dy * dy).sum(axis=1))
     out = -np.clip(rho, -1.0, 1.0)
     out[stats.n_score_values <= 1] = 0.0
+    out[stats.n_slots <= 1] = fill
+    out[stats.n < 2] = np.nan
+    return out
+
+
+def rank_nodes(stats: NodeStats, tie_method: str = "average", degenerate: str = "zero") -> np.ndarray:
+    """:func:`rank_walks` from node-pair statistics (:mod:`.nodestats`), ``(S, B, W)``.
+
+    Only ``average`` ranks have a node-pair form (the squared ranks of tied scores then depend on
+    the tie sizes alone, ``sum t^3``); other tie methods raise :class:`NodeFormUnavailable`.
+    """
+    if tie_method != "average":
+        raise NodeFormUnavailable(f"rank_m with tie_method={tie_method!r} (node-pair form: 'average')")
+    fill = degenerate_fill(degenerate)
+    num, sxx, syy = stats.spearman_average()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = -np.clip(num / np.sqrt(sxx * syy), -1.0, 1.0)
+    out[stats.constant] = 0.0
     out[stats.n_slots <= 1] = fill
     out[stats.n < 2] = np.nan
     return out

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nodestats import NodeStats
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["sep_walks", "walk_sep", "level_pairs"]
+__all__ = ["sep_walks", "sep_nodes", "walk_sep", "level_pairs"]
 
 
 def level_pairs(n_slots: int, pairs: str) -> tuple[np.ndarray, np.ndarray]:
@@ -50,6 +51,15 @@ def sep_walks(stats: WalkStats, pairs: str = "all", degenerate: str = "zero") ->
         ok = b[None, :] < stats.n_slots[:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(ok, d, 0.0).sum(axis=1) / ok.sum(axis=1)
+    out[stats.n_slots <= 1] = fill
+    out[stats.n < 1] = np.nan
+    return out
+
+
+def sep_nodes(stats: NodeStats, pairs: str = "all", degenerate: str = "zero") -> np.ndarray:
+    """:func:`sep_walks` from the KS statistics of level pools (:mod:`.nodestats`), ``(S, B, W)``."""
+    fill = degenerate_fill(degenerate)
+    out = stats.ks_mean(pairs)
     out[stats.n_slots <= 1] = fill
     out[stats.n < 1] = np.nan
     return out

@@ -1,0 +1,264 @@
+"""Walk statistics from node-level counts: the same walk values as :class:`WalkStats`, without
+sorting any walk.
+
+A walk visits whole nodes (a duplicated root visits its node twice), so every order statistic
+of a walk is a sum over pairs of its nodes of a statistic of that node pair, and every node
+pair is shared by many walks. :class:`NodeStats` ranks each SEG's scores once, counts each
+node's scores per distinct value (``C[node, value]``), forms the node-pair counts once per SEG,
+
+- ``G[P, Q] = #{x in P, y in Q: x > y}`` and ``T[P, Q] = #{x in P, y in Q: x == y}`` (``C L^T``
+  and ``C C^T``, ``L`` the counts strictly below each value),
+- ``KS[A, B] = max_v |F_A(v) - F_B(v)|`` between level pools (a node, or the union of a
+  walk's nodes on one level) from their cumulative counts,
+
+and then each walk's statistics as quadratic forms of its node multiplicities ``m`` (``m^T A m``).
+For many score columns at once (permuted copies of a metric, :mod:`analysis.chance`) this
+replaces a sort, a cumulative count and a pair count per walk and column by a few small
+matrix products per SEG. Each registered meta-metric gives its walk value from these
+statistics (``MetaMetricSpec.nodes``); they equal the :class:`WalkStats` kernels' to rounding.
+
+Arrays are batched as ``(S, B, W, ...)``: S SEGs of one padded shape, B score columns, W walks
+per SEG (padding: walks without nodes, nodes without rows, levels without nodes, all inert).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+__all__ = ["NodeStats", "NodeFormUnavailable"]
+
+
+class NodeFormUnavailable(Exception):
+    """A meta-metric option (or a walk shape) has no node-pair form: use the walk kernel."""
+
+
+class NodeStats:
+    """Node-pair statistics of a batch of SEGs and the walk statistics built from them.
+
+    Parameters
+    ----------
+    values : array, shape (S, R, B)
+        Scores of each SEG's rows for B columns; NaN where missing (and on padded rows).
+    node : int array, shape (S, R)
+        Node index (``0 .. P-1``) of each row (any value on padded rows).
+    node_level : int array, shape (S, P)
+        Dense level index (``0 .. L-1``, in level order) of each node; ``-1`` on padded nodes.
+    mult : array, shape (S, W, P)
+        How many times each walk visits each node (0 on padded walks).
+    n_levels : int
+        L.
+    pool_mix, pool_level, walk_pool : arrays, shapes (S, Q, P), (S, Q), (S, W, Q)
+        The level pools of the walks (for KS): each pool's node counts (a level with one node,
+        repeated or not, is that node once: the same ECDF), its dense level (-1 on padding),
+        and which pool each walk has on each of its levels.
+    """
+
+    def __init__(self, values: np.ndarray, node: np.ndarray, node_level: np.ndarray, mult: np.ndarray,
+                 n_levels: int, pool_mix: np.ndarray, pool_level: np.ndarray, walk_pool: np.ndarray) -> None:
+        self.pool_mix = np.asarray(pool_mix, dtype=float)
+        self.pool_level = np.asarray(pool_level, dtype=np.int64)
+        self.walk_pool = np.asarray(walk_pool, dtype=float)
+        self._values = np.asarray(values, dtype=float)
+        self._node = np.asarray(node, dtype=np.int64)
+        self._node_level = np.asarray(node_level, dtype=np.int64)
+        self.mult = np.asarray(mult, dtype=float)
+        S, R, B = self._values.shape
+        self.shape = (S, B, self.mult.shape[1])
+        self.n_nodes = self.mult.shape[2]
+        self.n_levels = int(n_levels)
+
+    # -- per node -----------------------------------------------------------------------------
+    @cached_property
+    def level_onehot(self) -> np.ndarray:
+        """``(S, P, L)``: 1 where the node is on that level (rows of padded nodes are 0)."""
+        lv = self._node_level
+        return (lv[:, :, None] == np.arange(self.n_levels)[None, None, :]).astype(float)
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        """``C``, ``(S, B, P, V)``: the node's valid scores equal to each distinct value of its SEG
+        (values in ascending order; V = R, unused bins 0)."""
+        x = self._values
+        S, R, B = x.shape
+        order = np.argsort(x, axis=1, kind="stable")  # NaN last
+        xs = np.take_along_axis(x, order, axis=1)
+        new = np.ones(xs.shape, dtype=bool)
+        new[:, 1:] = xs[:, 1:] != xs[:, :-1]
+        gid = np.cumsum(new, axis=1) - 1
+        vid = np.empty_like(gid)
+        np.put_along_axis(vid, order, gid, axis=1)
+        vid = np.where(np.isnan(x), R, vid)  # an overflow bin, dropped
+        P = self.n_nodes
+        flat = ((np.arange(S)[:, None, None] * B + np.arange(B)[None, None, :]) * P
+                + self._node[:, :, None]) * (R + 1) + vid
+        c = np.bincount(flat.ravel(), minlength=S * B * P * (R + 1)).reshape(S, B, P, R + 1)
+        return c[..., :R].astype(float)
+
+    @cached_property
+    def node_n(self) -> np.ndarray:
+        """``(S, B, P)`` valid scores per node."""
+        return self.counts.sum(axis=-1)
+
+    @cached_property
+    def node_sum(self) -> np.ndarray:
+        """``(S, B, P)`` sum of the node's valid scores."""
+        x = self._values
+        S, R, B = x.shape
+        P = self.n_nodes
+        flat = (np.arange(S)[:, None, None] * B + np.arange(B)[None, None, :]) * P + self._node[:, :, None]
+        return np.bincount(flat.ravel(), weights=np.nan_to_num(x).ravel(), minlength=S * B * P).reshape(S, B, P)
+
+    @cached_property
+    def greater(self) -> np.ndarray:
+        """``G[s, b, P, Q] = #{x in P, y in Q: x > y}``."""
+        c = self.counts
+        below = np.cumsum(c, axis=-1) - c
+        return c @ below.swapaxes(-1, -2)
+
+    @cached_property
+    def tied(self) -> np.ndarray:
+        """``T[s, b, P, Q] = #{x in P, y in Q: x == y}`` (self-pairs on the diagonal)."""
+        c = self.counts
+        return c @ c.swapaxes(-1, -2)
+
+    @cached_property
+    def pool_ks(self) -> np.ndarray:
+        """``(S, B, Q, Q)`` KS statistic between the scores of two level pools (0 where one has none)."""
+        mix = self.pool_mix[:, None]  # (S, 1, Q, P)
+        n = (mix @ self.node_n[..., None])[..., 0]  # (S, B, Q)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f = (mix @ np.cumsum(self.counts, axis=-1)) / n[..., None]
+        Q = f.shape[2]
+        i, j = np.triu_indices(Q, 1)
+        d = np.zeros(f.shape[:2] + (Q, Q))
+        if len(i):
+            dij = np.abs(f[:, :, i] - f[:, :, j]).max(axis=-1)  # KS is symmetric: each pair once
+            d[:, :, i, j] = dij
+            d[:, :, j, i] = dij
+        return np.where((n[:, :, :, None] > 0) & (n[:, :, None, :] > 0), d, 0.0)
+
+    @cached_property
+    def lower(self) -> np.ndarray:
+        """``(S, P, P)``: 1 where node P's level is below node Q's."""
+        lv = self._node_level
+        return ((lv[:, :, None] < lv[:, None, :]) & (lv[:, :, None] >= 0)).astype(float)
+
+    # -- per walk ------------------------------------------------------------------------------
+    def _row(self, a: np.ndarray) -> np.ndarray:
+        """``sum_Q m_Q A[P, Q]`` for every walk: ``(S, B, W, P)``."""
+        return self.mult[:, None] @ a.swapaxes(-1, -2)
+
+    def quad(self, a: np.ndarray) -> np.ndarray:
+        """``m^T A m`` for every walk and column: ``(S, B, W)``."""
+        return (self._row(a) * self.mult[:, None]).sum(axis=-1)
+
+    @cached_property
+    def level_count(self) -> np.ndarray:
+        """``(S, B, W, L)`` valid samples of each level on each walk (repeats counted)."""
+        return (self.mult[:, None] * self.node_n[:, :, None, :]) @ self.level_onehot[:, None]
+
+    @cached_property
+    def n(self) -> np.ndarray:
+        """``(S, B, W)`` valid samples per walk."""
+        return self.level_count.sum(axis=-1)
+
+    @cached_property
+    def present(self) -> np.ndarray:
+        return self.level_count > 0
+
+    @cached_property
+    def n_slots(self) -> np.ndarray:
+        """``(S, B, W)`` levels with a valid sample per walk."""
+        return self.present.sum(axis=-1)
+
+    @cached_property
+    def tied_pairs(self) -> np.ndarray:
+        """``sum_v t_v^2``, ``t_v`` the walk's samples equal to value v: ``(S, B, W)``."""
+        return self.quad(self.tied)
+
+    @cached_property
+    def constant(self) -> np.ndarray:
+        """Walks whose valid scores are all equal."""
+        return self.tied_pairs == self.n ** 2
+
+    @cached_property
+    def tie_cubes(self) -> np.ndarray:
+        """``sum_v t_v^3`` per walk: ``(S, B, W)``."""
+        t = self.mult[:, None] @ self.counts  # (S, B, W, V)
+        return (t * t * t).sum(axis=-1)
+
+    @cached_property
+    def good(self) -> np.ndarray:
+        """Cross-level pairs whose lower level scores higher (repeats counted)."""
+        return self.quad(self.lower[:, None] * self.greater)
+
+    @cached_property
+    def bad(self) -> np.ndarray:
+        """Cross-level pairs whose lower level scores lower."""
+        return self.quad(self.lower[:, None] * self.greater.swapaxes(-1, -2))
+
+    @cached_property
+    def cross_ties(self) -> np.ndarray:
+        """Cross-level pairs that tie."""
+        return self.quad(self.lower[:, None] * self.tied)
+
+    @cached_property
+    def level_tied_pairs(self) -> np.ndarray:
+        """``sum_l c_l (c_l - 1) / 2``: pairs sharing a level."""
+        c = self.level_count
+        return (c * (c - 1) / 2).sum(axis=-1)
+
+    def spearman_average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Numerator and the two sums of squares of Pearson(level ranks, score ranks), average ranks.
+
+        Score rank of x: (samples below it) + (samples tied with it, itself included, + 1) / 2, so
+        the ranks summed over a node are ``sum_Q m_Q G[P, Q] + (sum_Q m_Q T[P, Q] + n_P) / 2``.
+        """
+        c = self.level_count
+        n = self.n
+        mean = (n + 1) / 2
+        lr = np.cumsum(c, axis=-1) - c + (c + 1) / 2 - mean[..., None]  # centred level ranks
+        sxx = (c * lr * lr).sum(axis=-1)
+        lr_node = lr @ self.level_onehot[:, None].swapaxes(-1, -2)  # (S, B, W, P)
+        rank_sum = self._row(self.greater) + (self._row(self.tied) + self.node_n[:, :, None, :]) / 2
+        num = (self.mult[:, None] * lr_node * rank_sum).sum(axis=-1)
+        syy = (n ** 3 - self.tie_cubes) / 12
+        return num, sxx, syy
+
+    def ks_mean(self, pairs: str) -> np.ndarray:
+        """Mean KS between the walk's level pools over all their pairs (``all``) or adjacent ones."""
+        lv = self.pool_level
+        lower = ((lv[:, :, None] < lv[:, None, :]) & (lv[:, :, None] >= 0)).astype(float)[:, None]
+        pool_n = (self.pool_mix[:, None] @ self.node_n[..., None])[..., 0]  # (S, B, Q)
+        on = (self.walk_pool[:, None] > 0) & (pool_n[:, :, None, :] > 0)  # (S, B, W, Q)
+        z = on.astype(float)
+        ks = lower * self.pool_ks
+        ns = self.n_slots
+        if pairs == "all":
+            total = ((z @ ks.swapaxes(-1, -2)) * z).sum(axis=-1)
+            count = ns * (ns - 1) / 2
+        elif pairs == "adjacent":
+            slot = np.cumsum(self.present, axis=-1) - 1  # dense rank of each present level
+            onehot = (lv[:, :, None] == np.arange(self.n_levels)[None, None, :]).astype(float)  # (S, Q, L)
+            pool_slot = np.where(on, slot @ onehot[:, None].swapaxes(-1, -2), -2)
+            adj = (pool_slot[..., None, :] - pool_slot[..., :, None] == 1) & on[..., :, None] & on[..., None, :]
+            total = (adj * ks[:, :, None]).sum(axis=(-1, -2))
+            count = ns - 1.0
+        else:
+            raise ValueError(f"expected KS pairs 'all' or 'adjacent', got {pairs!r}")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return total / count
+
+    def level_mean_span(self) -> np.ndarray:
+        """Mean score of the walk's lowest present level minus that of its highest."""
+        c = self.level_count
+        s = (self.mult[:, None] * self.node_sum[:, :, None, :]) @ self.level_onehot[:, None]
+        pres = self.present
+        L = c.shape[-1]
+        first = np.argmax(pres, axis=-1)[..., None]
+        last = (L - 1 - np.argmax(pres[..., ::-1], axis=-1))[..., None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = s / c
+        return (np.take_along_axis(m, first, axis=-1) - np.take_along_axis(m, last, axis=-1))[..., 0]
