@@ -213,7 +213,7 @@ class _Twins:
     variance (on TS2's 19 columns, a quarter of rank_m's Monte-Carlo error).
     """
 
-    table: WalkTable  # the twin-free walks
+    layout: NodeLayout  # the twin-free walks
     partner: np.ndarray  # (n_walks,) index into ``table``, -1: none
     use: np.ndarray  # (n_metrics, n_meta, n_walks): cells corrected
     expected: np.ndarray  # (n_metrics, n_meta, n_walks): E[twin-free value] at each walk
@@ -235,12 +235,13 @@ class _Twins:
         if not (partner >= 0).any():
             return None
         at = {sid: j for j, sid in enumerate(walk_table.seg_ids)}
+        layout = NodeLayout(table, structure)
         free = null_walk_means(tied[:, [at[sid] for sid in table.seg_ids]], table,
-                               walk_values(table, scores, protocol, meta_metrics)[0], protocol, meta_metrics)
+                               layout.walk_values(scores, protocol, meta_metrics)[0], protocol, meta_metrics)
         expected = np.where(partner >= 0, free[:, :, np.maximum(partner, 0)], np.nan)
         use = ~known & ~np.isnan(wv0) & ~np.isnan(expected)
         mms = tuple(k for i, k in enumerate(meta_metrics) if use[:, i].any())
-        return cls(table, partner, use, expected, mms) if mms else None
+        return cls(layout, partner, use, expected, mms) if mms else None
 
     def correct(self, wv: np.ndarray, twin_free: np.ndarray, meta_metrics: Sequence[str]) -> np.ndarray:
         """``wv`` (p * n_metrics, n_meta, n_walks) corrected with the twin-free walks' values under the
@@ -271,25 +272,33 @@ class _Columns:
         return v.reshape(p, len(self.reps), *v.shape[1:])[:, self.member].reshape(p * self.n_m, *v.shape[1:])
 
     def walk_values(self, layout: NodeLayout, perm: np.ndarray, p: int, protocol: Protocol,
-                    meta_metrics: Sequence[str], which: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    meta_metrics: Sequence[str], which: Sequence[int] | None = None,
+                    rng: np.random.Generator | None = None) -> tuple[np.ndarray, ...]:
         """Walk values (:meth:`analysis.compute.NodeLayout.walk_values`) of the ``p`` permuted copies
         ``perm`` (``n_rows x p*n_metrics``) for the meta-metrics ``which`` (indices; default all),
-        order-only ones per class."""
-        table = layout.table
-        which = range(len(meta_metrics)) if which is None else which
+        order-only ones per class. With ``rng``, also the control variates and their expectations
+        (:meth:`~analysis.compute.NodeLayout.null_values`, ties broken with ``rng``)."""
+        which = list(range(len(meta_metrics)) if which is None else which)
         order = [k for k in which if k in self.order]
         value = [k for k in which if k not in self.order]
-        wv = np.full((p * self.n_m, len(which), table.n_walks), np.nan)
+        shape = (p * self.n_m, len(which), layout.table.n_walks)
+        out = [np.full(shape, np.nan) for _ in range(2 if rng is None else 4)]
         nv = None
-        if order:
-            rp = perm.reshape(perm.shape[0], p, self.n_m)[:, :, self.reps].reshape(perm.shape[0], -1)
-            wo, nv = layout.walk_values(rp, protocol, [meta_metrics[k] for k in order])
-            wv[:, [list(which).index(k) for k in order]] = self.expand(wo, p)
-            nv = self.expand(nv, p)
-        if value:
-            wvv, nv = layout.walk_values(perm, protocol, [meta_metrics[k] for k in value])
-            wv[:, [list(which).index(k) for k in value]] = wvv
-        return wv, nv
+        for ks, cols, expand in ((order, self.reps, True), (value, None, False)):
+            if not ks:
+                continue
+            x = perm if cols is None else perm.reshape(perm.shape[0], p, self.n_m)[:, :, cols].reshape(perm.shape[0], -1)
+            names = [meta_metrics[k] for k in ks]
+            got = list(layout.walk_values(x, protocol, names) if rng is None else layout.null_values(x, protocol, names, rng))
+            if expand:
+                got = [self.expand(g, p) for g in got]
+            nv = got[1]
+            at = [which.index(k) for k in ks]
+            for i, g in enumerate(got):
+                if i != 1:
+                    out[i][:, at] = g
+        out[1] = nv
+        return tuple(out)
 
 
 class _Moments:
@@ -385,7 +394,9 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
     groups = sv0.groups()
     rng = np.random.default_rng([seed, 16])
-    raw, est = _Moments(), _Moments()
+    tie_rng = np.random.default_rng([seed, 17])  # breaks ties for the control variates: a stream of its own
+    raw, est, ctl, diff = _Moments(), _Moments(), _Moments(), _Moments()
+    ctl_expected = None
     step = max(1, max_columns // max(n_m, 1))
     chunks = range(0, n_perm, step)
     if progress:
@@ -395,20 +406,31 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     cols = _Columns(null_classes(scores, seg_rows, ties), meta_metrics)
     twin_mms = [list(meta_metrics).index(k) for k in twins.meta_metrics] if twins is not None else []
     layout = NodeLayout(walk_table, structure)
-    twin_layout = NodeLayout(twins.table, structure) if twins is not None else None
     for lo in chunks:
         p = min(step, n_perm - lo)
         perm = permute_within_segs(scores, seg_rows, p, rng)
-        wv, nv = cols.walk_values(layout, perm, p, protocol, meta_metrics)
+        wv, nv, control, control_mean = cols.walk_values(layout, perm, p, protocol, meta_metrics, rng=tie_rng)
         args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
         raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
         # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
         # repeated-root walks of rank/kendall are corrected by their twin-free walk.
         if twins is not None:
-            free, _ = cols.walk_values(twin_layout, perm, p, protocol, meta_metrics, twin_mms)
+            free, _ = cols.walk_values(twins.layout, perm, p, protocol, meta_metrics, twin_mms)
             wv = twins.correct(wv, free, meta_metrics)
         wv = np.where(np.tile(known, (p, 1, 1)), np.tile(exact, (p, 1, 1)), wv)
-        est.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
+        y = compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1)
+        # Control variates (sep: its value with ties broken at random, whose expectation is the
+        # untied KS null's); 0 where a meta-metric or a walk has none.
+        # (walks left out stay out of the control too, so it averages over the same walks)
+        none, out = np.isnan(control_mean), np.isnan(wv)
+        c = compute_seg_values(walk_table, np.where(out, np.nan, np.where(none, 0.0, control)), nv,
+                               *args).values.reshape(p, n_m, n_k, -1)
+        if ctl_expected is None:
+            ctl_expected = compute_seg_values(walk_table, np.where(out, np.nan, np.where(none, 0.0, control_mean)), nv,
+                                              *args).values.reshape(p, n_m, n_k, -1)[0]
+        est.add(y)
+        ctl.add(c)
+        diff.add(y - c)
     # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.
     unknown = (~known & ~np.isnan(wv0)).astype(float)
     seg_exact = seg_means(unknown, np.ones_like(nv0), walk_table.walk_seg, walk_table.n_segs, "uniform") == 0
@@ -417,8 +439,17 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     def sums(v: np.ndarray) -> np.ndarray:  # over each group's SEGs with a value
         return group_means(v, groups)[0] * counts
 
+    # The control's coefficient per cell: the pooled regression of the estimate on the control
+    # over SEGs (SEGs permute independently), so a control never adds variance (coarse scores,
+    # where breaking ties moves KS a lot, get a small one); exact where nothing ties (beta = 1).
+    var_y, var_c = np.where(seg_exact, 0.0, est.var()), np.where(seg_exact, 0.0, ctl.var())
+    # (from the difference's spread: exactly the estimate's where estimate and control coincide)
+    cov = np.where(seg_exact, 0.0, (est.var() + ctl.var() - diff.var()) / 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        beta = np.nan_to_num(sums(cov) / sums(var_c), nan=0.0, posinf=0.0, neginf=0.0)
+    level = level - beta * group_means(ctl.mean - ctl_expected, groups)[0]
     var_raw = sums(raw.var())
-    var_est = sums(np.where(seg_exact, 0.0, est.var()))
+    var_est = np.maximum(sums(var_y) - 2 * beta * sums(cov) + beta * beta * sums(var_c), 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         sd = np.sqrt(var_raw) / counts
         mc = np.sqrt(var_est) / counts / np.sqrt(n_perm)

@@ -97,7 +97,7 @@ class _SegBatch:
     n_levels: int
     pool_mix: np.ndarray  # (S, Q, P) node counts of each level pool
     pool_level: np.ndarray  # (S, Q) dense level of each pool, -1 on padding
-    walk_pool: np.ndarray  # (S, W, Q) 1 where the walk's pool on that level is this one
+    walk_pool: np.ndarray  # (S, W, L) the walk's pool on each level, -1: none
 
     def stats(self, values: np.ndarray, segs: slice) -> NodeStats:
         return NodeStats(values, self.node[segs], self.node_level[segs], self.mult[segs], self.n_levels,
@@ -129,9 +129,9 @@ def _seg_layout(seg, walks: np.ndarray, walk_nodes) -> tuple:
         pool_level[q] = lev
         for p, c in members:
             pool_mix[q, p] = c
-    wp = np.zeros((len(walks), len(pools)))
+    wp = np.full((len(walks), len(levels)), -1, dtype=np.int64)
     for i, mine in enumerate(walk_pool):
-        wp[i, mine] = 1.0
+        wp[i, pool_level[mine]] = mine
     rows = np.concatenate(seg.rows) if seg.rows else np.zeros(0, np.int64)
     node = np.repeat(np.arange(len(seg.rows)), [len(r) for r in seg.rows])
     return walks, rows, node, node_level, mult, len(levels), pool_mix, pool_level, wp
@@ -163,7 +163,7 @@ class NodeLayout:
             S = len(members)
             b = _SegBatch(np.full((S, W), -1, np.int64), np.full((S, R), -1, np.int64), np.zeros((S, R), np.int64),
                           np.full((S, P), -1, np.int64), np.zeros((S, W, P)), L, np.zeros((S, Q, P)),
-                          np.full((S, Q), -1, np.int64), np.zeros((S, W, Q)))
+                          np.full((S, Q), -1, np.int64), np.full((S, W, L), -1, np.int64))
             for i, (walks, rows, node, node_level, mult, _, pool_mix, pool_level, wp) in enumerate(members):
                 b.walk[i, :len(walks)] = walks
                 b.rows[i, :len(rows)] = rows
@@ -181,12 +181,26 @@ class NodeLayout:
 
         Walks (or meta-metric options) without a node-pair form go through :func:`walk_values`.
         """
+        values, n_valid, _ = self._run(scores, protocol, meta_metrics, max_elements, None)
+        return values, n_valid
+
+    def null_values(self, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
+                    rng: np.random.Generator, max_elements: int = 4_000_000
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`walk_values` of permuted scores with each meta-metric's control variate
+        (:meth:`~analysis.metametrics.MetaMetricSpec.null_control`): ``values, n_valid, control,
+        control_mean``, the last two ``(n_metrics, n_meta_metrics, n_walks)``, NaN where none."""
+        values, n_valid, controls = self._run(scores, protocol, meta_metrics, max_elements, rng)
+        return values, n_valid, controls[0], controls[1]
+
+    def _run(self, scores, protocol, meta_metrics, max_elements, rng):
         scores = np.asarray(scores, dtype=float)
         if scores.ndim != 2:
             raise ValueError(f"expected a 2-D score matrix (rows x metrics), got shape {scores.shape}")
         specs = [get_meta_metric(k) for k in meta_metrics]
         n_m = scores.shape[1]
         values = np.full((n_m, len(specs), self.table.n_walks), np.nan)
+        controls = None if rng is None else np.full((2,) + values.shape, np.nan)
         n_valid = np.zeros((n_m, self.table.n_walks), dtype=np.int64)
         padded = np.vstack([scores, np.full((1, n_m), np.nan)])  # row -1 -> the NaN row
         kernel: dict[int, list[np.ndarray]] = {}  # meta-metric -> walks left to the walk kernel
@@ -215,11 +229,14 @@ class NodeLayout:
                                 kernel.setdefault(k, []).append(walk[ok])
                             continue
                         values[cl, k, walk[ok]] = v.transpose(1, 0, 2)[:, ok]
+                        if controls is not None:
+                            for i, c in enumerate(spec.null_control(ns, protocol, rng)):
+                                controls[i][cl, k, walk[ok]] = c.transpose(1, 0, 2)[:, ok]
         for k, walks in kernel.items():
             idx = np.concatenate(walks)
             sub = walk_values(_sub_table(self.table, idx), scores, protocol, [meta_metrics[k]], max_elements)[0]
             values[:, k, idx] = sub[:, 0, idx]
-        return values, n_valid
+        return values, n_valid, controls
 
 
 def _sub_table(table: WalkTable, walks: np.ndarray) -> WalkTable:

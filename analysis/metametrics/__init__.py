@@ -44,6 +44,9 @@ class MetaMetricSpec:
     along a walk, so metrics with the same pattern of ties share its permutation null.
     ``nodes`` is a lazy ``"module:function"`` giving the same walk values from node-pair
     statistics (:class:`~.nodestats.NodeStats`, same options; None: the walk kernel only).
+    ``control`` is a lazy ``"module:function"`` giving a control variate for the chance level
+    where there is no closed form: walk values that move with the meta-metric's under one
+    permutation, and their exact expectations (:mod:`analysis.chance`; None: none).
     """
 
     name: str
@@ -56,6 +59,7 @@ class MetaMetricSpec:
     null_mean: str | None = None
     order_only: bool = False
     nodes: str | None = None
+    control: str | None = None
 
     def function(self) -> Callable[..., np.ndarray]:
         return resolve(self.target)
@@ -76,6 +80,15 @@ class MetaMetricSpec:
             raise NodeFormUnavailable(f"meta-metric {self.name!r} has no node-pair form")
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
         return resolve(self.nodes)(stats, **kwargs)
+
+    def null_control(self, stats: NodeStats, protocol, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Control-variate walk values and their exact expectations (``(S, B, W)`` each; NaN where
+        there is none) under one permutation, or NaN everywhere when ``control`` is None."""
+        if self.control is None:
+            nan = np.full(stats.shape, np.nan)
+            return nan, nan
+        kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
+        return resolve(self.control)(stats, rng, **kwargs)
 
     def null_walk_means(self, protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
         """Exact expected walk values under the within-SEG permutation null, NaN where unknown.
@@ -112,7 +125,7 @@ for _spec in (
     MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
                    (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
                    description="Kolmogorov-Smirnov separation score sep_m", minimum=0.0, order_only=True,
-                   nodes="analysis.metametrics.sep:sep_nodes"),
+                   nodes="analysis.metametrics.sep:sep_nodes", control="analysis.metametrics.sep:sep_control"),
     MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
                    normalised=True, description="dynamic-range separation delta_m", maximum=None, minimum=None,
                    null_mean="analysis.metametrics.delta:delta_null_means", nodes="analysis.metametrics.delta:delta_nodes"),

@@ -47,7 +47,7 @@ def kendall_nodes(stats: NodeStats, degenerate: str = "zero") -> np.ndarray:
     n0 = n * (n - 1) / 2
     n2 = (stats.tied_pairs - n) / 2
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.clip((stats.good - stats.bad) / np.sqrt((n0 - stats.level_tied_pairs) * (n0 - n2)), -1.0, 1.0)
+        out = np.clip(stats.concordance / np.sqrt((n0 - stats.level_tied_pairs) * (n0 - n2)), -1.0, 1.0)
     out[stats.constant] = 0.0
     out[stats.n_slots <= 1] = fill
     out[stats.n < 2] = np.nan

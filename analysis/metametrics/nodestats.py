@@ -49,17 +49,17 @@ class NodeStats:
         How many times each walk visits each node (0 on padded walks).
     n_levels : int
         L.
-    pool_mix, pool_level, walk_pool : arrays, shapes (S, Q, P), (S, Q), (S, W, Q)
+    pool_mix, pool_level, walk_pool : arrays, shapes (S, Q, P), (S, Q), (S, W, L)
         The level pools of the walks (for KS): each pool's node counts (a level with one node,
         repeated or not, is that node once: the same ECDF), its dense level (-1 on padding),
-        and which pool each walk has on each of its levels.
+        and the pool each walk has on each level (-1: none).
     """
 
     def __init__(self, values: np.ndarray, node: np.ndarray, node_level: np.ndarray, mult: np.ndarray,
                  n_levels: int, pool_mix: np.ndarray, pool_level: np.ndarray, walk_pool: np.ndarray) -> None:
         self.pool_mix = np.asarray(pool_mix, dtype=float)
         self.pool_level = np.asarray(pool_level, dtype=np.int64)
-        self.walk_pool = np.asarray(walk_pool, dtype=float)
+        self.walk_pool = np.asarray(walk_pool, dtype=np.int64)
         self._values = np.asarray(values, dtype=float)
         self._node = np.asarray(node, dtype=np.int64)
         self._node_level = np.asarray(node_level, dtype=np.int64)
@@ -77,38 +77,63 @@ class NodeStats:
         return (lv[:, :, None] == np.arange(self.n_levels)[None, None, :]).astype(float)
 
     @cached_property
-    def counts(self) -> np.ndarray:
-        """``C``, ``(S, B, P, V)``: the node's valid scores equal to each distinct value of its SEG
-        (values in ascending order; V = R, unused bins 0)."""
+    def _dense(self) -> np.ndarray:
+        """``(S, R, B)`` dense rank of each score within its SEG and column (0 = lowest; NaN rows any)."""
         x = self._values
-        S, R, B = x.shape
         order = np.argsort(x, axis=1, kind="stable")  # NaN last
         xs = np.take_along_axis(x, order, axis=1)
         new = np.ones(xs.shape, dtype=bool)
         new[:, 1:] = xs[:, 1:] != xs[:, :-1]
-        gid = np.cumsum(new, axis=1) - 1
-        vid = np.empty_like(gid)
-        np.put_along_axis(vid, order, gid, axis=1)
-        vid = np.where(np.isnan(x), R, vid)  # an overflow bin, dropped
+        vid = np.empty(x.shape, dtype=np.int64)
+        np.put_along_axis(vid, order, np.cumsum(new, axis=1) - 1, axis=1)
+        return vid
+
+    def tie_broken(self, rng: np.random.Generator) -> "NodeStats":
+        """This batch with every tie broken in a uniformly random order.
+
+        Its order statistics follow the null of untied scores exactly (each arrangement of ranks
+        equally likely under the within-SEG permutation), and equal this batch's wherever nothing
+        ties: the control variate of :mod:`analysis.chance`.
+        """
+        x = self._values
+        keys = np.where(np.isnan(x), np.nan, self._dense + rng.random(x.shape))
+        return NodeStats(keys, self._node, self._node_level, self.mult, self.n_levels, self.pool_mix,
+                         self.pool_level, self.walk_pool)
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        """``C``, ``(S, B, P, V)``: the node's valid scores equal to each distinct value of its SEG
+        (values in ascending order; V the most distinct values of one SEG and column, unused bins 0)."""
+        x = self._values
+        S, R, B = x.shape
+        vid = self._dense
+        nan = np.isnan(x)
+        V = int(np.where(nan, -1, vid).max(initial=-1)) + 1  # coarse scores: few bins
+        vid = np.where(nan, V, vid)  # an overflow bin, dropped
         P = self.n_nodes
         flat = ((np.arange(S)[:, None, None] * B + np.arange(B)[None, None, :]) * P
-                + self._node[:, :, None]) * (R + 1) + vid
-        c = np.bincount(flat.ravel(), minlength=S * B * P * (R + 1)).reshape(S, B, P, R + 1)
-        return c[..., :R].astype(float)
+                + self._node[:, :, None]) * (V + 1) + vid
+        c = np.bincount(flat.ravel(), minlength=S * B * P * (V + 1)).reshape(S, B, P, V + 1)
+        return c[..., :V].astype(float)
 
-    @cached_property
-    def node_n(self) -> np.ndarray:
-        """``(S, B, P)`` valid scores per node."""
-        return self.counts.sum(axis=-1)
-
-    @cached_property
-    def node_sum(self) -> np.ndarray:
-        """``(S, B, P)`` sum of the node's valid scores."""
+    def _per_node(self, weights: np.ndarray) -> np.ndarray:
         x = self._values
         S, R, B = x.shape
         P = self.n_nodes
         flat = (np.arange(S)[:, None, None] * B + np.arange(B)[None, None, :]) * P + self._node[:, :, None]
-        return np.bincount(flat.ravel(), weights=np.nan_to_num(x).ravel(), minlength=S * B * P).reshape(S, B, P)
+        return np.bincount(flat.ravel(), weights=weights.ravel(), minlength=S * B * P).reshape(S, B, P)
+
+    @cached_property
+    def node_n(self) -> np.ndarray:
+        """``(S, B, P)`` valid scores per node (without ranking anything: delta needs no order)."""
+        if "counts" in self.__dict__:
+            return self.counts.sum(axis=-1)
+        return self._per_node((~np.isnan(self._values)).astype(float))
+
+    @cached_property
+    def node_sum(self) -> np.ndarray:
+        """``(S, B, P)`` sum of the node's valid scores."""
+        return self._per_node(np.nan_to_num(self._values))
 
     @cached_property
     def greater(self) -> np.ndarray:
@@ -124,17 +149,39 @@ class NodeStats:
         return c @ c.swapaxes(-1, -2)
 
     @cached_property
+    def pool_n(self) -> np.ndarray:
+        """``(S, B, Q)`` valid scores in each level pool."""
+        return (self.pool_mix[:, None] @ self.node_n[..., None])[..., 0]
+
+    @cached_property
+    def compared_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pool pairs ``i < j`` on different levels in some SEG of the batch (each unordered pair once)."""
+        lv = self.pool_level
+        i, j = np.triu_indices(lv.shape[1], 1)
+        use = ((lv[:, i] != lv[:, j]) & (lv[:, i] >= 0) & (lv[:, j] >= 0)).any(axis=0)
+        return i[use], j[use]
+
+    @cached_property
     def pool_ks(self) -> np.ndarray:
-        """``(S, B, Q, Q)`` KS statistic between the scores of two level pools (0 where one has none)."""
+        """``(S, B, Q, Q)`` KS statistic between the scores of two level pools on different levels
+        (0 where one has no valid score, and between pools of one level, which no walk compares).
+
+        As :func:`~.sep.sep_walks`: ``max |cum_A n_B - cum_B n_A| / (n_A n_B)``, integers until the
+        division (float32 holds them exactly while ``rows^2 < 2^24``).
+        """
         mix = self.pool_mix[:, None]  # (S, 1, Q, P)
-        n = (mix @ self.node_n[..., None])[..., 0]  # (S, B, Q)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            f = (mix @ np.cumsum(self.counts, axis=-1)) / n[..., None]
-        Q = f.shape[2]
-        i, j = np.triu_indices(Q, 1)
-        d = np.zeros(f.shape[:2] + (Q, Q))
+        n = self.pool_n
+        R = self._values.shape[1]
+        dtype = np.float32 if R < 4096 else np.float64
+        cum = (mix @ np.cumsum(self.counts, axis=-1)).astype(dtype)
+        Q = self.pool_level.shape[1]
+        i, j = self.compared_pairs
+        d = np.zeros(cum.shape[:2] + (Q, Q))
         if len(i):
-            dij = np.abs(f[:, :, i] - f[:, :, j]).max(axis=-1)  # KS is symmetric: each pair once
+            nn = n.astype(dtype)[..., None]
+            cross = np.abs(cum[:, :, i] * nn[:, :, j] - cum[:, :, j] * nn[:, :, i]).max(axis=-1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                dij = cross / (n[:, :, i] * n[:, :, j])
             d[:, :, i, j] = dij
             d[:, :, j, i] = dij
         return np.where((n[:, :, :, None] > 0) & (n[:, :, None, :] > 0), d, 0.0)
@@ -149,10 +196,6 @@ class NodeStats:
     def _row(self, a: np.ndarray) -> np.ndarray:
         """``sum_Q m_Q A[P, Q]`` for every walk: ``(S, B, W, P)``."""
         return self.mult[:, None] @ a.swapaxes(-1, -2)
-
-    def quad(self, a: np.ndarray) -> np.ndarray:
-        """``m^T A m`` for every walk and column: ``(S, B, W)``."""
-        return (self._row(a) * self.mult[:, None]).sum(axis=-1)
 
     @cached_property
     def level_count(self) -> np.ndarray:
@@ -174,9 +217,17 @@ class NodeStats:
         return self.present.sum(axis=-1)
 
     @cached_property
+    def _pair_sums(self) -> np.ndarray:
+        """``(3, S, B, W)``: :attr:`tied_pairs`, :attr:`concordance`, :attr:`right_pairs` in one product."""
+        g, t, low = self.greater, self.tied, self.lower[:, None]
+        a = np.stack([t, low * (g - g.swapaxes(-1, -2)), low * (g + 0.5 * t)])  # (3, S, B, P, P)
+        m = self.mult[:, None]
+        return ((m @ a.swapaxes(-1, -2)) * m).sum(axis=-1)
+
+    @cached_property
     def tied_pairs(self) -> np.ndarray:
         """``sum_v t_v^2``, ``t_v`` the walk's samples equal to value v: ``(S, B, W)``."""
-        return self.quad(self.tied)
+        return self._pair_sums[0]
 
     @cached_property
     def constant(self) -> np.ndarray:
@@ -189,20 +240,16 @@ class NodeStats:
         t = self.mult[:, None] @ self.counts  # (S, B, W, V)
         return (t * t * t).sum(axis=-1)
 
-    @cached_property
-    def good(self) -> np.ndarray:
-        """Cross-level pairs whose lower level scores higher (repeats counted)."""
-        return self.quad(self.lower[:, None] * self.greater)
+    @property
+    def concordance(self) -> np.ndarray:
+        """Cross-level pairs whose lower level scores higher minus those where it scores lower
+        (repeats counted): Kendall's ``C - D``."""
+        return self._pair_sums[1]
 
-    @cached_property
-    def bad(self) -> np.ndarray:
-        """Cross-level pairs whose lower level scores lower."""
-        return self.quad(self.lower[:, None] * self.greater.swapaxes(-1, -2))
-
-    @cached_property
-    def cross_ties(self) -> np.ndarray:
-        """Cross-level pairs that tie."""
-        return self.quad(self.lower[:, None] * self.tied)
+    @property
+    def right_pairs(self) -> np.ndarray:
+        """Cross-level pairs whose lower level scores higher, a tie counting half."""
+        return self._pair_sums[2]
 
     @cached_property
     def level_tied_pairs(self) -> np.ndarray:
@@ -222,32 +269,41 @@ class NodeStats:
         lr = np.cumsum(c, axis=-1) - c + (c + 1) / 2 - mean[..., None]  # centred level ranks
         sxx = (c * lr * lr).sum(axis=-1)
         lr_node = lr @ self.level_onehot[:, None].swapaxes(-1, -2)  # (S, B, W, P)
-        rank_sum = self._row(self.greater) + (self._row(self.tied) + self.node_n[:, :, None, :]) / 2
+        rank_sum = self._row(self.greater + 0.5 * self.tied) + self.node_n[:, :, None, :] / 2
         num = (self.mult[:, None] * lr_node * rank_sum).sum(axis=-1)
         syy = (n ** 3 - self.tie_cubes) / 12
         return num, sxx, syy
 
     def ks_mean(self, pairs: str) -> np.ndarray:
         """Mean KS between the walk's level pools over all their pairs (``all``) or adjacent ones."""
-        lv = self.pool_level
-        lower = ((lv[:, :, None] < lv[:, None, :]) & (lv[:, :, None] >= 0)).astype(float)[:, None]
-        pool_n = (self.pool_mix[:, None] @ self.node_n[..., None])[..., 0]  # (S, B, Q)
-        on = (self.walk_pool[:, None] > 0) & (pool_n[:, :, None, :] > 0)  # (S, B, W, Q)
-        z = on.astype(float)
-        ks = lower * self.pool_ks
+        return self.pool_pair_mean(self.pool_ks, pairs)
+
+    def pool_pair_mean(self, value: np.ndarray, pairs: str) -> np.ndarray:
+        """Mean of a symmetric pool-pair statistic ``value`` (``(S, B, Q, Q)``) over each walk's
+        pairs of present levels: all of them (``all``) or adjacent ones (``adjacent``)."""
+        S, B, W = self.shape
+        L = self.n_levels
+        Q = value.shape[-1]
+        at = self.walk_pool  # (S, W, L) pool of each walk on each level, -1: none
+        safe = np.maximum(at, 0)
+        idx = (safe[:, :, :, None] * Q + safe[:, :, None, :]).reshape(S, 1, W, L * L)
+        v = value.reshape(S, B, Q * Q)[np.arange(S)[:, None, None, None], np.arange(B)[None, :, None, None], idx]
+        v = v.reshape(S, B, W, L, L)  # v[..., a, b]: the statistic between the walk's pools on levels a, b
+        present = self.present  # (S, B, W, L)
+        upper = np.triu(np.ones((L, L), dtype=bool), 1)
+        pair = present[..., :, None] & present[..., None, :] & upper
         ns = self.n_slots
         if pairs == "all":
-            total = ((z @ ks.swapaxes(-1, -2)) * z).sum(axis=-1)
             count = ns * (ns - 1) / 2
         elif pairs == "adjacent":
-            slot = np.cumsum(self.present, axis=-1) - 1  # dense rank of each present level
-            onehot = (lv[:, :, None] == np.arange(self.n_levels)[None, None, :]).astype(float)  # (S, Q, L)
-            pool_slot = np.where(on, slot @ onehot[:, None].swapaxes(-1, -2), -2)
-            adj = (pool_slot[..., None, :] - pool_slot[..., :, None] == 1) & on[..., :, None] & on[..., None, :]
-            total = (adj * ks[:, :, None]).sum(axis=(-1, -2))
+            # adjacent: no present level strictly between the two
+            cum = np.cumsum(present, axis=-1)
+            between = cum[..., None, :] - present[..., None, :] - cum[..., :, None]  # present in (a, b)
+            pair &= between == 0
             count = ns - 1.0
         else:
             raise ValueError(f"expected KS pairs 'all' or 'adjacent', got {pairs!r}")
+        total = np.where(pair, v, 0.0).sum(axis=(-1, -2))
         with np.errstate(invalid="ignore", divide="ignore"):
             return total / count
 

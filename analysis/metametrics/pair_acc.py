@@ -39,7 +39,7 @@ def pair_acc_nodes(stats: NodeStats) -> np.ndarray:
     c = stats.level_count
     den = (stats.n ** 2 - (c * c).sum(axis=-1)) / 2  # cross-level pairs
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = (stats.good + 0.5 * stats.cross_ties) / den
+        out = stats.right_pairs / den
     out[den == 0] = np.nan
     return out
 

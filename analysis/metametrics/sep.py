@@ -5,12 +5,18 @@ Samples are pooled by level (a duplicated root adds its images twice to the leve
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .nodestats import NodeStats
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["sep_walks", "sep_nodes", "walk_sep", "level_pairs"]
+__all__ = ["sep_walks", "sep_nodes", "sep_control", "ks_null_mean", "walk_sep", "level_pairs"]
+
+#: Largest ``m * n`` whose exact null KS expectation :func:`ks_null_mean` works out (its cost grows
+#: as ``(m n)^2``); pool pairs beyond it get no control variate.
+KS_NULL_MAX_CELLS = 2500
 
 
 def level_pairs(n_slots: int, pairs: str) -> tuple[np.ndarray, np.ndarray]:
@@ -63,6 +69,82 @@ def sep_nodes(stats: NodeStats, pairs: str = "all", degenerate: str = "zero") ->
     out[stats.n_slots <= 1] = fill
     out[stats.n < 1] = np.nan
     return out
+
+
+@lru_cache(maxsize=None)
+def ks_null_mean(m: int, n: int) -> float:
+    """Exact expectation of the two-sample KS statistic of untied samples of sizes ``m`` and ``n``
+    when every arrangement of their ranks is equally likely (the permutation null).
+
+    ``mn D`` is an integer, so ``E[D] = sum_{c >= 1} P(mn D >= c) / (mn)``. ``P(mn D < c)`` is the
+    probability that the random lattice path from (0, 0) to (m, n) (a step per sorted sample,
+    right for the first sample, up for the second) keeps ``|i n - j m| < c`` at every point; it is
+    propagated for all thresholds at once, as probabilities (no overflowing path counts).
+
+    Raises
+    ------
+    ValueError
+        ``m`` or ``n`` below 1.
+
+    Examples
+    --------
+    >>> ks_null_mean(1, 1)  # the two samples always differ: D = 1
+    1.0
+    >>> round(ks_null_mean(2, 2), 4)  # 6 arrangements: D = 1 twice, 1/2 four times
+    0.6667
+    """
+    if m < 1 or n < 1:
+        raise ValueError(f"expected sample sizes of at least 1, got {m} and {n}")
+    thresholds = np.arange(1, m * n + 1, dtype=np.int64)[:, None]
+    j = np.arange(n + 1)
+    row = np.zeros((len(thresholds), n + 1))
+    for i in range(m + 1):
+        ok = np.abs(i * n - j * m)[None, :] < thresholds  # (T, n + 1)
+        new = np.zeros_like(row)
+        for jj in range(n + 1):
+            left = m + n - i - jj + 1  # samples left before the last step
+            if i == 0 and jj == 0:
+                v = np.ones(len(thresholds))
+            else:
+                v = np.zeros(len(thresholds))
+                if i > 0:  # a step right from (i - 1, jj): the first sample's (m - i + 1) of `left`
+                    v = v + row[:, jj] * (m - i + 1) / left
+                if jj > 0:
+                    v = v + new[:, jj - 1] * (n - jj + 1) / left
+            new[:, jj] = v * ok[:, jj]
+        row = new
+    return float((1.0 - row[:, n]).sum() / (m * n))
+
+
+def sep_control(stats: NodeStats, rng: np.random.Generator, pairs: str = "all",
+                degenerate: str = "zero") -> tuple[np.ndarray, np.ndarray]:
+    """A control variate for sep_m's chance level: sep_m of the same permuted scores with their
+    ties broken at random, and its exact expectation (``(S, B, W)`` each).
+
+    Broken ties follow the untied null, whose pool-pair KS expectation is :func:`ks_null_mean`;
+    ``sep - control + E[control]`` has sep's expectation and, for scores with few ties, a small
+    part of its variance (none without ties). NaN expectations where a pool pair exceeds
+    :data:`KS_NULL_MAX_CELLS` (no control there).
+    """
+    fill = degenerate_fill(degenerate)
+    values = sep_nodes(stats.tie_broken(rng), pairs, degenerate)
+    n = stats.pool_n.astype(np.int64)  # (S, B, Q)
+    i, j = stats.compared_pairs
+    a, b = np.minimum(n[:, :, i], n[:, :, j]), np.maximum(n[:, :, i], n[:, :, j])
+    big = a * b > KS_NULL_MAX_CELLS
+    top = int(n.max(initial=0)) + 1
+    keys = np.unique((a * top + b)[(a > 0) & ~big])
+    table = np.full((top, top), np.nan)  # NaN: no control (too large)
+    for key in keys.tolist():
+        x, y = divmod(key, top)
+        table[x, y] = table[y, x] = ks_null_mean(x, y)
+    table[0, :] = table[:, 0] = 0.0  # a pool without valid scores is never compared
+    e0 = table[n[..., :, None], n[..., None, :]]  # (S, B, Q, Q)
+    with np.errstate(invalid="ignore"):
+        expect = stats.pool_pair_mean(e0, pairs)
+    expect[stats.n_slots <= 1] = fill
+    expect[stats.n < 1] = np.nan
+    return values, expect
 
 
 def walk_sep(levels, scores, pairs: str = "all", degenerate: str = "zero") -> float:
