@@ -20,6 +20,15 @@ How it is computed, and why it is fast:
   every permutation at their expectation, so a cell whose walks are all exact has no Monte-Carlo
   error at all; the others (sep, and rank/kendall of tied scores under root duplication) are
   estimated from the ``n_perm`` permutations.
+- **Control variates** move with an estimated value under the same permutation and have an exact
+  expectation: a duplicated-root walk's twin-free walk (rank/kendall, :class:`_Twins`), and sep
+  of the same permuted scores with ties broken at random, which follow the untied null
+  (``MetaMetricSpec.control``; :func:`analysis.metametrics.sep.ks_null_mean`). sep's
+  coefficient is the regression's, pooled over SEGs, so a control never adds variance; where
+  nothing ties it equals sep and the level is exact.
+- **Walks from node pairs.** The permuted columns' walk values come from node-pair statistics
+  (:class:`analysis.compute.NodeLayout`, :mod:`analysis.metametrics.nodestats`): each SEG ranked
+  once, each walk a few small products over its nodes, equal to the walk kernels' to rounding.
 - **The spread pools over SEGs.** SEGs are permuted independently, so a dataset value (a mean of
   per-SEG values) has variance ``sum_s var_s / n^2``; each SEG's null variance ``var_s`` is
   estimated from the permutations, and the sum over 165 SEGs is precise after a few dozen
@@ -48,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .aggregate import compute_seg_values, group_means, seg_means
-from .compute import NodeLayout, walk_values
+from .compute import NodeLayout, SegPermutation, permute_by_keys, walk_values
 from .metametrics import get_meta_metric
 from .protocols import Protocol
 from .walks import Structure, WalkTable, build_walk_table
@@ -79,6 +88,11 @@ def permute_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray], n_pe
                         rng: np.random.Generator) -> np.ndarray:
     """``n_perm`` copies of the score matrix, each column's valid scores shuffled within every SEG.
 
+    The permutations :func:`chance_levels` uses, made whole: ``keys = rng.random((n_rows, n_perm *
+    n_metrics))`` and, within each SEG, :func:`analysis.compute.permute_by_keys` (valid scores in
+    the order of their keys, into the valid rows in order). The chance levels permute each batch
+    of SEGs where it is used (:class:`analysis.compute.SegPermutation`) from the same keys.
+
     Parameters
     ----------
     scores : ndarray, shape (n_rows, n_metrics)
@@ -102,21 +116,12 @@ def permute_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray], n_pe
     """
     x = np.asarray(scores, dtype=float)
     n_rows, n_m = x.shape
-    out = np.tile(x, (1, n_perm)).reshape(n_rows, n_perm, n_m)
+    keys = rng.random((n_rows, n_perm * n_m))
+    out = np.tile(x, (1, n_perm))
     for rows in seg_rows:
         rows = np.asarray(rows, dtype=np.int64)
-        if len(rows) < 2:
-            continue
-        block = x[rows]  # (k, M)
-        valid = ~np.isnan(block)
-        # Valid rows in a random order first, NaN rows last (key inf), one order per permutation.
-        keys = np.where(valid[None], rng.random((n_perm, len(rows), n_m)), np.inf)
-        src = np.argsort(keys, axis=1)
-        dst = np.broadcast_to(np.argsort(~valid, axis=0, kind="stable")[None], src.shape)
-        perm = np.empty((n_perm, len(rows), n_m))
-        np.put_along_axis(perm, dst, np.take_along_axis(np.broadcast_to(block[None], src.shape), src, axis=1), axis=1)
-        out[rows] = perm.transpose(1, 0, 2)
-    return out.reshape(n_rows, n_perm * n_m)
+        out[rows] = permute_by_keys(out[rows], keys[rows], axis=0)
+    return out
 
 
 def walk_repeats(walk_table: WalkTable) -> np.ndarray:
@@ -271,25 +276,30 @@ class _Columns:
         """Rows ``(perm, class)`` -> rows ``(perm, metric)``."""
         return v.reshape(p, len(self.reps), *v.shape[1:])[:, self.member].reshape(p * self.n_m, *v.shape[1:])
 
-    def walk_values(self, layout: NodeLayout, perm: np.ndarray, p: int, protocol: Protocol,
+    def walk_values(self, layout: NodeLayout, scores: np.ndarray, keys: np.ndarray, p: int, protocol: Protocol,
                     meta_metrics: Sequence[str], which: Sequence[int] | None = None,
                     rng: np.random.Generator | None = None) -> tuple[np.ndarray, ...]:
-        """Walk values (:meth:`analysis.compute.NodeLayout.walk_values`) of the ``p`` permuted copies
-        ``perm`` (``n_rows x p*n_metrics``) for the meta-metrics ``which`` (indices; default all),
-        order-only ones per class. With ``rng``, also the control variates and their expectations
-        (:meth:`~analysis.compute.NodeLayout.null_values`, ties broken with ``rng``)."""
+        """Walk values (:meth:`analysis.compute.NodeLayout.walk_values`) of ``p`` permutations of
+        ``scores`` (column ``q * n_metrics + j`` of ``keys`` permutes metric ``j``) for the
+        meta-metrics ``which`` (indices; default all), order-only ones per class. With ``rng``, also
+        the control variates and their expectations (:meth:`~analysis.compute.NodeLayout.null_values`,
+        ties broken with ``rng``)."""
         which = list(range(len(meta_metrics)) if which is None else which)
         order = [k for k in which if k in self.order]
         value = [k for k in which if k not in self.order]
         shape = (p * self.n_m, len(which), layout.table.n_walks)
         out = [np.full(shape, np.nan) for _ in range(2 if rng is None else 4)]
         nv = None
+        metric = np.tile(np.arange(self.n_m), p)
         for ks, cols, expand in ((order, self.reps, True), (value, None, False)):
             if not ks:
                 continue
-            x = perm if cols is None else perm.reshape(perm.shape[0], p, self.n_m)[:, :, cols].reshape(perm.shape[0], -1)
+            at_cols = np.arange(p * self.n_m) if cols is None else \
+                (np.arange(p)[:, None] * self.n_m + cols[None, :]).ravel()
+            perm = SegPermutation(keys[:, at_cols], metric[at_cols])
             names = [meta_metrics[k] for k in ks]
-            got = list(layout.walk_values(x, protocol, names) if rng is None else layout.null_values(x, protocol, names, rng))
+            got = list(layout.walk_values(scores, protocol, names, permutation=perm) if rng is None
+                       else layout.null_values(scores, protocol, names, rng, permutation=perm))
             if expand:
                 got = [self.expand(g, p) for g in got]
             nv = got[1]
@@ -335,7 +345,7 @@ def _folded(mu: np.ndarray, sd: np.ndarray, confidence: float) -> list[np.ndarra
 def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTable, sigma: np.ndarray,
                   protocol: Protocol, metrics: Sequence[str], meta_metrics: Sequence[str],
                   lower_is_better: Sequence[str] = (), *, n_perm: int, seed: int = 0, confidence: float = 0.95,
-                  max_columns: int = 200, progress: bool = False,
+                  max_columns: int | None = None, progress: bool = False,
                   observed: tuple[np.ndarray, np.ndarray] | None = None) -> ChanceLevels:
     """Chance level and band of every meta-metric of every metric under ``protocol``.
 
@@ -357,8 +367,10 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         Seeds the permutations (``default_rng([seed, 16])``, a stream apart from the bootstrap's).
     confidence : float
         Level of the band.
-    max_columns : int
-        Permuted columns analysed at once (memory bound).
+    max_columns : int, optional
+        Permuted columns analysed at once (memory bound); default: at most 200, and as many as
+        keep each ``(columns, meta-metrics, walks)`` array of a step under 5 million values
+        (40 MB); at least one permutation of every metric.
     observed : (walk values, valid counts), optional
         :func:`analysis.compute.walk_values` of the unpermuted scores, when the caller has them.
 
@@ -397,6 +409,8 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     tie_rng = np.random.default_rng([seed, 17])  # breaks ties for the control variates: a stream of its own
     raw, est, ctl, diff = _Moments(), _Moments(), _Moments(), _Moments()
     ctl_expected = None
+    if max_columns is None:
+        max_columns = min(200, 5_000_000 // max(n_k * walk_table.n_walks, 1))
     step = max(1, max_columns // max(n_m, 1))
     chunks = range(0, n_perm, step)
     if progress:
@@ -408,14 +422,14 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     layout = NodeLayout(walk_table, structure)
     for lo in chunks:
         p = min(step, n_perm - lo)
-        perm = permute_within_segs(scores, seg_rows, p, rng)
-        wv, nv, control, control_mean = cols.walk_values(layout, perm, p, protocol, meta_metrics, rng=tie_rng)
+        keys = rng.random((scores.shape[0], p * n_m))  # as permute_within_segs draws them
+        wv, nv, control, control_mean = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics, rng=tie_rng)
         args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
         raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
         # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
         # repeated-root walks of rank/kendall are corrected by their twin-free walk.
         if twins is not None:
-            free, _ = cols.walk_values(twins.layout, perm, p, protocol, meta_metrics, twin_mms)
+            free, _ = cols.walk_values(twins.layout, scores, keys, p, protocol, meta_metrics, twin_mms)
             wv = twins.correct(wv, free, meta_metrics)
         wv = np.where(np.tile(known, (p, 1, 1)), np.tile(exact, (p, 1, 1)), wv)
         y = compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1)

@@ -17,7 +17,7 @@ from .metametrics import NodeFormUnavailable, NodeStats, WalkStats, get_meta_met
 from .protocols import Protocol
 from .walks import Structure, WalkBucket, WalkTable
 
-__all__ = ["walk_values", "NodeLayout"]
+__all__ = ["walk_values", "NodeLayout", "SegPermutation", "permute_by_keys"]
 
 
 def walk_values(table: WalkTable, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
@@ -75,6 +75,37 @@ def walk_values(table: WalkTable, scores: np.ndarray, protocol: Protocol, meta_m
                 for k, spec in enumerate(specs):
                     values[m_idx, k, w_idx] = spec(stats, protocol)
     return values, n_valid
+
+
+def permute_by_keys(values: np.ndarray, keys: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Each column's valid (non-NaN) values, in ascending order of ``keys``, put back into the
+    column's valid positions in their order; NaN positions stay.
+
+    With uniform random ``keys`` this is a uniform random permutation of the valid values (the
+    chance levels' null); one key per position makes it independent of how positions are batched.
+
+    Examples
+    --------
+    >>> permute_by_keys(np.array([1.0, np.nan, 2.0, 3.0]), np.array([0.5, 0.1, 0.9, 0.2])).tolist()
+    [1.0, nan, 3.0, 2.0]
+    """
+    v = np.asarray(values, dtype=float)
+    valid = ~np.isnan(v)
+    src = np.argsort(np.where(valid, keys, np.inf), axis=axis, kind="stable")  # valid by key, then NaN
+    dst = np.argsort(~valid, axis=axis, kind="stable")  # valid positions in order, then NaN ones
+    out = np.empty_like(v)
+    np.put_along_axis(out, dst, np.take_along_axis(v, src, axis=axis), axis=axis)
+    return out
+
+
+@dataclass(frozen=True)
+class SegPermutation:
+    """Permuted columns, made where they are used: column ``j`` is ``scores[:, source[j]]`` with
+    each SEG's valid scores reordered by ``keys[:, j]`` (:func:`permute_by_keys`, a SEG's rows in
+    structure order), so no permuted copy of the whole table is ever held."""
+
+    keys: np.ndarray  # (n_rows, n_columns)
+    source: np.ndarray  # (n_columns,) column of the score matrix
 
 
 def _padded(n: int) -> int:
@@ -158,6 +189,7 @@ class NodeLayout:
                 lay = _seg_layout(by_id[sid], walks, table.walk_nodes)
                 key = tuple(_padded(n) for n in (lay[4].shape[1], len(lay[1]), len(walks), lay[5], len(lay[7])))
                 groups.setdefault(key, []).append(lay)
+        self.seg_rows = [m[1] for members in groups.values() for m in members]
         self.batches: list[_SegBatch] = []
         for (P, R, W, L, Q), members in groups.items():
             S = len(members)
@@ -176,33 +208,44 @@ class NodeLayout:
             self.batches.append(b)
 
     def walk_values(self, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
-                    max_elements: int = 4_000_000) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`walk_values` of ``scores`` from node-pair statistics (equal to rounding).
+                    max_elements: int = 4_000_000, *, permutation: SegPermutation | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`walk_values` of ``scores`` (or of its ``permutation``) from node-pair statistics
+        (equal to rounding).
 
         Walks (or meta-metric options) without a node-pair form go through :func:`walk_values`.
         """
-        values, n_valid, _ = self._run(scores, protocol, meta_metrics, max_elements, None)
+        values, n_valid, _ = self._run(scores, protocol, meta_metrics, max_elements, None, permutation)
         return values, n_valid
 
     def null_values(self, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
-                    rng: np.random.Generator, max_elements: int = 4_000_000
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                    rng: np.random.Generator, max_elements: int = 4_000_000, *,
+                    permutation: SegPermutation | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`walk_values` of permuted scores with each meta-metric's control variate
         (:meth:`~analysis.metametrics.MetaMetricSpec.null_control`): ``values, n_valid, control,
-        control_mean``, the last two ``(n_metrics, n_meta_metrics, n_walks)``, NaN where none."""
-        values, n_valid, controls = self._run(scores, protocol, meta_metrics, max_elements, rng)
+        control_mean``, the last two ``(n_columns, n_meta_metrics, n_walks)``, NaN where none."""
+        values, n_valid, controls = self._run(scores, protocol, meta_metrics, max_elements, rng, permutation)
         return values, n_valid, controls[0], controls[1]
 
-    def _run(self, scores, protocol, meta_metrics, max_elements, rng):
+    def permuted(self, scores: np.ndarray, permutation: SegPermutation) -> np.ndarray:
+        """The ``(n_rows, n_columns)`` matrix of ``permutation`` (rows of no SEG as they are)."""
+        out = np.asarray(scores, dtype=float)[:, permutation.source].copy()
+        for rows in self.seg_rows:
+            out[rows] = permute_by_keys(out[rows], permutation.keys[rows], axis=0)
+        return out
+
+    def _run(self, scores, protocol, meta_metrics, max_elements, rng, permutation):
         scores = np.asarray(scores, dtype=float)
         if scores.ndim != 2:
             raise ValueError(f"expected a 2-D score matrix (rows x metrics), got shape {scores.shape}")
         specs = [get_meta_metric(k) for k in meta_metrics]
-        n_m = scores.shape[1]
+        n_m = scores.shape[1] if permutation is None else len(permutation.source)
         values = np.full((n_m, len(specs), self.table.n_walks), np.nan)
         controls = None if rng is None else np.full((2,) + values.shape, np.nan)
         n_valid = np.zeros((n_m, self.table.n_walks), dtype=np.int64)
-        padded = np.vstack([scores, np.full((1, n_m), np.nan)])  # row -1 -> the NaN row
+        padded = np.vstack([scores, np.full((1, scores.shape[1]), np.nan)])  # row -1 -> the NaN row
+        if permutation is not None:
+            keys = np.vstack([permutation.keys, np.zeros((1, n_m))])
         kernel: dict[int, list[np.ndarray]] = {}  # meta-metric -> walks left to the walk kernel
         for b in self.batches:
             S, R = b.rows.shape
@@ -219,7 +262,12 @@ class NodeLayout:
                 ok = walk >= 0
                 for c0 in range(0, n_m, c_step):
                     cl = slice(c0, c0 + c_step)
-                    ns = b.stats(padded[b.rows[sl]][:, :, cl], sl)
+                    rows = b.rows[sl]
+                    if permutation is None:
+                        x = padded[rows][:, :, cl]
+                    else:  # permuted here, one batch of SEGs at a time
+                        x = permute_by_keys(padded[rows][:, :, permutation.source[cl]], keys[rows][:, :, cl], axis=1)
+                    ns = b.stats(x, sl)
                     n_valid[cl, walk[ok]] = ns.n.transpose(1, 0, 2)[:, ok]
                     for k, spec in enumerate(specs):
                         try:
@@ -232,9 +280,10 @@ class NodeLayout:
                         if controls is not None:
                             for i, c in enumerate(spec.null_control(ns, protocol, rng)):
                                 controls[i][cl, k, walk[ok]] = c.transpose(1, 0, 2)[:, ok]
+        table = scores if permutation is None or not kernel else self.permuted(scores, permutation)
         for k, walks in kernel.items():
             idx = np.concatenate(walks)
-            sub = walk_values(_sub_table(self.table, idx), scores, protocol, [meta_metrics[k]], max_elements)[0]
+            sub = walk_values(_sub_table(self.table, idx), table, protocol, [meta_metrics[k]], max_elements)[0]
             values[:, k, idx] = sub[:, 0, idx]
         return values, n_valid, controls
 
