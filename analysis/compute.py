@@ -86,8 +86,8 @@ def permute_by_keys(values: np.ndarray, keys: np.ndarray, axis: int = 0) -> np.n
 
     Examples
     --------
-    >>> permute_by_keys(np.array([1.0, np.nan, 2.0, 3.0]), np.array([0.5, 0.1, 0.9, 0.2])).tolist()
-    [1.0, nan, 3.0, 2.0]
+    >>> permute_by_keys(np.array([1.0, np.nan, 2.0, 3.0]), np.array([0.5, 0.1, 0.9, 0.2])).tolist()  # keys .5 .9 .2
+    [3.0, nan, 1.0, 2.0]
     """
     v = np.asarray(values, dtype=float)
     valid = ~np.isnan(v)
