@@ -278,32 +278,43 @@ class NodeStats:
         """Mean KS between the walk's level pools over all their pairs (``all``) or adjacent ones."""
         return self.pool_pair_mean(self.pool_ks, pairs)
 
+    @cached_property
+    def _pool_pair_index(self) -> np.ndarray:
+        """``(S, B, W, L * L)`` flat index into a ``(S, B, Q, Q)`` array of the pools each walk has on
+        each pair of levels (level pairs without a pool point anywhere; they are masked)."""
+        S, B, W = self.shape
+        L = self.n_levels
+        Q = self.pool_level.shape[1]
+        safe = np.maximum(self.walk_pool, 0)  # (S, W, L)
+        idx = (safe[:, :, :, None] * Q + safe[:, :, None, :]).reshape(S, 1, W, L * L)
+        return idx + (np.arange(S)[:, None, None, None] * B + np.arange(B)[None, :, None, None]) * (Q * Q)
+
+    def _level_pairs(self, pairs: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(S, B, W, L * L)`` mask of the walk's compared level pairs and ``(S, B, W)`` their count."""
+        key = "_pairs_" + pairs
+        if key not in self.__dict__:
+            L = self.n_levels
+            present = self.present  # (S, B, W, L)
+            pair = present[..., :, None] & present[..., None, :] & np.triu(np.ones((L, L), dtype=bool), 1)
+            ns = self.n_slots
+            if pairs == "all":
+                count = ns * (ns - 1) / 2
+            elif pairs == "adjacent":
+                # adjacent: no present level strictly between the two
+                cum = np.cumsum(present, axis=-1)
+                pair &= (cum[..., None, :] - present[..., None, :] - cum[..., :, None]) == 0
+                count = ns - 1.0
+            else:
+                raise ValueError(f"expected KS pairs 'all' or 'adjacent', got {pairs!r}")
+            self.__dict__[key] = (pair.reshape(pair.shape[:-2] + (L * L,)), count)
+        return self.__dict__[key]
+
     def pool_pair_mean(self, value: np.ndarray, pairs: str) -> np.ndarray:
         """Mean of a symmetric pool-pair statistic ``value`` (``(S, B, Q, Q)``) over each walk's
         pairs of present levels: all of them (``all``) or adjacent ones (``adjacent``)."""
-        S, B, W = self.shape
-        L = self.n_levels
-        Q = value.shape[-1]
-        at = self.walk_pool  # (S, W, L) pool of each walk on each level, -1: none
-        safe = np.maximum(at, 0)
-        idx = (safe[:, :, :, None] * Q + safe[:, :, None, :]).reshape(S, 1, W, L * L)
-        v = value.reshape(S, B, Q * Q)[np.arange(S)[:, None, None, None], np.arange(B)[None, :, None, None], idx]
-        v = v.reshape(S, B, W, L, L)  # v[..., a, b]: the statistic between the walk's pools on levels a, b
-        present = self.present  # (S, B, W, L)
-        upper = np.triu(np.ones((L, L), dtype=bool), 1)
-        pair = present[..., :, None] & present[..., None, :] & upper
-        ns = self.n_slots
-        if pairs == "all":
-            count = ns * (ns - 1) / 2
-        elif pairs == "adjacent":
-            # adjacent: no present level strictly between the two
-            cum = np.cumsum(present, axis=-1)
-            between = cum[..., None, :] - present[..., None, :] - cum[..., :, None]  # present in (a, b)
-            pair &= between == 0
-            count = ns - 1.0
-        else:
-            raise ValueError(f"expected KS pairs 'all' or 'adjacent', got {pairs!r}")
-        total = np.where(pair, v, 0.0).sum(axis=(-1, -2))
+        pair, count = self._level_pairs(pairs)
+        v = np.take(value, self._pool_pair_index)  # the statistic between the walk's pools on two levels
+        total = np.where(pair, v, 0.0).sum(axis=-1)
         with np.errstate(invalid="ignore", divide="ignore"):
             return total / count
 
