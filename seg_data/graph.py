@@ -153,7 +153,8 @@ def walks(seg: SEG | nx.DiGraph, max_walks: int | None = MAX_WALKS) -> list[tupl
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise nx.NetworkXUnfeasible(f"expected a DAG, got a cycle through {[u for u, _ in cycle]}")
-    check_walk_count(seg, max_walks)
+    if max_walks is not None:  # without a limit the count is not needed (callers that counted pass None)
+        check_walk_count(seg, max_walks)
     roots = [n for n in g if g.in_degree(n) == 0 and g.out_degree(n) > 0]
     sinks = {n for n in g if g.out_degree(n) == 0 and g.in_degree(n) > 0}
     out: list[tuple[str, ...]] = []

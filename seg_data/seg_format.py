@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .gcpause import gc_paused
 from .graph import build_graph
 from .ids import normalize_id, normalize_label
 from .model import SEG, ImageRecord, SEGDataset
@@ -105,9 +106,19 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The same keys as sets, for the check every mapping goes through (100k images: one each).
+_SCHEMA_KEY_SETS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in SCHEMA_KEYS.items()}
+
+
 def _mapping(obj: Any, kind: str, where: str, required: tuple[str, ...] = ()) -> dict:
     if not isinstance(obj, dict):
         raise ValueError(f"{where}: expected a mapping ({kind}), got {type(obj).__name__}: {obj!r:.60}")
+    if obj.keys() <= _SCHEMA_KEY_SETS[kind]:
+        # Every key a schema string (a TypedScalar key never equals one): only `required` is left.
+        for k in required:
+            if k not in obj:
+                raise ValueError(f"{where}: expected key {k!r} in a {kind}, got keys {sorted(map(str, obj))}")
+        return obj
     allowed = SCHEMA_KEYS[kind]
     for k in obj:
         key = k.text if isinstance(k, TypedScalar) else k
@@ -236,10 +247,12 @@ def load_seg_file(path: str | Path, check_images: bool = False, validate: bool =
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"expected a SEG file (.yaml/.json) at {path}, found none")
-    ds = dataset_from_dict(load_untrusted(path), base=path.parent, source=str(path), image_roots=image_roots)
-    ds.metadata.setdefault("source", str(path))
+    with gc_paused():  # millions of long-lived objects, no cycles: see seg_data.gcpause
+        ds = dataset_from_dict(load_untrusted(path), base=path.parent, source=str(path), image_roots=image_roots)
+        ds.metadata.setdefault("source", str(path))
+        if validate:
+            problems = validate_dataset(ds, check_images=check_images)
     if validate:
-        problems = validate_dataset(ds, check_images=check_images)
         raise_on_errors(problems, source=str(path))
         ds.metadata["problems"] = problems
     return ds

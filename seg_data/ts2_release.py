@@ -114,30 +114,38 @@ def load_ts2_release(path: str | Path, check_images: bool = False, validate: boo
     # Ids and labels compared as written (seg_data.ids): '01' and '1', '1A' and '1a' are refused, not merged.
     ids = [normalize_id(v, f"{csv}, row {i + 2}, column 'id'", integer=True) for i, v in enumerate(df["id"])]
     ranks = [normalize_label(v, f"{csv}, row {i + 2}, column 'rank'", strict=False) for i, v in enumerate(df["rank"])]
-    df["id"] = [int(v) for v in ids]
-    df["rank"] = ranks
+    # Plain lists from here on: per-row pandas access (iterrows, a groupby frame per SEG) was most
+    # of the load time.
+    id_ints = [int(v) for v in ids]
+    file_names = df["file_name"].tolist()
+    prompts_of = df["target_prompt"].tolist()
     roots = ImageRoots(root, image_roots)
-    for i, fn in enumerate(df["file_name"]):
+    for i, fn in enumerate(file_names):
         if not fn.strip():
             raise ValueError(f"{csv}, row {i + 2}, column 'file_name': expected an image file name, got an empty cell")
-    paths = [roots.resolve(fn, f"{csv}, row {i + 2}, column 'file_name'") for i, fn in enumerate(df["file_name"])]
-    has_source = "image_source" in df.columns
+    paths = [roots.resolve(fn, f"{csv}, row {i + 2}, column 'file_name'") for i, fn in enumerate(file_names)]
+    sources = df["image_source"].tolist() if "image_source" in df.columns else [None] * len(df)
+    rows_of: dict[int, list[int]] = {}  # SEG id -> its rows in file order (groupby(sort=True) as before)
+    for i, v in enumerate(id_ints):
+        rows_of.setdefault(v, []).append(i)
 
     problems: list[Problem] = []
     segs: list[SEG] = []
-    for seg_int, rows in df.groupby("id", sort=True):
+    for seg_int in sorted(rows_of):
+        rows = rows_of[seg_int]
         seg_id = str(seg_int)
         # The prompt is the SEG's most common one; rows that disagree are a known glitch of the
         # release (images/003-08.jpg carries SEG 0's prompt) and are reported, not fatal.
-        prompts = Counter(rows["target_prompt"])
+        prompts = Counter(prompts_of[k] for k in rows)
         prompt = prompts.most_common(1)[0][0]
-        for _, r in rows[rows["target_prompt"] != prompt].iterrows():
-            problems.append(Problem("warning", "prompt_mismatch", seg_id, r["rank"],
-                                    f"{r['file_name']}: expected the SEG's prompt {prompt!r}, got {r['target_prompt']!r}"))
+        for k in rows:
+            if prompts_of[k] != prompt:
+                problems.append(Problem("warning", "prompt_mismatch", seg_id, ranks[k],
+                                        f"{file_names[k]}: expected the SEG's prompt {prompt!r}, got {prompts_of[k]!r}"))
         nodes: dict[str, list[ImageRecord]] = {}
-        for k, fn, lbl, src in zip(rows.index, rows["file_name"], rows["rank"],
-                                   rows["image_source"] if has_source else [None] * len(rows), strict=True):
-            nodes.setdefault(lbl, []).append(ImageRecord(image_id=fn, path=paths[k], source=src or None))
+        for k in rows:
+            nodes.setdefault(ranks[k], []).append(ImageRecord(image_id=file_names[k], path=paths[k],
+                                                              source=sources[k] or None))
         nodes = dict(sorted(nodes.items(), key=lambda kv: label_sort_key(kv[0])))
         segs.append(SEG(seg_id=seg_id, prompt=prompt, graph=build_graph(nodes), subset=ts2_subset(seg_int)))
     ds = SEGDataset(segs, name="ts2", root=root, metadata={"source": str(csv), "format": "ts2-release"})

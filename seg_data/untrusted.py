@@ -80,11 +80,55 @@ def json_depth(text: str) -> int:
     >>> json_depth('{"a": [1, {"b": "[[["}]}')
     3
     """
+    fast = _json_depth_vectorised(text)
+    if fast is not None:
+        return fast
     skeleton = re.sub(r"[^\[\]{}]", "", _JSON_STRING.sub("", text))
     if not skeleton:
         return 0
     steps = np.frombuffer(skeleton.encode("ascii"), dtype=np.uint8)
     delta = np.where((steps == ord("[")) | (steps == ord("{")), 1, -1)
+    return int(np.cumsum(delta).max())
+
+
+def _json_depth_vectorised(text: str) -> int | None:
+    """:func:`json_depth` by array operations (the regex scan takes ~1 s on a 15 MB dataset), or
+    None when the text is one the scan could read differently: then the regex decides.
+
+    The scan pairs the quotes not escaped by an odd run of backslashes into strings. That is the
+    regex's reading exactly when every backslash lies inside a string and the last string is
+    closed, as in any valid JSON; otherwise (a stray backslash, an unterminated string) the regex
+    skips an unmatched quote where the pairing would not, so None is returned.
+    """
+    # UTF-8 multi-byte sequences hold no ASCII byte, so the quotes, backslashes and brackets of the
+    # bytes are those of the text; surrogatepass keeps lone surrogates (not in decoded files) encodable.
+    b = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    quotes = np.flatnonzero(b == ord('"'))
+    slashes = np.flatnonzero(b == ord("\\"))
+    if len(slashes):
+        # A quote right after a backslash is escaped when the run of backslashes before it is odd;
+        # runs before different quotes never overlap, so this loop is linear in the text.
+        keep = np.ones(len(quotes), dtype=bool)
+        for k in np.flatnonzero(b[np.maximum(quotes - 1, 0)] == ord("\\")):
+            q = int(quotes[k])
+            if q == 0:
+                continue
+            j = q - 1
+            while j >= 0 and b[j] == ord("\\"):
+                j -= 1
+            keep[k] = (q - 1 - j) % 2 == 0
+        quotes = quotes[keep]
+        # Inside a string: an odd number of unescaped quotes at or before the position.
+        if len(quotes) % 2 or np.any(np.searchsorted(quotes, slashes) % 2 == 0):
+            return None
+    elif len(quotes) % 2:
+        return None
+    is_open = (b == ord("[")) | (b == ord("{"))
+    brackets = np.flatnonzero(is_open | (b == ord("]")) | (b == ord("}")))
+    brackets = brackets[np.searchsorted(quotes, brackets) % 2 == 0]
+    if not len(brackets):
+        return 0
+    delta = np.where(is_open[brackets], 1, -1)
     return int(np.cumsum(delta).max())
 
 

@@ -160,3 +160,25 @@ def test_a_yaml_error_that_is_not_about_depth_is_still_a_parse_error(tmp_path):
     with pytest.raises(ValueError, match=r"bad\.yaml: could not parse as YAML") as e:
         load_untrusted(p)
     assert not isinstance(e.value, UnsafeInputError)
+
+
+def _regex_json_depth(text: str) -> int:
+    """The regex scan json_depth falls back to, as a reference for the vectorised one."""
+    import re
+
+    from seg_data.untrusted import _JSON_STRING
+
+    skeleton = re.sub(r"[^\[\]{}]", "", _JSON_STRING.sub("", text))
+    return int(np.cumsum([1 if c in "[{" else -1 for c in skeleton]).max()) if skeleton else 0
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_json_depth_equals_the_regex_scan_on_any_text(seed):
+    # Valid JSON and broken text alike (stray backslashes, unterminated strings, escaped quotes,
+    # non-ASCII): the vectorised scan either agrees with the regex or hands over to it.
+    rng = random.Random(seed)
+    alphabet = ['"', "\\", "[", "]", "{", "}", "a", " ", ",", ":", "é", "\u2028", "\n"]
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+    assert json_depth(text) == _regex_json_depth(text)
+    doc = json.dumps({"k\\\"[": [rng.choice(['x"]', "\\", "{[\\\\", "é"]) for _ in range(5)], "d": [[{"e": []}]]})
+    assert json_depth(doc) == _regex_json_depth(doc) == 5
