@@ -3,7 +3,14 @@
 Every walk bucket of a :class:`~analysis.walks.WalkTable` is gathered for all metric columns in
 one fancy-indexing step, stacked as rows ``(metric, walk)``, and handed in memory-bounded chunks
 to :class:`~analysis.metametrics.walkstats.WalkStats`; each registered meta-metric then reads
-what it needs from the shared sorted statistics.
+what it needs from the shared sorted statistics (:func:`walk_values`: the reference, used for
+the observed values).
+
+:class:`NodeLayout` gives the same walk values from node-pair statistics
+(:class:`~analysis.metametrics.nodestats.NodeStats`): each SEG ranked once, each walk a few small
+products over its nodes. It serves the chance levels, which need hundreds of permuted columns
+(:class:`SegPermutation`: permuted where used, batch by batch), and falls back to the walk
+kernels for a meta-metric or option without a node-pair form.
 """
 
 from __future__ import annotations
