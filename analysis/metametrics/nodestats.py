@@ -96,7 +96,10 @@ class NodeStats:
         ties: the control variate of :mod:`analysis.chance`.
         """
         x = self._values
-        keys = np.where(np.isnan(x), np.nan, self._dense + rng.random(x.shape))
+        nan = np.isnan(x)
+        if (np.where(nan, -1, self._dense).max(axis=1, initial=-1) + 1 == (~nan).sum(axis=1)).all():
+            return self  # nothing ties (continuous scores): nothing to break
+        keys = np.where(nan, np.nan, self._dense + rng.random(x.shape))
         return NodeStats(keys, self._node, self._node_level, self.mult, self.n_levels, self.pool_mix,
                          self.pool_level, self.walk_pool)
 
