@@ -106,3 +106,31 @@ def test_hand_made_walk():
     assert got[0, 0, 0] == pytest.approx(7 / 8)
     assert got[0, 1, 0] == pytest.approx(0.5)  # ECDFs {.5,.9} vs {.1,.5}: 1/2 apart at 0.1 and at 0.5
     assert got[0, 2, 0] == pytest.approx(0.7 - 0.3)  # level means 0.7 and 0.3
+
+
+def test_sep_control_leaves_out_pools_too_large_for_the_exact_null():
+    # ks_null_mean costs (m n)^2: pool pairs over KS_NULL_MAX_CELLS get no control (NaN), the
+    # others theirs, and the values themselves stay the kernels'.
+    from analysis.metametrics.sep import KS_NULL_MAX_CELLS, ks_null_mean
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for seg, sizes in (("big", (60, 50)), ("small", (3, 4))):
+        for lev, size in enumerate(sizes):
+            for k in range(size):
+                rows.append({"seg_id": seg, "node": str(lev), "file_name": f"{seg}-{lev}-{k}",
+                             "m": round(float(rng.random()), 1)})
+    inputs = prepare_inputs(read_scores(pd.DataFrame(rows)), subsets="none")
+    proto = PROTOCOLS["graph"]
+    table = build_walk_table(inputs.structure, proto.walks, proto.root_duplication)
+    values, _, control, mean = NodeLayout(table, inputs.structure).null_values(
+        inputs.scores, proto, ["sep"], np.random.default_rng(1))
+    assert 60 * 50 > KS_NULL_MAX_CELLS
+    big = table.seg_ids.index("big")
+    for w, s in enumerate(table.walk_seg):
+        if s == big:
+            assert np.isnan(mean[0, 0, w]) and np.isfinite(values[0, 0, w])
+        else:
+            assert mean[0, 0, w] == pytest.approx(ks_null_mean(3, 4))
+            assert 0 <= control[0, 0, w] <= 1
+    np.testing.assert_allclose(values, walk_values(table, inputs.scores, proto, ["sep"])[0], atol=1e-12)

@@ -170,12 +170,11 @@ class NodeStats:
         (0 where one has no valid score, and between pools of one level, which no walk compares).
 
         As :func:`~.sep.sep_walks`: ``max |cum_A n_B - cum_B n_A| / (n_A n_B)``, integers until the
-        division (float32 holds them exactly while ``rows^2 < 2^24``).
+        division (float32 holds them exactly while the largest pool size squared is below 2^24).
         """
         mix = self.pool_mix[:, None]  # (S, 1, Q, P)
         n = self.pool_n
-        R = self._values.shape[1]
-        dtype = np.float32 if R < 4096 else np.float64
+        dtype = np.float32 if float(n.max(initial=0)) ** 2 < 2 ** 24 else np.float64
         cum = (mix @ np.cumsum(self.counts, axis=-1)).astype(dtype)
         Q = self.pool_level.shape[1]
         i, j = self.compared_pairs

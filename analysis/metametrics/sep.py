@@ -129,17 +129,18 @@ def sep_control(stats: NodeStats, rng: np.random.Generator, pairs: str = "all",
     fill = degenerate_fill(degenerate)
     values = sep_nodes(stats.tie_broken(rng), pairs, degenerate)
     n = stats.pool_n.astype(np.int64)  # (S, B, Q)
-    i, j = stats.compared_pairs
-    a, b = np.minimum(n[:, :, i], n[:, :, j]), np.maximum(n[:, :, i], n[:, :, j])
-    big = a * b > KS_NULL_MAX_CELLS
+    a, b = np.minimum(n[..., :, None], n[..., None, :]), np.maximum(n[..., :, None], n[..., None, :])
     top = int(n.max(initial=0)) + 1
-    keys = np.unique((a * top + b)[(a > 0) & ~big])
-    table = np.full((top, top), np.nan)  # NaN: no control (too large)
-    for key in keys.tolist():
+    # One expectation per distinct pair of pool sizes (a lookup, not a top x top table: a node of
+    # many thousand images must not cost a dense square). NaN: no control (too large); 0: a pool
+    # without valid scores, which no walk compares.
+    keys, inverse = np.unique(a * top + b, return_inverse=True)
+    e0 = np.zeros(len(keys))
+    for k, key in enumerate(keys.tolist()):
         x, y = divmod(key, top)
-        table[x, y] = table[y, x] = ks_null_mean(x, y)
-    table[0, :] = table[:, 0] = 0.0  # a pool without valid scores is never compared
-    e0 = table[n[..., :, None], n[..., None, :]]  # (S, B, Q, Q)
+        if x > 0:
+            e0[k] = ks_null_mean(x, y) if x * y <= KS_NULL_MAX_CELLS else np.nan
+    e0 = e0[inverse.reshape(a.shape)]  # (S, B, Q, Q)
     with np.errstate(invalid="ignore"):
         expect = stats.pool_pair_mean(e0, pairs)
     expect[stats.n_slots <= 1] = fill
