@@ -17,7 +17,7 @@ import pandas as pd
 from .pipeline import AnalysisResult
 from .stats import holm, percentile_ci, sign_flip_pvalues, withhold_small_cis
 
-__all__ = ["compare_metrics", "pairwise_comparisons", "rank_metrics"]
+__all__ = ["compare_metrics", "pairwise_comparisons", "rank_cells", "rank_metrics"]
 
 
 def _cell_arrays(result: AnalysisResult, protocol: str | None):
@@ -25,16 +25,10 @@ def _cell_arrays(result: AnalysisResult, protocol: str | None):
     return pr, pr.seg_values
 
 
-def pairwise_comparisons(result: AnalysisResult, pairs: Sequence[tuple[str, str]], meta_metric: str | None = None,
-                         subset: str | None = None, protocol: str | None = None, n_permutations: int = 9999,
-                         seed: int = 0) -> pd.DataFrame:
-    """Paired comparisons of metric pairs for every (meta-metric, subset) cell (or one).
-
-    Columns: ``protocol, meta_metric, subset, metric_a, metric_b, value_a, value_b, diff,
-    ci_low, ci_high, p_value, n_segs``; ``diff = value_a - value_b``; CIs from the shared
-    bootstrap replicates (NaN without bootstrap, and for fewer than ``min_segs_ci`` paired SEGs); p-values from :func:`sign_flip_pvalues` on the
-    per-SEG values (delta: normalised, signed).
-    """
+def _pair_columns(result: AnalysisResult, pairs: Sequence[tuple[str, str]], meta_metric: str | None,
+                  subset: str | None, protocol: str | None):
+    """The tests of :func:`pairwise_comparisons`: ``(pr, tests, cols)``, one ``(a, b, k, g)`` per
+    test and its per-SEG differences (NaN where a SEG lacks a value)."""
     pr, sv = _cell_arrays(result, protocol)
     mi = {m: i for i, m in enumerate(result.metrics)}
     for a, b in pairs:
@@ -48,32 +42,75 @@ def pairwise_comparisons(result: AnalysisResult, pairs: Sequence[tuple[str, str]
     groups = sv.groups()
     gg = range(len(groups)) if subset is None else [result.index_of(pr.group_names, subset, "subset")]
     cells = [(k, g) for k in kk for g in gg]
-    rows, cols = [], []
+    tests, cols = [], []
     for a, b in pairs:
         for k, g in cells:
             idx = groups[g][1]
             cols.append(sv.values[mi[a], k, idx] - sv.values[mi[b], k, idx])
-            rows.append((a, b, k, g))
-    # One test per (pair, cell); SEG sets differ by subset, so pad columns to a common length.
-    width = max((len(c) for c in cols), default=0)
-    mat = np.full((width, len(cols)), np.nan)
-    for j, c in enumerate(cols):
-        mat[:len(c), j] = c
-    pvals = sign_flip_pvalues(mat, n_permutations, np.random.default_rng(seed)) if cols else np.zeros(0)
-    out = []
-    for j, (a, b, k, g) in enumerate(rows):
-        va, vb = pr.estimates[mi[a], k, g], pr.estimates[mi[b], k, g]
-        n_pair = int((~np.isnan(cols[j])).sum())
-        if pr.replicates is not None:
-            diff_reps = pr.replicates[:, mi[a], k, g] - pr.replicates[:, mi[b], k, g]
-            ci = percentile_ci(diff_reps, result.confidence)
-            lo, hi, _ = withhold_small_cis(ci.low, ci.high, np.array(n_pair), result.min_segs_ci)
-        else:
-            lo = hi = np.nan
-        out.append((pr.protocol.name, result.meta_metrics[k], pr.group_names[g], a, b, va, vb, va - vb, float(lo),
-                    float(hi), pvals[j], n_pair))
+            tests.append((a, b, k, g))
+    return pr, tests, cols
+
+
+def _pvalues(col_sets: Sequence[Sequence[np.ndarray]], n_permutations: int, seed: int) -> list[np.ndarray]:
+    """Sign-flip p-values of each set of test columns, each set as its own
+    :func:`sign_flip_pvalues` call with ``default_rng(seed)`` would give them.
+
+    A set's columns are padded (NaN) to its longest; that length fixes the sign vectors (the
+    same seed draws the same signs for the same length), so the sets of one length share one
+    call: the signs are drawn once, and every column's p-value is that of its own set's call.
+    """
+    widths = [max((len(c) for c in cols), default=0) for cols in col_sets]
+    out: list[np.ndarray] = [np.zeros(0) for _ in col_sets]
+    for width in dict.fromkeys(w for w, cols in zip(widths, col_sets, strict=True) if cols):
+        members = [i for i, w in enumerate(widths) if w == width and col_sets[i]]
+        flat = [c for i in members for c in col_sets[i]]
+        mat = np.full((width, len(flat)), np.nan)
+        for j, c in enumerate(flat):
+            mat[:len(c), j] = c
+        p = sign_flip_pvalues(mat, n_permutations, np.random.default_rng(seed))
+        at = 0
+        for i in members:
+            out[i] = p[at:at + len(col_sets[i])]
+            at += len(col_sets[i])
+    return out
+
+
+def _comparison_frame(result: AnalysisResult, pr, tests: Sequence[tuple[str, str, int, int]],
+                      cols: Sequence[np.ndarray], pvals: np.ndarray) -> pd.DataFrame:
+    """The :func:`pairwise_comparisons` frame of ``tests`` (from :func:`_pair_columns`)."""
+    mi = {m: i for i, m in enumerate(result.metrics)}
+    ia = np.array([mi[a] for a, _, _, _ in tests], dtype=int)
+    ib = np.array([mi[b] for _, b, _, _ in tests], dtype=int)
+    kk = np.array([k for _, _, k, _ in tests], dtype=int)
+    gg = np.array([g for _, _, _, g in tests], dtype=int)
+    va, vb = pr.estimates[ia, kk, gg], pr.estimates[ib, kk, gg]
+    n_pair = np.array([int((~np.isnan(c)).sum()) for c in cols], dtype=int)
+    if pr.replicates is not None and len(tests):
+        # One interval per column of (n_boot, n_tests): the same quantiles as test by test.
+        diff_reps = pr.replicates[:, ia, kk, gg] - pr.replicates[:, ib, kk, gg]
+        ci = percentile_ci(diff_reps, result.confidence)
+        lo, hi, _ = withhold_small_cis(ci.low, ci.high, n_pair, result.min_segs_ci)
+    else:
+        lo = hi = np.full(len(tests), np.nan)
+    out = [(pr.protocol.name, result.meta_metrics[k], pr.group_names[g], a, b, va[j], vb[j], va[j] - vb[j],
+            float(lo[j]), float(hi[j]), pvals[j], int(n_pair[j])) for j, (a, b, k, g) in enumerate(tests)]
     return pd.DataFrame(out, columns=["protocol", "meta_metric", "subset", "metric_a", "metric_b", "value_a", "value_b",
                                       "diff", "ci_low", "ci_high", "p_value", "n_segs"])
+
+
+def pairwise_comparisons(result: AnalysisResult, pairs: Sequence[tuple[str, str]], meta_metric: str | None = None,
+                         subset: str | None = None, protocol: str | None = None, n_permutations: int = 9999,
+                         seed: int = 0) -> pd.DataFrame:
+    """Paired comparisons of metric pairs for every (meta-metric, subset) cell (or one).
+
+    Columns: ``protocol, meta_metric, subset, metric_a, metric_b, value_a, value_b, diff,
+    ci_low, ci_high, p_value, n_segs``; ``diff = value_a - value_b``; CIs from the shared
+    bootstrap replicates (NaN without bootstrap, and for fewer than ``min_segs_ci`` paired SEGs); p-values from :func:`sign_flip_pvalues` on the
+    per-SEG values (delta: normalised, signed).
+    """
+    pr, tests, cols = _pair_columns(result, pairs, meta_metric, subset, protocol)
+    pvals = _pvalues([cols], n_permutations, seed)[0]
+    return _comparison_frame(result, pr, tests, cols, pvals)
 
 
 def compare_metrics(result: AnalysisResult, a: str, b: str, protocol: str | None = None, n_permutations: int = 9999,
@@ -100,13 +137,34 @@ def rank_metrics(result: AnalysisResult, meta_metric: str = "rank", subset: str 
     pairs : DataFrame
         The pairwise tests with ``p_holm`` and ``significant``.
     """
-    pr = result.get(protocol)
-    k = result.index_of(result.meta_metrics, meta_metric, "meta-metric")
-    g = result.index_of(pr.group_names, subset, "subset")
-    est = pr.estimates[:, k, g]
-    order = [result.metrics[i] for i in np.argsort(-np.nan_to_num(est, nan=-np.inf), kind="stable")]
-    pairs = list(itertools.combinations(order, 2))
-    tests = pairwise_comparisons(result, pairs, meta_metric, subset, protocol, n_permutations, seed)
+    return rank_cells(result, [(meta_metric, subset, protocol)], alpha, n_permutations, seed)[0]
+
+
+def rank_cells(result: AnalysisResult, cells: Sequence[tuple[str, str, str | None]], alpha: float = 0.05,
+               n_permutations: int = 9999, seed: int = 0) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
+    """:func:`rank_metrics` of several ``(meta_metric, subset, protocol)`` cells, in order.
+
+    Each cell's result equals its own :func:`rank_metrics` call; the cells' permutation tests
+    share their sign draws where their SEG counts agree (:func:`_pvalues`), which is most of the
+    cost of a ranking on many SEGs.
+    """
+    prepared = []
+    for meta_metric, subset, protocol in cells:
+        pr = result.get(protocol)
+        k = result.index_of(result.meta_metrics, meta_metric, "meta-metric")
+        g = result.index_of(pr.group_names, subset, "subset")
+        est = pr.estimates[:, k, g]
+        order = [result.metrics[i] for i in np.argsort(-np.nan_to_num(est, nan=-np.inf), kind="stable")]
+        _, tests, cols = _pair_columns(result, list(itertools.combinations(order, 2)), meta_metric, subset, protocol)
+        prepared.append((meta_metric, subset, pr, k, g, est, order, tests, cols))
+    pvals = _pvalues([p[-1] for p in prepared], n_permutations, seed)
+    return [_ranking(result, *p, pv, alpha) for p, pv in zip(prepared, pvals, strict=True)]
+
+
+def _ranking(result: AnalysisResult, meta_metric: str, subset: str, pr, k: int, g: int, est: np.ndarray,
+             order: list[str], pair_tests, cols, pvals: np.ndarray, alpha: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One cell of :func:`rank_cells`: the ranking and its Holm-corrected pairwise tests."""
+    tests = _comparison_frame(result, pr, pair_tests, cols, pvals)
     tests["p_holm"] = holm(tests["p_value"].to_numpy())
     tests["significant"] = tests["p_holm"] < alpha
     same: dict[str, set[str]] = {m: set() for m in order}

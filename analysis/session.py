@@ -450,19 +450,15 @@ def _ranking_and_verdict(result: AnalysisResult, roles: Mapping[str, str], rk: M
                          permutations: int, seed: int, extra: dict[str, pd.DataFrame]):
     """The significance-grouped ranking (into ``extra``, when enabled and >= 2 metrics) and the
     verdict (``extra["verdict"]``; it reuses the ranking's tests). Returns the verdict."""
-    from .compare import rank_metrics
+    from .compare import rank_cells
     from .verdict import verdict
 
     if rk.get("enabled", False) and len(result.metrics) >= 2:
-        rankings, pairs = [], []
-        for p in result.protocols:
-            for mm in _names(rk.get("meta_metrics")):
-                if mm not in result.meta_metrics:
-                    continue
-                r, t = rank_metrics(result, mm, str(rk.get("subset", "Avg")), protocol=p,
-                                    alpha=float(rk.get("alpha", 0.05)), n_permutations=permutations, seed=seed)
-                rankings.append(r)
-                pairs.append(t)
+        # All cells at once: their permutation tests share the sign draws (rank_cells).
+        cells = [(mm, str(rk.get("subset", "Avg")), p) for p in result.protocols
+                 for mm in _names(rk.get("meta_metrics")) if mm in result.meta_metrics]
+        done = rank_cells(result, cells, alpha=float(rk.get("alpha", 0.05)), n_permutations=permutations, seed=seed)
+        rankings, pairs = [r for r, _ in done], [t for _, t in done]
         if rankings:
             extra["ranking"] = pd.concat(rankings, ignore_index=True)
             extra["pairs"] = pd.concat(pairs, ignore_index=True)

@@ -173,6 +173,75 @@ def test_sign_flip_random_is_close_to_exact_and_handles_nan():
     assert both[0] == pytest.approx(exact, abs=0.01) and np.isnan(both[1])
 
 
+def _sign_flip_one_shot(diffs: np.ndarray, n_permutations: int, rng: np.random.Generator) -> np.ndarray:
+    """The sign-flip test as first written: the whole random sign matrix from one ``choice`` call."""
+    ok = ~np.isnan(diffs)
+    n = ok.sum(axis=0)
+    d0 = np.where(ok, diffs, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = np.abs(d0.sum(axis=0)) / n
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(n_permutations, diffs.shape[0]))
+        stat = np.abs(signs @ d0) / n
+    hits = (stat >= observed * (1 - 1e-12) - 1e-15).sum(axis=0)
+    p = (hits + 1) / (n_permutations + 1)
+    p[n == 0] = np.nan
+    return p
+
+
+@pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.MT19937, np.random.Philox])
+def test_sign_flip_in_blocks_equals_the_one_shot_sign_matrix(bit_generator):
+    rng = np.random.default_rng(3)
+    d = rng.normal(0.05, 1, (37, 6)).round(1)  # odd SEG count; ties: flips of equal values give equal sums
+    d[rng.random(d.shape) < 0.2] = np.nan
+    d[:, 4] = np.nan  # a test without any value
+    d[:, 5] = 0.0  # no difference at all: every flip ties, p = 1
+    want = _sign_flip_one_shot(d, 999, np.random.Generator(bit_generator(7)))
+    for chunk in (1, 37 * 5 + 3, 1000, 1 << 23):  # one row, odd-sized blocks, one block
+        g = np.random.Generator(bit_generator(7))
+        got = sign_flip_pvalues(d, 999, g, chunk_elements=chunk)
+        np.testing.assert_array_equal(got, want)
+        # the generator is left where the one-shot draw leaves it: a later draw is unchanged
+        after = np.random.Generator(bit_generator(7))
+        after.choice(np.array([-1.0, 1.0]), size=(999, 37))
+        assert g.random() == after.random()
+    assert np.isnan(want[4]) and want[5] == 1.0
+    # an exact test enumerated in blocks counts every sign vector once
+    np.testing.assert_array_equal(sign_flip_pvalues(d[:9], 999, chunk_elements=7), sign_flip_pvalues(d[:9], 999))
+    with pytest.raises(ValueError, match="expected chunk_elements >= 1, got 0"):
+        sign_flip_pvalues(d, 99, chunk_elements=0)
+
+
+def test_rank_cells_equal_one_rank_metrics_call_per_cell():
+    from analysis.compare import rank_cells
+
+    r = analyze(synthetic_scores(), protocols=["paper", "graph"], bootstrap=100, seed=2)
+    # subsets A and B have fewer SEGs than Avg: cells of different SEG counts draw different signs
+    cells = [(mm, sub, p) for p in ("paper", "graph") for mm in ("rank", "sep", "delta") for sub in ("Avg", "A", "B")]
+    got = rank_cells(r, cells, n_permutations=499, seed=4)
+    for (mm, sub, p), (ranking, tests) in zip(cells, got, strict=True):
+        want_ranking, want_tests = rank_metrics(r, mm, sub, protocol=p, n_permutations=499, seed=4)
+        pd.testing.assert_frame_equal(ranking, want_ranking)
+        pd.testing.assert_frame_equal(tests, want_tests)
+    assert rank_cells(r, []) == []
+
+
+def test_pairwise_cis_equal_one_percentile_interval_per_pair():
+    from analysis.compare import pairwise_comparisons
+
+    r = analyze(synthetic_scores(), protocols=["paper"], bootstrap=200, seed=2)
+    reps = r.get("paper").replicates
+    reps[:17, 0] = np.nan  # replicates where one metric is undefined: left out of those pairs only
+    reps[:, 1, 1] = np.inf
+    pairs = [("good", "noise"), ("noise", "copy"), ("copy", "good")]
+    t = pairwise_comparisons(r, pairs, n_permutations=99)
+    mi = {m: i for i, m in enumerate(r.metrics)}
+    pr = r.get("paper")
+    for row in t.itertuples(index=False):
+        k, g = r.meta_metrics.index(row.meta_metric), list(pr.group_names).index(row.subset)
+        ci = percentile_ci(reps[:, mi[row.metric_a], k, g] - reps[:, mi[row.metric_b], k, g], r.confidence)
+        assert (row.ci_low, row.ci_high) == (ci.low, ci.high) or (np.isnan(ci.low) and np.isnan(row.ci_low))
+
+
 def test_compare_metrics():
     r = analyze(synthetic_scores(), protocols=["paper"], bootstrap=400, seed=2)
     c = compare_metrics(r, "good", "noise", n_permutations=2000)

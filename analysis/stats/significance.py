@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as ss
 
-__all__ = ["holm", "sign_flip_pvalues", "WilliamsResult", "williams_test"]
+__all__ = ["holm", "sign_flip_pvalues", "SIGN_CHUNK_ELEMENTS", "WilliamsResult", "williams_test"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,13 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     return out
 
 
-def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.random.Generator | None = None) -> np.ndarray:
+#: Sign-matrix (and statistic) elements held at a time: 64 MiB of float64 signs, half as much of
+#: int32 draws, so memory stays bounded however many SEGs, tests and permutations there are.
+SIGN_CHUNK_ELEMENTS = 1 << 23
+
+
+def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.random.Generator | None = None,
+                      chunk_elements: int = SIGN_CHUNK_ELEMENTS) -> np.ndarray:
     """Two-sided paired permutation p-values of mean(diff) = 0, one per column.
 
     Parameters
@@ -53,6 +59,14 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
     n_permutations : int
         Random sign vectors (shared by all columns). When ``2**n_segs <= n_permutations`` every
         sign vector is enumerated instead (exact test, as :func:`scipy.stats.permutation_test`).
+    rng : numpy Generator, optional
+        Source of the random signs (default ``default_rng(0)``). Row ``r`` of the sign matrix is
+        ``rng.choice([-1.0, 1.0], size=(n_permutations, n_segs))[r]``; the rows are drawn a block
+        at a time (the same stream: ``choice`` draws ``integers(0, 2)`` in C order), so neither
+        the block size nor the number of columns changes a p-value.
+    chunk_elements : int
+        Elements of a block of sign rows, and of its statistics, held at once (at least one row):
+        memory, not results.
 
     Returns
     -------
@@ -63,25 +77,40 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
     d = np.asarray(diffs, dtype=float)
     if d.ndim == 1:
         d = d[:, None]
+    if chunk_elements < 1:
+        raise ValueError(f"expected chunk_elements >= 1, got {chunk_elements}")
     ok = ~np.isnan(d)
     n = ok.sum(axis=0)
     d0 = np.where(ok, d, 0.0)  # a zero difference is unchanged by any sign flip
     n_s = d.shape[0]
     with np.errstate(invalid="ignore", divide="ignore"):
         observed = np.abs(d0.sum(axis=0)) / n
+    # Relative tolerance: sums of the same numbers in another order must count as equal.
+    threshold = observed * (1 - 1e-12) - 1e-15
     exact = n_s <= 20 and 2 ** n_s <= n_permutations
-    if exact:
-        signs = 1.0 - 2.0 * ((np.arange(2 ** n_s)[:, None] >> np.arange(n_s)[None, :]) & 1)
-    else:
-        rng = rng if rng is not None else np.random.default_rng(0)
-        signs = rng.choice(np.array([-1.0, 1.0]), size=(int(n_permutations), n_s))
+    n_rows = 2 ** n_s if exact else int(n_permutations)
+    rng = None if exact else (rng if rng is not None else np.random.default_rng(0))
+    # Rows per block: its signs (rows x n_segs) and its statistics (rows x n_tests) both fit.
+    step = max(1, min(n_rows, chunk_elements // max(n_s, d.shape[1], 1)))
+    buf = np.empty((step, n_s))
     hits = np.zeros(d.shape[1])
-    for lo in range(0, len(signs), 4096):  # bounded memory: (chunk x n_tests)
+    for lo in range(0, n_rows, step):
+        rows = min(step, n_rows - lo)
+        signs = buf[:rows]
+        if exact:
+            signs[:] = 1.0 - 2.0 * (((lo + np.arange(rows))[:, None] >> np.arange(n_s)[None, :]) & 1)
+        else:
+            # choice([-1, 1]) indexes [-1, 1] with integers(0, 2, dtype=int64), and an int32 draw
+            # below 2**32 takes the same 32-bit stream: 2 * draw - 1 is choice's sign, without
+            # choice's int64 index array and copy.
+            np.multiply(rng.integers(0, 2, size=(rows, n_s), dtype=np.int32), 2.0, out=signs)
+            signs -= 1.0
+        stat = signs @ d0
+        np.abs(stat, out=stat)
         with np.errstate(invalid="ignore", divide="ignore"):
-            stat = np.abs(signs[lo:lo + 4096] @ d0) / n
-        # Relative tolerance: sums of the same numbers in another order must count as equal.
-        hits += (stat >= observed * (1 - 1e-12) - 1e-15).sum(axis=0)
-    p = hits / len(signs) if exact else (hits + 1) / (len(signs) + 1)
+            stat /= n
+        hits += (stat >= threshold).sum(axis=0)
+    p = hits / n_rows if exact else (hits + 1) / (n_rows + 1)
     p[n == 0] = np.nan
     return p
 
