@@ -8,7 +8,11 @@ leaves a half-written file behind.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +28,68 @@ from seg_data.results import (
 )
 
 from .chance import NULL_DESCRIPTION
-from .pipeline import AnalysisResult
+from .pipeline import PER_SEG_COLUMNS, AnalysisResult
 from .tables import seg_count_text, write_tables
 
-__all__ = ["analysis_record", "write_outputs", "write_frame", "summary_text", "compare_text"]
+__all__ = ["analysis_record", "write_outputs", "write_frame", "per_seg_csv", "summary_text", "compare_text"]
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> Path:
     return atomic_write_text(path, frame.to_csv(index=False))
+
+
+def _csv_cells(rows: Iterable[Iterable], lineterminator: str) -> list[str]:
+    """Each row of text fields as ``DataFrame.to_csv`` writes it (the standard csv writer,
+    minimal quoting; a missing value empty), with a trailing delimiter and no line end."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator=lineterminator, delimiter=",", quotechar='"',
+                        quoting=csv.QUOTE_MINIMAL, doublequote=True, escapechar=None)
+    out = []
+    for row in rows:
+        buf.seek(0)
+        buf.truncate()
+        # The trailing empty field keeps a row of one empty field from being written as '""'.
+        writer.writerow(["" if x is None or (isinstance(x, float) and math.isnan(x)) else x for x in row] + [""])
+        out.append(buf.getvalue()[:-len(lineterminator)])
+    return out
+
+
+def _float_texts(values: np.ndarray) -> np.ndarray:
+    """``values`` as ``DataFrame.to_csv`` writes a float column (``astype(str)``, NaN empty), as an
+    object array of the same shape. Each distinct value is formatted once: per-SEG values repeat
+    a lot, and the shortest-repr formatting is the writer's largest cost."""
+    x = np.ascontiguousarray(values, dtype=np.float64).ravel()
+    # Distinct bit patterns, not values: -0.0 and 0.0 are written differently.
+    bits, inverse = np.unique(x.view(np.int64), return_inverse=True)
+    distinct = bits.view(np.float64)
+    text = np.empty(len(distinct), dtype=object)
+    text[:] = distinct.astype(str).tolist()  # to_csv's formatting; tolist: Python strs at C speed
+    text[np.isnan(distinct)] = ""
+    return text[inverse.reshape(-1)].reshape(np.shape(values))
+
+
+def per_seg_csv(result: AnalysisResult) -> str:
+    """``per_seg.csv``: the text of ``result.per_seg_frame().to_csv(index=False)``, built without
+    the frame.
+
+    The long table repeats one (metric, protocol, meta-metric) prefix over every SEG and one
+    (SEG, subset) part under every prefix, so each is quoted once (by the csv writer pandas
+    uses) and each distinct value formatted once; pandas' row-by-row writer took seconds on
+    a million rows.
+    """
+    lt = os.linesep  # to_csv's default line end
+    out = [_csv_cells([PER_SEG_COLUMNS], lt)[0][:-1] + lt]
+    for pname, pr in result.protocols.items():
+        sv = pr.seg_values
+        n_m, n_k, n_s = sv.values.shape
+        if n_s == 0:
+            continue
+        segs = _csv_cells(zip(sv.seg_ids, [s or "" for s in sv.subsets], strict=True), lt)
+        heads = _csv_cells([(m, pname, mm) for m in result.metrics for mm in result.meta_metrics], lt)
+        vals = _float_texts(sv.values).reshape(n_m * n_k, n_s)
+        for head, row in zip(heads, vals, strict=True):
+            out.append(head + (lt + head).join(map(str.__add__, segs, row)) + lt)
+    return "".join(out)
 
 
 def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, pd.DataFrame] | None = None,
@@ -50,7 +108,7 @@ def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, 
 def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFrame] | None,
                    roles: dict[str, str], dataset: str | None, score_files) -> list[Path]:
     paths = [write_frame(result.metametrics_frame(), out / "metametrics.csv"),
-             write_frame(result.per_seg_frame(), out / "per_seg.csv")]
+             atomic_write_text(out / "per_seg.csv", per_seg_csv(result))]
     paths += write_tables(result, out)
     for name, frame in (extra or {}).items():
         paths.append(write_frame(frame, out / f"{name}.csv"))
