@@ -96,10 +96,14 @@ class Verdict:
         """One line per metric under evaluation (:func:`summary_line`), for ``protocol`` (default
         every protocol of the table, prefixed by its name when there are several)."""
         protos = list(dict.fromkeys(self.table["protocol"])) if protocol is None else [protocol]
+        # The rows of each (protocol, metric) at once, in table order, instead of two full-table
+        # masks per line.
+        at = self.table.groupby(["protocol", "metric"], sort=False).indices if len(self.table) else {}
+        none = np.zeros(0, dtype=int)
         out = []
         for p in protos:
             for m in self.metrics:
-                line = summary_line(self.table[(self.table["protocol"] == p) & (self.table["metric"] == m)], self.alpha)
+                line = summary_line(self.table.iloc[at.get((p, m), none)], self.alpha)
                 if m in self.reversed:
                     line += "; " + direction_hint(m, m in self.lower_is_better)
                 out.append(f"[{p}] {line}" if len(protos) > 1 else line)
@@ -210,23 +214,28 @@ def _cell_rows(result: AnalysisResult, pname: str, mm: str, subset: str, own: Se
     """The verdict rows of one (protocol, meta-metric, subset) cell."""
     pr = result.get(pname)
     k, g = result.meta_metrics.index(mm), pr.group_names.index(subset)
-    place = ranking.set_index("metric") if len(ranking) else None
+    # Plain dicts and one pass over the tests: per-metric frame lookups cost more than the rows.
+    position = dict(zip(ranking["metric"], ranking["position"], strict=True)) if len(ranking) else None
+    group = dict(zip(ranking["metric"], ranking["group"], strict=True)) if len(ranking) else None
     n_groups = int(ranking["group"].max()) if len(ranking) else 1
     tests = pairwise_comparisons(result, [(m, c) for m in own for c in comparators], mm, subset, pname,
                                  n_permutations, seed) if own and comparators else None
+    by_metric: dict[str, list] = {}
+    for r in tests.itertuples(index=False) if tests is not None else ():
+        by_metric.setdefault(r.metric_a, []).append(r)
     rows = []
     for m in own:
         i = result.metrics.index(m)
         head = (pname, mm, subset, m, pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g],
-                int(place.loc[m, "position"]) if place is not None else 1, len(result.metrics),
-                int(place.loc[m, "group"]) if place is not None else 1, n_groups)
+                int(position[m]) if position is not None else 1, len(result.metrics),
+                int(group[m]) if group is not None else 1, n_groups)
         if tests is None:
             rows.append(head + ("", "", np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, False, "", 0))
             continue
-        t = tests[tests["metric_a"] == m]
+        t = by_metric.get(m, [])
         # Holm over one metric's comparisons on this cell: every reference and control at once.
-        p_holm = holm(t["p_value"].to_numpy(float))
-        for r, ph in zip(t.itertuples(index=False), p_holm, strict=True):
+        p_holm = holm(np.array([r.p_value for r in t], dtype=float))
+        for r, ph in zip(t, p_holm, strict=True):
             sig = bool(np.isfinite(ph) and ph < alpha)
             # no test (a value undefined on either side, e.g. delta_m of a constant control): n/a
             direction = ("above" if r.diff > 0 else "below") if sig else ("not different" if np.isfinite(ph) else "n/a")
@@ -239,8 +248,8 @@ def _pct(v: float) -> str:
     return "n/a" if not np.isfinite(v) else pct(v)
 
 
-def _names(rows: pd.DataFrame) -> str:
-    return ", ".join(rows["against"])
+def _names(rows: Sequence[Mapping]) -> str:
+    return ", ".join(r["against"] for r in rows)
 
 
 def summary_line(rows: pd.DataFrame, alpha: float) -> str:
@@ -251,33 +260,36 @@ def summary_line(rows: pd.DataFrame, alpha: float) -> str:
     """
     if not len(rows):
         return ""
-    metric = rows["metric"].iloc[0]
+    # A few dozen rows: plain records, not pandas masks (those cost milliseconds a line).
+    recs = rows.to_dict("records")
+    metric = recs[0]["metric"]
+    by_mm: dict = {}  # meta-metric -> its rows, in order of first appearance
+    for r in recs:
+        by_mm.setdefault(r["meta_metric"], []).append(r)
     parts = []
-    ctrl_rows = rows[rows["against_role"] == "control"]
-    for mm, d in rows.groupby("meta_metric", sort=False):
-        h = d.iloc[0]
+    for mm, d in by_mm.items():
+        h = d[0]
         ci = "" if not np.isfinite(h["ci_low"]) else f" [{_pct(h['ci_low'])}, {_pct(h['ci_high'])}]"
         txt = (f"{mm}_m {_pct(h['value'])}{ci}, place {int(h['position'])} of {int(h['n_metrics'])} "
                f"(group {int(h['group'])} of {int(h['n_groups'])})")
-        refs = d[d["against_role"] == "reference"]
+        refs = [r for r in d if r["against_role"] == "reference"]
         said = []
         for word, key in (("significantly below", "below"), ("significantly above", "above"),
                           ("not different from", "not different")):
-            sel = refs[refs["direction"] == key]
-            if len(sel):
+            sel = [r for r in refs if r["direction"] == key]
+            if sel:
                 said.append(f"{word} {_names(sel)}")
         if said:
             txt += ", " + ", ".join(said)
         parts.append(txt)
     line = f"{metric}: " + "; ".join(parts)
-    if len(ctrl_rows):
-        c = ctrl_rows
-        not_above = c[~c["direction"].isin(["above", "n/a"])]
-        if not len(not_above):
-            line += "; above every control" + ("" if (c["direction"] != "n/a").all() else " where defined")
+    ctrl = [r for r in recs if r["against_role"] == "control"]
+    if ctrl:
+        not_above = [r for r in ctrl if r["direction"] not in ("above", "n/a")]
+        if not not_above:
+            line += "; above every control" + ("" if all(r["direction"] != "n/a" for r in ctrl) else " where defined")
         else:
-            line += "; not above control(s) " + ", ".join(
-                f"{r.against} ({r.meta_metric})" for r in not_above.itertuples(index=False))
-    if (rows["against"] != "").any():
+            line += "; not above control(s) " + ", ".join(f"{r['against']} ({r['meta_metric']})" for r in not_above)
+    if any(r["against"] != "" for r in recs):
         line += f" (Holm {alpha:g})"
     return line
