@@ -15,17 +15,16 @@ How it is computed, and why it is fast:
   values (the walk weights and which walks are NaN depend only on where the NaN cells are, which
   a permutation keeps), so its expectation is the same combination of the walks' expectations.
   Each meta-metric states its walks' exact null expectation where one exists
-  (:attr:`~analysis.metametrics.MetaMetricSpec.null_mean`: pair_acc 0.5 and delta 0 always,
-  rank and kendall 0 unless a walk repeats an image and its SEG's scores tie). Those walks enter
-  every permutation at their expectation, so a cell whose walks are all exact has no Monte-Carlo
-  error at all; the others (sep, and rank/kendall of tied scores under root duplication) are
-  estimated from the ``n_perm`` permutations.
-- **Control variates** move with an estimated value under the same permutation and have an exact
-  expectation: a duplicated-root walk's twin-free walk (rank/kendall, :class:`_Twins`), and sep
-  of the same permuted scores with ties broken at random, which follow the untied null
-  (``MetaMetricSpec.control``; :func:`analysis.metametrics.sep.ks_null_mean`). sep's
-  coefficient is the regression's, pooled over SEGs, so a control never adds variance; where
-  nothing ties it equals sep and the level is exact.
+  (:attr:`~analysis.metametrics.MetaMetricSpec.null_mean`, from the node statistics of the
+  unpermuted scores, :meth:`analysis.compute.NodeLayout.null_means`): pair_acc 0.5 and delta 0
+  always, rank and kendall 0 unless a walk repeats an image and its SEG's scores tie, sep the
+  mean of its pool pairs' exact KS nulls, ties included
+  (:func:`analysis.metametrics.sep.ks_null_means`). Those walks enter every permutation at
+  their expectation, so a cell whose walks are all exact has no Monte-Carlo error at all; the
+  others (rank/kendall of tied scores under root duplication, and a sep pool pair beyond the
+  exact computation's cost bound) are estimated from the ``n_perm`` permutations.
+- **A control variate** moves with an estimated value under the same permutation and has an
+  exact expectation: a duplicated-root walk's twin-free walk (rank/kendall, :class:`_Twins`).
 - **Walks from node pairs.** The permuted columns' walk values come from node-pair statistics
   (:class:`analysis.compute.NodeLayout`, :mod:`analysis.metametrics.nodestats`): each SEG ranked
   once, each walk a few small products over its nodes, equal to the walk kernels' to rounding.
@@ -62,8 +61,8 @@ from .metametrics import get_meta_metric
 from .protocols import Protocol
 from .walks import Structure, WalkTable, build_walk_table
 
-__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "walk_repeats", "seg_ties", "null_classes",
-           "null_walk_means", "chance_levels", "chance_adjusted"]
+__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "null_classes", "chance_levels",
+           "chance_adjusted"]
 
 #: The null the chance levels are the expectation under (the tables and the report name it).
 NULL_DESCRIPTION = "each metric's own scores permuted within each SEG (its ties and missing cells kept)"
@@ -124,23 +123,6 @@ def permute_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray], n_pe
     return out
 
 
-def walk_repeats(walk_table: WalkTable) -> np.ndarray:
-    """Whether each walk visits a score-matrix row (an image) more than once (root duplication).
-
-    Examples
-    --------
-    >>> from analysis.walks import WalkBucket, WalkTable
-    >>> b = WalkBucket(np.array([0, 1]), np.array([[3, 3, 5], [3, 4, -1]]), np.zeros((2, 3), int), 2)
-    >>> walk_repeats(WalkTable(("s",), (None,), np.zeros(2, int), ((), ()), (b,))).tolist()
-    [True, False]
-    """
-    out = np.zeros(walk_table.n_walks, dtype=bool)
-    for b in walk_table.buckets:
-        r = np.sort(b.rows, axis=1)
-        out[b.walk] = ((r[:, 1:] == r[:, :-1]) & (r[:, 1:] >= 0)).any(axis=1)
-    return out
-
-
 def _sorted_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Per SEG, ``(k - 1, n_metrics)``: whether each valid score equals the next in sorted order."""
     x = np.asarray(scores, dtype=float)
@@ -148,23 +130,6 @@ def _sorted_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> list[np.
     for rows in seg_rows:
         v = np.sort(x[np.asarray(rows, dtype=np.int64)], axis=0)  # NaN last; NaN == NaN is False
         out.append(v[1:] == v[:-1])
-    return out
-
-
-def seg_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray], ties: list[np.ndarray] | None = None) -> np.ndarray:
-    """``(n_metrics, n_segs)``: whether the valid scores of each metric within each SEG hold a tie
-    (``ties``: :func:`_sorted_ties` of the same arguments, when the caller has it).
-
-    Examples
-    --------
-    >>> x = np.array([[1.0, 2.0], [1.0, np.nan], [3.0, np.nan]])
-    >>> seg_ties(x, [np.array([0, 1, 2])]).tolist()
-    [[True], [False]]
-    """
-    ties = _sorted_ties(scores, seg_rows) if ties is None else ties
-    out = np.zeros((np.shape(scores)[1], len(seg_rows)), dtype=bool)
-    for j, eq in enumerate(ties):
-        out[:, j] = eq.any(axis=0)
     return out
 
 
@@ -190,23 +155,6 @@ def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray], ties: list[
                     dtype=np.int64)
 
 
-def null_walk_means(tied: np.ndarray, walk_table: WalkTable, observed: np.ndarray, protocol: Protocol,
-                    meta_metrics: Sequence[str]) -> np.ndarray:
-    """``(n_metrics, n_meta_metrics, n_walks)`` exact null expectations of the walk values.
-
-    ``tied``: :func:`seg_ties` of the walk table's SEGs, in its order.
-
-    From each meta-metric's :meth:`~analysis.metametrics.MetaMetricSpec.null_walk_means`; NaN
-    where there is no closed form, and where the walk's observed value is NaN (a walk left out
-    stays out under every permutation, since missing cells do not move).
-    """
-    repeats = walk_repeats(walk_table)
-    tied = tied[:, walk_table.walk_seg]
-    out = np.stack([get_meta_metric(k).null_walk_means(protocol, repeats, tied) for k in meta_metrics], axis=1)
-    out[np.isnan(observed)] = np.nan
-    return out
-
-
 @dataclass(frozen=True)
 class _Twins:
     """Control variates for walks with a duplicated root: the same walk without the twin.
@@ -225,8 +173,8 @@ class _Twins:
     meta_metrics: tuple[str, ...]  # those with a corrected cell
 
     @classmethod
-    def build(cls, scores: np.ndarray, structure: Structure, walk_table: WalkTable, tied: np.ndarray,
-              protocol: Protocol, meta_metrics: Sequence[str], wv0: np.ndarray, known: np.ndarray) -> "_Twins | None":
+    def build(cls, scores: np.ndarray, structure: Structure, walk_table: WalkTable, protocol: Protocol,
+              meta_metrics: Sequence[str], wv0: np.ndarray, known: np.ndarray) -> "_Twins | None":
         if not protocol.root_duplication:
             return None
         # Only SEGs the walk table enumerated: one left out for too many walks (max_walks) stays out.
@@ -239,10 +187,9 @@ class _Twins:
                            dtype=np.int64)
         if not (partner >= 0).any():
             return None
-        at = {sid: j for j, sid in enumerate(walk_table.seg_ids)}
         layout = NodeLayout(table, structure)
-        free = null_walk_means(tied[:, [at[sid] for sid in table.seg_ids]], table,
-                               layout.walk_values(scores, protocol, meta_metrics)[0], protocol, meta_metrics)
+        free = layout.null_means(scores, protocol, meta_metrics)
+        free[np.isnan(layout.walk_values(scores, protocol, meta_metrics)[0])] = np.nan  # walks left out stay out
         expected = np.where(partner >= 0, free[:, :, np.maximum(partner, 0)], np.nan)
         use = ~known & ~np.isnan(wv0) & ~np.isnan(expected)
         mms = tuple(k for i, k in enumerate(meta_metrics) if use[:, i].any())
@@ -277,19 +224,15 @@ class _Columns:
         return v.reshape(p, len(self.reps), *v.shape[1:])[:, self.member].reshape(p * self.n_m, *v.shape[1:])
 
     def walk_values(self, layout: NodeLayout, scores: np.ndarray, keys: np.ndarray, p: int, protocol: Protocol,
-                    meta_metrics: Sequence[str], which: Sequence[int] | None = None,
-                    rng: np.random.Generator | None = None) -> tuple[np.ndarray, ...]:
-        """Walk values (:meth:`analysis.compute.NodeLayout.walk_values`) of ``p`` permutations of
-        ``scores`` (column ``q * n_metrics + j`` of ``keys`` permutes metric ``j``) for the
-        meta-metrics ``which`` (indices; default all), order-only ones per class. With ``rng``, also
-        the control variates and their expectations (:meth:`~analysis.compute.NodeLayout.null_values`,
-        ties broken with ``rng``)."""
+                    meta_metrics: Sequence[str], which: Sequence[int] | None = None) -> np.ndarray:
+        """``(p * n_metrics, len(which), n_walks)`` walk values
+        (:meth:`analysis.compute.NodeLayout.walk_values`) of ``p`` permutations of ``scores``
+        (column ``q * n_metrics + j`` of ``keys`` permutes metric ``j``) for the meta-metrics
+        ``which`` (indices; default all), order-only ones once per class."""
         which = list(range(len(meta_metrics)) if which is None else which)
         order = [k for k in which if k in self.order]
         value = [k for k in which if k not in self.order]
-        shape = (p * self.n_m, len(which), layout.table.n_walks)
-        out = [np.full(shape, np.nan) for _ in range(2 if rng is None else 4)]
-        nv = None
+        out = np.full((p * self.n_m, len(which), layout.table.n_walks), np.nan)
         metric = np.tile(np.arange(self.n_m), p)
         for ks, cols, expand in ((order, self.reps, True), (value, None, False)):
             if not ks:
@@ -297,18 +240,9 @@ class _Columns:
             at_cols = np.arange(p * self.n_m) if cols is None else \
                 (np.arange(p)[:, None] * self.n_m + cols[None, :]).ravel()
             perm = SegPermutation(keys[:, at_cols], metric[at_cols])
-            names = [meta_metrics[k] for k in ks]
-            got = list(layout.walk_values(scores, protocol, names, permutation=perm) if rng is None
-                       else layout.null_values(scores, protocol, names, rng, permutation=perm))
-            if expand:
-                got = [self.expand(g, p) for g in got]
-            nv = got[1]
-            at = [which.index(k) for k in ks]
-            for i, g in enumerate(got):
-                if i != 1:
-                    out[i][:, at] = g
-        out[1] = nv
-        return tuple(out)
+            got = layout.walk_values(scores, protocol, [meta_metrics[k] for k in ks], permutation=perm)[0]
+            out[:, [which.index(k) for k in ks]] = self.expand(got, p) if expand else got
+        return out
 
 
 class _Moments:
@@ -398,17 +332,17 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     # in the walk table's SEG order (SEG j of every per-SEG array)
     seg_rows = [np.concatenate(by_id[i].rows) if by_id[i].rows else np.zeros(0, np.int64) for i in walk_table.seg_ids]
     wv0, nv0 = walk_values(walk_table, scores, protocol, meta_metrics) if observed is None else observed
-    ties = _sorted_ties(scores, seg_rows)  # one sort per SEG for the closed forms and the classes
-    tied = seg_ties(scores, seg_rows, ties)
-    exact = null_walk_means(tied, walk_table, wv0, protocol, meta_metrics)
+    layout = NodeLayout(walk_table, structure)
+    # Exact expectations where a meta-metric has one (a walk left out stays out under every
+    # permutation, since missing cells do not move).
+    exact = layout.null_means(scores, protocol, meta_metrics)
+    exact[np.isnan(wv0)] = np.nan
     known = ~np.isnan(exact)
-    twins = _Twins.build(scores, structure, walk_table, tied, protocol, meta_metrics, wv0, known)
+    twins = _Twins.build(scores, structure, walk_table, protocol, meta_metrics, wv0, known)
     sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
     groups = sv0.groups()
     rng = np.random.default_rng([seed, 16])
-    tie_rng = np.random.default_rng([seed, 17])  # breaks ties for the control variates: a stream of its own
-    raw, est, ctl, diff = _Moments(), _Moments(), _Moments(), _Moments()
-    ctl_expected = None
+    raw, est = _Moments(), _Moments()
     if max_columns is None:
         max_columns = min(200, 5_000_000 // max(n_k * walk_table.n_walks, 1))
     step = max(1, max_columns // max(n_m, 1))
@@ -417,34 +351,22 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         from tqdm.auto import tqdm
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
-    cols = _Columns(null_classes(scores, seg_rows, ties), meta_metrics)
+    cols = _Columns(null_classes(scores, seg_rows), meta_metrics)
     twin_mms = [list(meta_metrics).index(k) for k in twins.meta_metrics] if twins is not None else []
-    layout = NodeLayout(walk_table, structure)
     for lo in chunks:
         p = min(step, n_perm - lo)
         keys = rng.random((scores.shape[0], p * n_m))  # as permute_within_segs draws them
-        wv, nv, control, control_mean = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics, rng=tie_rng)
+        wv = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics)
+        nv = np.tile(nv0, (p, 1))  # valid counts: missing cells do not move
         args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
         raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
         # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
         # repeated-root walks of rank/kendall are corrected by their twin-free walk.
         if twins is not None:
-            free, _ = cols.walk_values(twins.layout, scores, keys, p, protocol, meta_metrics, twin_mms)
+            free = cols.walk_values(twins.layout, scores, keys, p, protocol, meta_metrics, twin_mms)
             wv = twins.correct(wv, free, meta_metrics)
         wv = np.where(np.tile(known, (p, 1, 1)), np.tile(exact, (p, 1, 1)), wv)
-        y = compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1)
-        # Control variates (sep: its value with ties broken at random, whose expectation is the
-        # untied KS null's); 0 where a meta-metric or a walk has none.
-        # (walks left out stay out of the control too, so it averages over the same walks)
-        none, out = np.isnan(control_mean), np.isnan(wv)
-        c = compute_seg_values(walk_table, np.where(out, np.nan, np.where(none, 0.0, control)), nv,
-                               *args).values.reshape(p, n_m, n_k, -1)
-        if ctl_expected is None:
-            ctl_expected = compute_seg_values(walk_table, np.where(out, np.nan, np.where(none, 0.0, control_mean)), nv,
-                                              *args).values.reshape(p, n_m, n_k, -1)[0]
-        est.add(y)
-        ctl.add(c)
-        diff.add(y - c)
+        est.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
     # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.
     unknown = (~known & ~np.isnan(wv0)).astype(float)
     seg_exact = seg_means(unknown, np.ones_like(nv0), walk_table.walk_seg, walk_table.n_segs, "uniform") == 0
@@ -453,17 +375,8 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     def sums(v: np.ndarray) -> np.ndarray:  # over each group's SEGs with a value
         return group_means(v, groups)[0] * counts
 
-    # The control's coefficient per cell: the pooled regression of the estimate on the control
-    # over SEGs (SEGs permute independently), so a control never adds variance (coarse scores,
-    # where breaking ties moves KS a lot, get a small one); exact where nothing ties (beta = 1).
-    var_y, var_c = np.where(seg_exact, 0.0, est.var()), np.where(seg_exact, 0.0, ctl.var())
-    # (from the difference's spread: exactly the estimate's where estimate and control coincide)
-    cov = np.where(seg_exact, 0.0, (est.var() + ctl.var() - diff.var()) / 2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        beta = np.nan_to_num(sums(cov) / sums(var_c), nan=0.0, posinf=0.0, neginf=0.0)
-    level = level - beta * group_means(ctl.mean - ctl_expected, groups)[0]
     var_raw = sums(raw.var())
-    var_est = np.maximum(sums(var_y) - 2 * beta * sums(cov) + beta * beta * sums(var_c), 0.0)
+    var_est = sums(np.where(seg_exact, 0.0, est.var()))
     with np.errstate(invalid="ignore", divide="ignore"):
         sd = np.sqrt(var_raw) / counts
         mc = np.sqrt(var_est) / counts / np.sqrt(n_perm)

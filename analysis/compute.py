@@ -222,17 +222,34 @@ class NodeLayout:
 
         Walks (or meta-metric options) without a node-pair form go through :func:`walk_values`.
         """
-        values, n_valid, _ = self._run(scores, protocol, meta_metrics, max_elements, None, permutation)
-        return values, n_valid
+        return self._run(scores, protocol, meta_metrics, max_elements, permutation)
 
-    def null_values(self, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
-                    rng: np.random.Generator, max_elements: int = 4_000_000, *,
-                    permutation: SegPermutation | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`walk_values` of permuted scores with each meta-metric's control variate
-        (:meth:`~analysis.metametrics.MetaMetricSpec.null_control`): ``values, n_valid, control,
-        control_mean``, the last two ``(n_columns, n_meta_metrics, n_walks)``, NaN where none."""
-        values, n_valid, controls = self._run(scores, protocol, meta_metrics, max_elements, rng, permutation)
-        return values, n_valid, controls[0], controls[1]
+    def null_means(self, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
+                   max_elements: int = 4_000_000) -> np.ndarray:
+        """``(n_metrics, n_meta_metrics, n_walks)`` exact expected walk values of ``scores`` under
+        the within-SEG permutation null (:meth:`~analysis.metametrics.MetaMetricSpec.null_from_nodes`),
+        NaN where a meta-metric has no closed form."""
+        scores = np.asarray(scores, dtype=float)
+        n_m = scores.shape[1]
+        out = np.full((n_m, len(meta_metrics), self.table.n_walks), np.nan)
+        padded = np.vstack([scores, np.full((1, n_m), np.nan)])  # row -1 -> the NaN row
+        parts = []  # (batch, SEG slice, column slice) of memory-bounded size
+        for b in self.batches:
+            S, R = b.rows.shape
+            per = max(b.pool_mix.shape[1] ** 2 * R // 2, b.mult.shape[1] * R, b.mult.shape[2] ** 2, 1)
+            s_step = max(1, max_elements // (per * n_m))
+            c_step = n_m if s_step > 1 or per * n_m <= max_elements else max(1, max_elements // per)
+            parts += [(b, slice(s0, s0 + s_step), slice(c0, c0 + c_step)) for s0 in range(0, S, s_step)
+                      for c0 in range(0, n_m, c_step)]
+        # Built on access (a closed form may read them twice), so they are never all held at once.
+        batches = _Lazy(lambda k: parts[k][0].stats(padded[parts[k][0].rows[parts[k][1]]][:, :, parts[k][2]],
+                                                    parts[k][1]), len(parts))
+        for k, name in enumerate(meta_metrics):
+            for (b, sl, cl), v in zip(parts, get_meta_metric(name).null_from_nodes(batches, protocol), strict=True):
+                walk = b.walk[sl]
+                ok = walk >= 0
+                out[cl, k, walk[ok]] = v.transpose(1, 0, 2)[:, ok]
+        return out
 
     def permuted(self, scores: np.ndarray, permutation: SegPermutation) -> np.ndarray:
         """The ``(n_rows, n_columns)`` matrix of ``permutation`` (rows of no SEG as they are)."""
@@ -241,14 +258,13 @@ class NodeLayout:
             out[rows] = permute_by_keys(out[rows], permutation.keys[rows], axis=0)
         return out
 
-    def _run(self, scores, protocol, meta_metrics, max_elements, rng, permutation):
+    def _run(self, scores, protocol, meta_metrics, max_elements, permutation):
         scores = np.asarray(scores, dtype=float)
         if scores.ndim != 2:
             raise ValueError(f"expected a 2-D score matrix (rows x metrics), got shape {scores.shape}")
         specs = [get_meta_metric(k) for k in meta_metrics]
         n_m = scores.shape[1] if permutation is None else len(permutation.source)
         values = np.full((n_m, len(specs), self.table.n_walks), np.nan)
-        controls = None if rng is None else np.full((2,) + values.shape, np.nan)
         n_valid = np.zeros((n_m, self.table.n_walks), dtype=np.int64)
         padded = np.vstack([scores, np.full((1, scores.shape[1]), np.nan)])  # row -1 -> the NaN row
         if permutation is not None:
@@ -284,15 +300,29 @@ class NodeLayout:
                                 kernel.setdefault(k, []).append(walk[ok])
                             continue
                         values[cl, k, walk[ok]] = v.transpose(1, 0, 2)[:, ok]
-                        if controls is not None:
-                            for i, c in enumerate(spec.null_control(ns, protocol, rng)):
-                                controls[i][cl, k, walk[ok]] = c.transpose(1, 0, 2)[:, ok]
         table = scores if permutation is None or not kernel else self.permuted(scores, permutation)
         for k, walks in kernel.items():
             idx = np.concatenate(walks)
             sub = walk_values(_sub_table(self.table, idx), table, protocol, [meta_metrics[k]], max_elements)[0]
             values[:, k, idx] = sub[:, 0, idx]
-        return values, n_valid, controls
+        return values, n_valid
+
+
+class _Lazy(Sequence):
+    """A read-only sequence whose items are built on each access."""
+
+    def __init__(self, make, n: int) -> None:
+        self._make, self._n = make, n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self._n))]
+        if not -self._n <= k < self._n:
+            raise IndexError(k)
+        return self._make(k % self._n)
 
 
 def _sub_table(table: WalkTable, walks: np.ndarray) -> WalkTable:

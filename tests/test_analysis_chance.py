@@ -112,11 +112,9 @@ def test_chance_levels_equal_a_loop_over_permuted_tables(protocol):
                 assert (level, err) == (exact[(m, mm)], 0.0), (m, mm)
                 continue
             plain_err = sd[i, k] / np.sqrt(n_perm)  # the pooled error of the plain permutation mean
-            if mm == "sep":  # control variate: sep with ties broken at random, exact where nothing ties
+            if mm == "sep":  # exact, ties included (the KS null of each pool pair): no Monte-Carlo error
+                assert err == 0.0
                 assert abs(level - np.mean(vals[:, i, k])) < 4.5 * plain_err
-                assert err <= plain_err * (1 + 1e-9)  # its coefficient is the regression's: never noisier
-                if m in ("good", "holes"):  # continuous scores: no tie to break, the level is exact
-                    assert err < 1e-6 * plain_err
             else:  # estimated walks (exact ones enter at their expectation): the same mean, no noisier
                 assert 0 < err <= plain_err * (1 + 1e-9), (m, mm)
                 assert abs(level - np.mean(vals[:, i, k])) < 4.5 * plain_err
@@ -168,10 +166,10 @@ def test_closed_forms_match_the_plain_permutation_means(protocol):
             if (m, mm) in exact:
                 assert (got, got_err) == (exact[(m, mm)], 0.0), (m, mm)
                 assert abs(mean[i, k, 0] - exact[(m, mm)]) <= 4.5 * err[i, k, 0] + 1e-12, (m, mm, mean[i, k, 0])
-            elif mm == "sep" and m in ("good", "holes"):
-                # untied: the control variate (sep with ties broken) is sep itself, whose
-                # expectation is the untied KS null's: exact, and brute force agrees
-                assert got_err < 1e-9, (m, mm)
+            elif mm == "sep":
+                # exact, tied or not (each pool pair's KS null, analysis.metametrics.sep.ks_null_means),
+                # and brute force agrees
+                assert got_err == 0.0, (m, mm)
                 assert abs(mean[i, k, 0] - got) <= 4.5 * err[i, k, 0], (m, mm, mean[i, k, 0], got)
             else:
                 assert got_err > 0, (m, mm)  # estimated, and so it says

@@ -4,6 +4,7 @@ walk kernels (analysis.compute.walk_values), which sort every walk: the same wal
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pandas as pd
@@ -108,10 +109,101 @@ def test_hand_made_walk():
     assert got[0, 2, 0] == pytest.approx(0.7 - 0.3)  # level means 0.7 and 0.3
 
 
-def test_sep_control_leaves_out_pools_too_large_for_the_exact_null():
-    # ks_null_mean costs (m n)^2: pool pairs over KS_NULL_MAX_CELLS get no control (NaN), the
-    # others theirs, and the values themselves stay the kernels'.
-    from analysis.metametrics.sep import KS_NULL_MAX_CELLS, ks_null_mean
+def _ks_by_enumeration(groups, m, n):
+    """Mean two-sample KS statistic over every way to draw m, then n, of the scores."""
+    from scipy.stats import ks_2samp
+
+    vals = np.repeat(np.arange(len(groups)), groups).astype(float)
+    total, count = 0.0, 0
+    for a in itertools.combinations(range(len(vals)), m):
+        rest = [i for i in range(len(vals)) if i not in a]
+        for b in itertools.combinations(rest, n):
+            total += ks_2samp(vals[list(a)], vals[list(b)]).statistic
+            count += 1
+    return total / count
+
+
+def test_ks_null_means_equal_enumeration():
+    # Random tie patterns and sample sizes, in one call (cases of different lengths share a
+    # batch, sizes in either order), against every draw; untied cases against ks_null_mean.
+    from analysis.metametrics.sep import ks_null_mean, ks_null_means
+
+    rng = np.random.default_rng(5)
+    groups, ms, ns = [], [], []
+    while len(groups) < 40:
+        total = int(rng.integers(2, 9))
+        cuts = np.sort(rng.choice(np.arange(1, total), size=int(rng.integers(0, total - 1)), replace=False))
+        g = tuple(np.diff(np.concatenate([[0], cuts, [total]])).tolist())
+        m = int(rng.integers(1, total))
+        groups.append(g)
+        ms.append(m)
+        ns.append(int(rng.integers(1, total - m + 1)))
+    groups += [(2, 2, 1, 1, 3), (3, 1, 1, 2, 2)]  # one pattern and its reverse: the same null
+    ms += [3, 2]
+    ns += [2, 3]
+    got = ks_null_means(groups, np.array(ms), np.array(ns))
+    want = [_ks_by_enumeration(g, m, n) for g, m, n in zip(groups, ms, ns, strict=True)]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert got[-1] == got[-2]
+    assert len(set(np.round(got, 9))) > 15  # not a constant
+    np.testing.assert_allclose(ks_null_means([(1,) * 30, (1,) * 9], np.array([12, 4]), np.array([7, 5])),
+                               [ks_null_mean(7, 12), ks_null_mean(4, 5)], rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="within the 4 scores, got 2 and 3"):
+        ks_null_means([(2, 2)], np.array([2]), np.array([3]))
+
+
+def tiny_table(seed: int) -> pd.DataFrame:
+    """SEGs of at most 7 images (every permutation enumerable), with ties, a missing cell and a
+    level-0 node pair (paper pools them)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s, layout in enumerate(([("0a", 1), ("0b", 2), ("1", 2), ("2", 2)], [("0", 2), ("1", 3), ("3", 1)],
+                                [("0", 1), ("1", 1), ("2", 2), ("3", 2)])):
+        for label, size in layout:
+            for k in range(size):
+                rows.append({"seg_id": f"s{s}", "node": label, "file_name": f"{s}-{label}-{k}",
+                             "coarse": float(rng.integers(0, 3)), "smooth": rng.random(),
+                             "holes": np.nan if (s, label, k) == (1, "1", 0) else float(rng.integers(0, 2))})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("name", ["paper", "graph", "paper-adjacent-skip"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_null_means_equal_the_mean_over_every_permutation(name, seed):
+    # Each walk's exact null expectation (every meta-metric that has one) against the mean of its
+    # value over every within-SEG permutation of the valid scores, through the walk kernels.
+    proto = PROTOCOLS[name]
+    inputs = prepare_inputs(read_scores(tiny_table(seed)), subsets="none")
+    table = build_walk_table(inputs.structure, proto.walks, proto.root_duplication)
+    mms = list(META_METRICS)
+    got = NodeLayout(table, inputs.structure).null_means(inputs.scores, proto, mms)
+    want = np.zeros_like(got)
+    by_id = {s.seg_id: s for s in inputs.structure.segs}
+    for j in range(inputs.scores.shape[1]):
+        for s, sid in enumerate(table.seg_ids):
+            rows = np.concatenate(by_id[sid].rows)
+            rows = rows[~np.isnan(inputs.scores[rows, j])]
+            perms = list(itertools.permutations(rows))
+            x = np.repeat(inputs.scores[:, j:j + 1], len(perms), axis=1)
+            for q, p in enumerate(perms):
+                x[rows, q] = inputs.scores[list(p), j]
+            walks = table.walk_seg == s
+            want[j][:, walks] = walk_values(table, x, proto, mms)[0][:, :, walks].mean(axis=0)
+    sep = mms.index("sep")
+    assert np.isfinite(got[:, sep]).all()  # sep is exact everywhere here, ties included
+    known = ~np.isnan(got)
+    assert known.sum() > 0.7 * got.size
+    np.testing.assert_allclose(got[known], want[known], rtol=0, atol=1e-12)
+    # and the tied column's sep null is not the untied one
+    from analysis.metametrics.sep import ks_null_mean
+
+    assert not np.isclose(got[0, sep], ks_null_mean(1, 1)).all()
+
+
+def test_sep_null_means_leave_out_pools_too_large_for_the_exact_computation():
+    # Pool pairs beyond KS_NULL_MAX_WORK get no exact expectation (NaN: estimated by
+    # permutation), the others theirs.
+    from analysis.metametrics.sep import KS_NULL_MAX_WORK, ks_null_means
 
     rng = np.random.default_rng(0)
     rows = []
@@ -123,14 +215,13 @@ def test_sep_control_leaves_out_pools_too_large_for_the_exact_null():
     inputs = prepare_inputs(read_scores(pd.DataFrame(rows)), subsets="none")
     proto = PROTOCOLS["graph"]
     table = build_walk_table(inputs.structure, proto.walks, proto.root_duplication)
-    values, _, control, mean = NodeLayout(table, inputs.structure).null_values(
-        inputs.scores, proto, ["sep"], np.random.default_rng(1))
-    assert 60 * 50 > KS_NULL_MAX_CELLS
+    mean = NodeLayout(table, inputs.structure).null_means(inputs.scores, proto, ["sep"])
+    assert 110 * 300 * 61 * 51 > KS_NULL_MAX_WORK
     big = table.seg_ids.index("big")
+    small = np.sort(inputs.scores[np.concatenate(inputs.structure.segs[1].rows), 0])
+    groups = tuple(np.unique(small, return_counts=True)[1].tolist())
     for w, s in enumerate(table.walk_seg):
         if s == big:
-            assert np.isnan(mean[0, 0, w]) and np.isfinite(values[0, 0, w])
+            assert np.isnan(mean[0, 0, w])
         else:
-            assert mean[0, 0, w] == pytest.approx(ks_null_mean(3, 4))
-            assert 0 <= control[0, 0, w] <= 1
-    np.testing.assert_allclose(values, walk_values(table, inputs.scores, proto, ["sep"])[0], atol=1e-12)
+            assert mean[0, 0, w] == pytest.approx(ks_null_means([groups], np.array([3]), np.array([4]))[0])

@@ -16,6 +16,7 @@ the function takes, so callers never branch on meta-metric names.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable
 
@@ -39,14 +40,14 @@ class MetaMetricSpec:
     is the best value a metric can reach (None: unbounded), used by chance-adjusted values;
     ``minimum`` the worst (None: unbounded), which bounds a chance band. ``null_mean`` is a lazy
     ``"module:function"`` giving each walk's exact expected value under the within-SEG
-    permutation null where it has a closed form (:mod:`analysis.chance`; None: never).
+    permutation null (:mod:`analysis.chance`) from the node-pair statistics of the unpermuted
+    scores (the null keeps each SEG's multiset of scores and missing cells): called with the
+    sequence of all batches and the same options, it returns one ``(S, B, W)`` array per batch,
+    NaN where there is no closed form (None: never).
     ``order_only`` marks a meta-metric that reads the scores only through their order and ties
     along a walk, so metrics with the same pattern of ties share its permutation null.
     ``nodes`` is a lazy ``"module:function"`` giving the same walk values from node-pair
     statistics (:class:`~.nodestats.NodeStats`, same options; None: the walk kernel only).
-    ``control`` is a lazy ``"module:function"`` giving a control variate for the chance level
-    where there is no closed form: walk values that move with the meta-metric's under one
-    permutation, and their exact expectations (:mod:`analysis.chance`; None: none).
     """
 
     name: str
@@ -59,7 +60,6 @@ class MetaMetricSpec:
     null_mean: str | None = None
     order_only: bool = False
     nodes: str | None = None
-    control: str | None = None
 
     def function(self) -> Callable[..., np.ndarray]:
         return resolve(self.target)
@@ -81,24 +81,15 @@ class MetaMetricSpec:
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
         return resolve(self.nodes)(stats, **kwargs)
 
-    def null_control(self, stats: NodeStats, protocol, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Control-variate walk values and their exact expectations (``(S, B, W)`` each; NaN where
-        there is none) under one permutation, or NaN everywhere when ``control`` is None."""
-        if self.control is None:
-            nan = np.full(stats.shape, np.nan)
-            return nan, nan
-        kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
-        return resolve(self.control)(stats, rng, **kwargs)
-
-    def null_walk_means(self, protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
-        """Exact expected walk values under the within-SEG permutation null, NaN where unknown.
-
-        ``repeats[w]``: walk ``w`` visits an image twice (root duplication); ``tied[m, w]``: the
-        valid scores of metric ``m`` in walk ``w``'s SEG hold a tie. Returns ``(n_metrics, n_walks)``.
-        """
+    def null_from_nodes(self, batches: Sequence[NodeStats], protocol) -> list[np.ndarray]:
+        """Exact expected walk values under the within-SEG permutation null, one ``(S, B, W)`` array
+        per batch of node-pair statistics of the unpermuted scores (``batches`` may build each
+        item on access and is read in order, possibly twice: a costly closed form works out all
+        batches' cases at once); NaN where unknown (everywhere when ``null_mean`` is None)."""
         if self.null_mean is None:
-            return np.full(tied.shape, np.nan)
-        return resolve(self.null_mean)(protocol, np.asarray(repeats, dtype=bool), np.asarray(tied, dtype=bool))
+            return [np.full(st.shape, np.nan) for st in batches]
+        kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
+        return resolve(self.null_mean)(batches, **kwargs)
 
 
 META_METRICS: dict[str, MetaMetricSpec] = {}
@@ -125,7 +116,7 @@ for _spec in (
     MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
                    (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
                    description="Kolmogorov-Smirnov separation score sep_m", minimum=0.0, order_only=True,
-                   nodes="analysis.metametrics.sep:sep_nodes", control="analysis.metametrics.sep:sep_control"),
+                   null_mean="analysis.metametrics.sep:sep_null_means", nodes="analysis.metametrics.sep:sep_nodes"),
     MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
                    normalised=True, description="dynamic-range separation delta_m", maximum=None, minimum=None,
                    null_mean="analysis.metametrics.delta:delta_null_means", nodes="analysis.metametrics.delta:delta_nodes"),

@@ -6,6 +6,8 @@ The dataset-level normalisation (division by the metric's score std) happens in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .nodestats import NodeStats
@@ -56,7 +58,7 @@ def walk_delta(levels, scores, degenerate: str = "zero") -> float:
     return float(delta_walks(WalkStats(lv, sc), degenerate)[0])
 
 
-def delta_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
+def delta_null_means(batches: Sequence[NodeStats], degenerate: str = "zero") -> list[np.ndarray]:
     """Exact expected raw delta of each walk under the within-SEG permutation null: 0 everywhere.
 
     delta is linear in the scores and every walk position's expected score is its SEG's mean
@@ -64,4 +66,4 @@ def delta_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndar
     a magnitude is ``|delta|`` at the dataset level; :mod:`analysis.chance` handles that.)
     Arguments and shapes as :func:`analysis.metametrics.rank.rank_null_means`.
     """
-    return np.zeros(np.shape(tied))
+    return [np.zeros(st.shape) for st in batches]

@@ -5,6 +5,8 @@ Sign as rank_m: a perfectly ordered higher-is-better metric scores +1.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .nodestats import NodeStats
@@ -68,7 +70,7 @@ def walk_kendall(levels, scores, degenerate: str = "zero") -> float:
     return float(kendall_walks(WalkStats(lv, sc), degenerate)[0])
 
 
-def kendall_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
+def kendall_null_means(batches: Sequence[NodeStats], degenerate: str = "zero") -> list[np.ndarray]:
     """Exact expected kendall of each walk under the within-SEG permutation null, NaN where unknown.
 
     0 where the walk visits no image twice (given the values it receives, their order along the
@@ -76,4 +78,4 @@ def kendall_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.nd
     (a duplicated root's twin pair is then the only tie, a fixed ``n2``); NaN otherwise.
     Arguments and shapes as :func:`analysis.metametrics.rank.rank_null_means`.
     """
-    return np.where(~repeats[None, :] | ~tied, 0.0, np.nan)
+    return [np.where(~st.repeats[:, None, :] | ~st.seg_tied[:, :, None], 0.0, np.nan) for st in batches]

@@ -88,21 +88,6 @@ class NodeStats:
         np.put_along_axis(vid, order, np.cumsum(new, axis=1) - 1, axis=1)
         return vid
 
-    def tie_broken(self, rng: np.random.Generator) -> "NodeStats":
-        """This batch with every tie broken in a uniformly random order.
-
-        Its order statistics follow the null of untied scores exactly (each arrangement of ranks
-        equally likely under the within-SEG permutation), and equal this batch's wherever nothing
-        ties: the control variate of :mod:`analysis.chance`.
-        """
-        x = self._values
-        nan = np.isnan(x)
-        if (np.where(nan, -1, self._dense).max(axis=1, initial=-1) + 1 == (~nan).sum(axis=1)).all():
-            return self  # nothing ties (continuous scores): nothing to break
-        keys = np.where(nan, np.nan, self._dense + rng.random(x.shape))
-        return NodeStats(keys, self._node, self._node_level, self.mult, self.n_levels, self.pool_mix,
-                         self.pool_level, self.walk_pool)
-
     @cached_property
     def counts(self) -> np.ndarray:
         """``C``, ``(S, B, P, V)``: the node's valid scores equal to each distinct value of its SEG
@@ -118,6 +103,16 @@ class NodeStats:
                 + self._node[:, :, None]) * (V + 1) + vid
         c = np.bincount(flat.ravel(), minlength=S * B * P * (V + 1)).reshape(S, B, P, V + 1)
         return c[..., :V].astype(float)
+
+    @cached_property
+    def seg_tied(self) -> np.ndarray:
+        """``(S, B)``: whether the SEG's valid scores in the column hold a tie."""
+        return self.counts.sum(axis=2).max(axis=-1, initial=0) > 1
+
+    @cached_property
+    def repeats(self) -> np.ndarray:
+        """``(S, W)``: whether the walk visits a node (its images) more than once (root duplication)."""
+        return (self.mult > 1).any(axis=-1)
 
     def _per_node(self, weights: np.ndarray) -> np.ndarray:
         x = self._values

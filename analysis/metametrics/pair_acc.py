@@ -7,6 +7,8 @@ for tying images of one level (section 6.4), and it reads as a probability: 0.5 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .nodestats import NodeStats
@@ -56,11 +58,11 @@ def walk_pair_acc(levels, scores) -> float:
     return float(pair_acc_walks(WalkStats(lv, sc))[0])
 
 
-def pair_acc_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
+def pair_acc_null_means(batches: Sequence[NodeStats]) -> list[np.ndarray]:
     """Exact expected pair_acc of each walk under the within-SEG permutation null: 0.5 everywhere.
 
     A cross-level pair is two different images, exchangeable under the permutation, so
     ``P(right) + P(tie) / 2 = 1/2`` for every pair, ties, repeats and missing cells included.
     Arguments and shapes as :func:`analysis.metametrics.rank.rank_null_means`.
     """
-    return np.full(np.shape(tied), 0.5)
+    return [np.full(st.shape, 0.5) for st in batches]

@@ -6,6 +6,8 @@ a walk perfectly scores +1 (lower-is-better metrics are negated before they get 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .nodestats import NodeFormUnavailable, NodeStats
@@ -89,7 +91,8 @@ def walk_rank(levels, scores, tie_method: str = "average", degenerate: str = "ze
     return float(rank_walks(WalkStats(lv, sc), tie_method, degenerate)[0])
 
 
-def rank_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarray:
+def rank_null_means(batches: Sequence[NodeStats], tie_method: str = "average", degenerate: str = "zero"
+                    ) -> list[np.ndarray]:
     """Exact expected rank_m of each walk under the within-SEG permutation null, NaN where unknown.
 
     0 wherever the walk's score-rank spread cannot move: given the values a walk receives,
@@ -102,19 +105,15 @@ def rank_null_means(protocol, repeats: np.ndarray, tied: np.ndarray) -> np.ndarr
 
     Parameters
     ----------
-    protocol : Protocol
-    repeats : bool ndarray, shape (n_walks,)
-    tied : bool ndarray, shape (n_metrics, n_walks)
+    batches : sequence of NodeStats
+        Of the unpermuted scores (:attr:`~.nodestats.NodeStats.repeats`,
+        :attr:`~.nodestats.NodeStats.seg_tied`).
+    tie_method, degenerate : as :func:`rank_walks` (a one-level walk's fill is its value under
+        every permutation, already exact).
 
     Returns
     -------
-    ndarray, shape (n_metrics, n_walks)
-
-    Examples
-    --------
-    >>> from analysis.protocols import get_protocol
-    >>> rank_null_means(get_protocol("paper"), np.array([True, False]), np.array([[True, True]])).tolist()
-    [[nan, 0.0]]
+    list of ndarray, shape (S, B, W) each
     """
-    untied_ok = ~tied & (protocol.tie_method == "average")
-    return np.where(~repeats[None, :] | untied_ok, 0.0, np.nan)
+    return [np.where(~st.repeats[:, None, :] | (~st.seg_tied[:, :, None] & (tie_method == "average")), 0.0, np.nan)
+            for st in batches]

@@ -5,6 +5,8 @@ Samples are pooled by level (a duplicated root adds its images twice to the leve
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -12,11 +14,15 @@ import numpy as np
 from .nodestats import NodeStats
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["sep_walks", "sep_nodes", "sep_control", "ks_null_mean", "walk_sep", "level_pairs"]
+__all__ = ["sep_walks", "sep_nodes", "sep_null_means", "ks_null_mean", "ks_null_means", "walk_sep", "level_pairs"]
 
-#: Largest ``m * n`` whose exact null KS expectation :func:`ks_null_mean` works out (its cost grows
-#: as ``(m n)^2``); pool pairs beyond it get no control variate.
+#: Largest ``m * n`` whose exact null KS expectation without ties :func:`ks_null_mean` works out
+#: (its cost grows as ``(m n)^2``); pool pairs beyond it are estimated by permutation.
 KS_NULL_MAX_CELLS = 2500
+#: Largest ``N lcm(m, n) (m + 1) (n + 1)`` (``N`` scores in the SEG, ``lcm(m, n)`` bounding the
+#: KS values) whose exact null KS expectation with ties :func:`ks_null_means` works out; pool
+#: pairs beyond it (a few large pools, e.g. two pooled roots) are estimated by permutation.
+KS_NULL_MAX_WORK = 1_000_000
 
 
 def level_pairs(n_slots: int, pairs: str) -> tuple[np.ndarray, np.ndarray]:
@@ -116,36 +122,184 @@ def ks_null_mean(m: int, n: int) -> float:
     return float((1.0 - row[:, n]).sum() / (m * n))
 
 
-def sep_control(stats: NodeStats, rng: np.random.Generator, pairs: str = "all",
-                degenerate: str = "zero") -> tuple[np.ndarray, np.ndarray]:
-    """A control variate for sep_m's chance level: sep_m of the same permuted scores with their
-    ties broken at random, and its exact expectation (``(S, B, W)`` each).
+def _ks_tied_batch(cases: list[tuple[tuple[int, ...], int, int]]) -> np.ndarray:
+    """:func:`ks_null_means` of several ``(groups, m, n)`` with one ``m`` and one ``n``, at once."""
+    m, n = cases[0][1], cases[0][2]
+    order = sorted(range(len(cases)), key=lambda k: -sum(cases[k][0]))  # the SEGs still dealing: a prefix
+    K = len(cases)
+    total = np.array([sum(cases[k][0]) for k in order], dtype=np.int64)
+    steps = int(total[0])
+    ends = np.zeros((K, steps), dtype=bool)  # the last item of a tie group: where the ECDFs are compared
+    for r, k in enumerate(order):
+        ends[r, np.cumsum(cases[k][0]) - 1] = True
+    gap = np.abs(np.arange(m + 1)[:, None] * n - np.arange(n + 1)[None, :] * m)  # m n |F_A - F_B| at (i, j)
+    thresholds = np.unique(gap)
+    thresholds = thresholds[thresholds > 0]
+    # Channel c < T counts the deals whose tie groups all end strictly inside band c; channel T
+    # (no band) counts all deals, the denominator.
+    inside = np.concatenate([gap[None] < thresholds[:, None, None], np.ones((1, m + 1, n + 1), dtype=bool)])
+    inside = inside.astype(float)
+    # count[k, c, i, j]: deals of the first t sorted scores to A, B or neither with i in A and j in
+    # B (beyond m or n the array ends: those deals never complete). A SEG shorter than the batch
+    # stops dealing. Rescaled now and then (the ratio of channels is what counts).
+    count = np.zeros((K, len(thresholds) + 1, m + 1, n + 1))
+    count[:, :, 0, 0] = 1.0
+    for t in range(steps):
+        cur = count[:int(np.searchsorted(-total, -t, side="left"))]  # SEGs with more than t scores
+        left = cur[:, :, :, :-1].copy()
+        cur[:, :, 1:, :] += cur[:, :, :-1, :]
+        cur[:, :, :, 1:] += left
+        end = ends[:len(cur), t]
+        if end.all():
+            cur *= inside
+        elif end.any():
+            cur[end] *= inside
+        if t % 16 == 15:
+            cur /= cur.max(axis=(1, 2, 3), keepdims=True)
+    stay = count[:, :-1, m, n] / count[:, -1:, m, n]  # P(m n D < threshold c)
+    out = np.empty(K)
+    out[order] = (np.diff(thresholds, prepend=0) * (1.0 - stay)).sum(axis=1) / (m * n)
+    return out
 
-    Broken ties follow the untied null, whose pool-pair KS expectation is :func:`ks_null_mean`;
-    ``sep - control + E[control]`` has sep's expectation and, for scores with few ties, a small
-    part of its variance (none without ties). NaN expectations where a pool pair exceeds
-    :data:`KS_NULL_MAX_CELLS` (no control there).
+
+def _bucket(x: int) -> int:
+    # Geometric sizes (ratio 1.5): pool sizes of one bucket share a padded batch.
+    w = 1
+    while w < x:
+        w = max(w + 1, int(np.ceil(w * 1.5)))
+    return w
+
+
+_KS_TIED: dict[tuple[tuple[int, ...], int, int], float] = {}
+
+
+def ks_null_means(groups: list[tuple[int, ...]], m: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Exact expected two-sample KS statistic of two disjoint samples drawn uniformly without
+    replacement from a SEG's valid scores, ties included (the within-SEG permutation null of
+    sep_m's pool pairs).
+
+    Parameters
+    ----------
+    groups : list of int tuples
+        Per case, the sizes of the SEG's groups of equal scores in ascending order of score
+        (all 1: no ties).
+    m, n : int arrays, shape (len(groups),)
+        The two sample sizes, ``1 <= m``, ``1 <= n``, ``m + n <= sum(groups[k])``.
+
+    Returns
+    -------
+    ndarray
+        ``E[D]``; NaN where working it out would cost more than :data:`KS_NULL_MAX_WORK`
+        (or, untied, ``m n`` over :data:`KS_NULL_MAX_CELLS`).
+
+    Notes
+    -----
+    The samples' ECDFs can differ only at the end of a tie group, so ``m n D`` is the largest
+    ``|i n - j m|`` over the lattice points ``(i, j)`` (items of the first and second sample
+    among the scores up to that group) at group ends. Dealing the sorted scores one at a time
+    to the first sample, the second or neither, with the conditional probabilities of a uniform
+    draw, gives ``P(m n D < c)`` for every attainable ``c`` at once; ``E[D] = sum_c P(m n D >= c)
+    (c - c_prev) / (m n)``. Cost ``O(N T m n)`` for ``N`` scores and ``T <= m n`` thresholds.
+    Without ties this is :func:`ks_null_mean`. The distribution does not change when both
+    samples swap or the order of the scores reverses, which the results are cached under.
+
+    Examples
+    --------
+    >>> ks_null_means([(1, 1, 1, 1), (2, 2)], np.array([2, 2]), np.array([2, 2])).round(4).tolist()
+    [0.6667, 0.3333]
+
+    Untied, as :func:`ks_null_mean`. Tied, ``{0, 0, 1, 1}`` dealt into two pairs: 2 of the 6
+    deals split the values (``D = 1``), the other 4 give equal samples (``D = 0``).
+    """
+    m = np.asarray(m, dtype=np.int64)
+    n = np.asarray(n, dtype=np.int64)
+    out = np.full(len(groups), np.nan)
+    todo: dict[tuple[tuple[int, ...], int, int], list[int]] = {}
+    for k, (g, a, b) in enumerate(zip(groups, m.tolist(), n.tolist(), strict=True)):
+        a, b = min(a, b), max(a, b)
+        if a < 1 or a + b > sum(g):
+            raise ValueError(f"expected two samples of at least 1 score within the {sum(g)} scores, got {a} and {b}")
+        if max(g) == 1:
+            out[k] = ks_null_mean(a, b) if a * b <= KS_NULL_MAX_CELLS else np.nan
+            continue
+        key = (min(tuple(g), tuple(g[::-1])), a, b)
+        hit = _KS_TIED.get(key)
+        if hit is not None:
+            out[k] = hit
+        elif sum(g) * (a * b // math.gcd(a, b)) * (a + 1) * (b + 1) <= KS_NULL_MAX_WORK:
+            todo.setdefault(key, []).append(k)
+    # One batch per pair of sizes (their thresholds differ) and class of SEG sizes (the steps).
+    buckets: dict[tuple[int, int, int], list[tuple[tuple[int, ...], int, int]]] = {}
+    for key in todo:
+        buckets.setdefault((key[1], key[2], _bucket(sum(key[0]))), []).append(key)
+    for (a, b, _), keys in buckets.items():
+        size = (a * b + 1) * (a + 1) * (b + 1)
+        chunk = max(1, 4_000_000 // size)  # memory of one batch
+        for lo in range(0, len(keys), chunk):
+            part = keys[lo:lo + chunk]
+            for key, v in zip(part, _ks_tied_batch(part).tolist(), strict=True):
+                if len(_KS_TIED) > 1_000_000:
+                    _KS_TIED.clear()
+                _KS_TIED[key] = v
+                out[todo[key]] = v
+    return out
+
+
+def _ks_cases(stats: NodeStats) -> tuple[tuple[np.ndarray, ...], list[tuple[int, ...]]]:
+    """The pool pairs of a batch that some walk compares (two pools with valid scores on different
+    levels, so disjoint): their ``(SEG, column, pool, pool)`` indices and sizes, and each one's
+    SEG's tie-group sizes."""
+    total = stats.counts.sum(axis=2).astype(np.int64)  # (S, B, V): the SEG's scores per distinct value
+    n = stats.pool_n.astype(np.int64)  # (S, B, Q)
+    qi, qj = stats.compared_pairs
+    lv = stats.pool_level
+    apart = (lv[:, qi] != lv[:, qj]) & (lv[:, qi] >= 0) & (lv[:, qj] >= 0)
+    s_idx, b_idx, p_idx = np.nonzero((n[:, :, qi] > 0) & (n[:, :, qj] > 0) & apart[:, None, :])
+    a, c = qi[p_idx], qj[p_idx]
+    seg_groups: dict[tuple[int, int], tuple[int, ...]] = {}
+    groups = []
+    for s, b in zip(s_idx.tolist(), b_idx.tolist(), strict=True):
+        g = seg_groups.get((s, b))
+        if g is None:
+            t = total[s, b]
+            g = seg_groups[(s, b)] = tuple(t[t > 0].tolist())
+        groups.append(g)
+    return (s_idx, b_idx, a, c, n[s_idx, b_idx, a], n[s_idx, b_idx, c]), groups
+
+
+def sep_null_means(batches: Sequence[NodeStats], pairs: str = "all", degenerate: str = "zero") -> list[np.ndarray]:
+    """Exact expected sep_m of every walk under the within-SEG permutation null, ``(S, B, W)`` per
+    batch.
+
+    A walk's sep_m is a fixed mean of KS statistics between its level pools (which pools, and
+    which walks have a value, depend only on where the missing cells are, which a permutation
+    keeps), and the scores of two pools are two disjoint uniform draws from the SEG's valid
+    scores: so its expectation is the same mean of :func:`ks_null_means`, ties included. The
+    cases of all batches are worked out in one call (one dynamic program per size class). NaN
+    where a pool pair is beyond the exact computation's cost bound.
     """
     fill = degenerate_fill(degenerate)
-    values = sep_nodes(stats.tie_broken(rng), pairs, degenerate)
-    n = stats.pool_n.astype(np.int64)  # (S, B, Q)
-    a, b = np.minimum(n[..., :, None], n[..., None, :]), np.maximum(n[..., :, None], n[..., None, :])
-    top = int(n.max(initial=0)) + 1
-    # One expectation per distinct pair of pool sizes (a lookup, not a top x top table: a node of
-    # many thousand images must not cost a dense square). NaN: no control (too large); 0: a pool
-    # without valid scores, which no walk compares.
-    keys, inverse = np.unique(a * top + b, return_inverse=True)
-    e0 = np.zeros(len(keys))
-    for k, key in enumerate(keys.tolist()):
-        x, y = divmod(key, top)
-        if x > 0:
-            e0[k] = ks_null_mean(x, y) if x * y <= KS_NULL_MAX_CELLS else np.nan
-    e0 = e0[inverse.reshape(a.shape)]  # (S, B, Q, Q)
-    with np.errstate(invalid="ignore"):
-        expect = stats.pool_pair_mean(e0, pairs)
-    expect[stats.n_slots <= 1] = fill
-    expect[stats.n < 1] = np.nan
-    return values, expect
+    cases = [_ks_cases(st) for st in batches]
+    sizes = [len(g) for _, g in cases]
+    if sum(sizes):
+        flat = ks_null_means([g for _, gs in cases for g in gs], np.concatenate([c[0][4] for c in cases]),
+                             np.concatenate([c[0][5] for c in cases]))
+    bounds = np.cumsum([0] + sizes)
+    out = []
+    for k, st in enumerate(batches):
+        (s_idx, b_idx, a, c, _, _), _ = cases[k]
+        S, B, Q = st.pool_n.shape
+        e0 = np.zeros((S, B, Q, Q))
+        if sizes[k]:
+            v = flat[bounds[k]:bounds[k + 1]]
+            e0[s_idx, b_idx, a, c] = v
+            e0[s_idx, b_idx, c, a] = v
+        with np.errstate(invalid="ignore"):
+            e = st.pool_pair_mean(e0, pairs)
+        e[st.n_slots <= 1] = fill
+        e[st.n < 1] = np.nan
+        out.append(e)
+    return out
 
 
 def walk_sep(levels, scores, pairs: str = "all", degenerate: str = "zero") -> float:
