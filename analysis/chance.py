@@ -177,20 +177,29 @@ class _Twins:
               meta_metrics: Sequence[str], wv0: np.ndarray, known: np.ndarray) -> "_Twins | None":
         if not protocol.root_duplication:
             return None
-        # Only SEGs the walk table enumerated: one left out for too many walks (max_walks) stays out.
-        with_walks = [sid for sid, n in zip(walk_table.seg_ids, walk_table.walks_per_seg(), strict=True) if n]
-        table = build_walk_table(structure, protocol.walks, False, with_walks, max_walks=None)
+        twin = np.array([len(nodes) > 1 and nodes[0] == nodes[1] for nodes in walk_table.walk_nodes], dtype=bool)
+        # Only meta-metrics with an estimated duplicated-root walk, in the SEGs that hold one, need
+        # their twin-free walks.
+        open_ = ~known & ~np.isnan(wv0) & twin[None, None, :]  # (n_metrics, n_meta, n_walks)
+        need = [k for k in range(len(meta_metrics)) if open_[:, k].any()]
+        if not need:
+            return None
+        segs = sorted(set(walk_table.walk_seg[open_.any(axis=(0, 1))].tolist()))
+        table = build_walk_table(structure, protocol.walks, False, [walk_table.seg_ids[j] for j in segs],
+                                 max_walks=None)
         index = {(table.seg_ids[s], nodes): w for w, (s, nodes) in enumerate(zip(table.walk_seg, table.walk_nodes,
                                                                                    strict=True))}
-        partner = np.array([index.get((walk_table.seg_ids[s], nodes[1:]), -1) if len(nodes) > 1 and nodes[0] == nodes[1]
-                            else -1 for s, nodes in zip(walk_table.walk_seg, walk_table.walk_nodes, strict=True)],
+        partner = np.array([index.get((walk_table.seg_ids[s], nodes[1:]), -1) if dup else -1
+                            for s, nodes, dup in zip(walk_table.walk_seg, walk_table.walk_nodes, twin, strict=True)],
                            dtype=np.int64)
         if not (partner >= 0).any():
             return None
         layout = NodeLayout(table, structure)
-        free = layout.null_means(scores, protocol, meta_metrics)
-        free[np.isnan(layout.walk_values(scores, protocol, meta_metrics)[0])] = np.nan  # walks left out stay out
-        expected = np.where(partner >= 0, free[:, :, np.maximum(partner, 0)], np.nan)
+        names = [meta_metrics[k] for k in need]
+        free = layout.null_means(scores, protocol, names)
+        free[np.isnan(layout.walk_values(scores, protocol, names)[0])] = np.nan  # walks left out stay out
+        expected = np.full(wv0.shape, np.nan)
+        expected[:, need] = np.where(partner >= 0, free[:, :, np.maximum(partner, 0)], np.nan)
         use = ~known & ~np.isnan(wv0) & ~np.isnan(expected)
         mms = tuple(k for i, k in enumerate(meta_metrics) if use[:, i].any())
         return cls(layout, partner, use, expected, mms) if mms else None

@@ -145,15 +145,17 @@ def _ks_tied_batch(cases: list[tuple[tuple[int, ...], int, int]]) -> np.ndarray:
     count = np.zeros((K, len(thresholds) + 1, m + 1, n + 1))
     count[:, :, 0, 0] = 1.0
     for t in range(steps):
-        cur = count[:int(np.searchsorted(-total, -t, side="left"))]  # SEGs with more than t scores
+        # SEGs with more than t scores; after t scores at most t + 1 of them in either sample
+        a, b = min(t + 1, m), min(t + 1, n)
+        cur = count[:int(np.searchsorted(-total, -t, side="left")), :, :a + 1, :b + 1]
         left = cur[:, :, :, :-1].copy()
         cur[:, :, 1:, :] += cur[:, :, :-1, :]
         cur[:, :, :, 1:] += left
         end = ends[:len(cur), t]
         if end.all():
-            cur *= inside
+            cur *= inside[:, :a + 1, :b + 1]
         elif end.any():
-            cur[end] *= inside
+            cur[end] *= inside[:, :a + 1, :b + 1]
         if t % 16 == 15:
             cur /= cur.max(axis=(1, 2, 3), keepdims=True)
     stay = count[:, :-1, m, n] / count[:, -1:, m, n]  # P(m n D < threshold c)
@@ -215,14 +217,18 @@ def ks_null_means(groups: list[tuple[int, ...]], m: np.ndarray, n: np.ndarray) -
     n = np.asarray(n, dtype=np.int64)
     out = np.full(len(groups), np.nan)
     todo: dict[tuple[tuple[int, ...], int, int], list[int]] = {}
+    seen: dict[tuple[int, ...], tuple[int, bool, tuple[int, ...]]] = {}  # size, tied, canonical order
     for k, (g, a, b) in enumerate(zip(groups, m.tolist(), n.tolist(), strict=True)):
+        info = seen.get(g)
+        if info is None:
+            info = seen[g] = (sum(g), max(g, default=0) > 1, min(tuple(g), tuple(g[::-1])))
         a, b = min(a, b), max(a, b)
-        if a < 1 or a + b > sum(g):
-            raise ValueError(f"expected two samples of at least 1 score within the {sum(g)} scores, got {a} and {b}")
-        if max(g) == 1:
+        if a < 1 or a + b > info[0]:
+            raise ValueError(f"expected two samples of at least 1 score within the {info[0]} scores, got {a} and {b}")
+        if not info[1]:
             out[k] = ks_null_mean(a, b) if a * b <= KS_NULL_MAX_CELLS else np.nan
             continue
-        key = (min(tuple(g), tuple(g[::-1])), a, b)
+        key = (info[2], a, b)
         hit = _KS_TIED.get(key)
         if hit is not None:
             out[k] = hit
