@@ -232,6 +232,19 @@ class _Columns:
         """Rows ``(perm, class)`` -> rows ``(perm, metric)``."""
         return v.reshape(p, len(self.reps), *v.shape[1:])[:, self.member].reshape(p * self.n_m, *v.shape[1:])
 
+    def null_means(self, layout: NodeLayout, scores: np.ndarray, protocol: Protocol,
+                   meta_metrics: Sequence[str]) -> np.ndarray:
+        """Exact null expectations of every walk (:meth:`analysis.compute.NodeLayout.null_means`),
+        order-only meta-metrics once per class."""
+        out = np.full((self.n_m, len(meta_metrics), layout.table.n_walks), np.nan)
+        value = [k for k in range(len(meta_metrics)) if k not in self.order]
+        for ks, cols in ((self.order, self.reps), (value, None)):
+            if ks:
+                got = layout.null_means(scores if cols is None else scores[:, cols], protocol,
+                                        [meta_metrics[k] for k in ks])
+                out[:, ks] = got if cols is None else got[self.member]
+        return out
+
     def walk_values(self, layout: NodeLayout, scores: np.ndarray, keys: np.ndarray, p: int, protocol: Protocol,
                     meta_metrics: Sequence[str], which: Sequence[int] | None = None) -> np.ndarray:
         """``(p * n_metrics, len(which), n_walks)`` walk values
@@ -342,10 +355,9 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     seg_rows = [np.concatenate(by_id[i].rows) if by_id[i].rows else np.zeros(0, np.int64) for i in walk_table.seg_ids]
     wv0, nv0 = walk_values(walk_table, scores, protocol, meta_metrics) if observed is None else observed
     layout = NodeLayout(walk_table, structure)
-    # Exact expectations where a meta-metric has one (a walk left out stays out under every
-    # permutation, since missing cells do not move).
-    exact = layout.null_means(scores, protocol, meta_metrics)
-    exact[np.isnan(wv0)] = np.nan
+    cols = _Columns(null_classes(scores, seg_rows), meta_metrics)
+    exact = cols.null_means(layout, scores, protocol, meta_metrics)
+    exact[np.isnan(wv0)] = np.nan  # a walk left out stays out under every permutation (missing cells stay)
     known = ~np.isnan(exact)
     twins = _Twins.build(scores, structure, walk_table, protocol, meta_metrics, wv0, known)
     sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
@@ -360,7 +372,6 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         from tqdm.auto import tqdm
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
-    cols = _Columns(null_classes(scores, seg_rows), meta_metrics)
     twin_mms = [list(meta_metrics).index(k) for k in twins.meta_metrics] if twins is not None else []
     for lo in chunks:
         p = min(step, n_perm - lo)

@@ -251,10 +251,10 @@ def ks_null_means(groups: list[tuple[int, ...]], m: np.ndarray, n: np.ndarray) -
     return out
 
 
-def _ks_cases(stats: NodeStats) -> tuple[tuple[np.ndarray, ...], list[tuple[int, ...]]]:
+def _ks_cases(stats: NodeStats) -> tuple[tuple[np.ndarray, ...], np.ndarray, list[tuple[int, ...]]]:
     """The pool pairs of a batch that some walk compares (two pools with valid scores on different
-    levels, so disjoint): their ``(SEG, column, pool, pool)`` indices and sizes, and each one's
-    SEG's tie-group sizes."""
+    levels, so disjoint): their ``(SEG, column, pool, pool)`` indices and sizes, whether their
+    SEG's scores tie, and the tie-group sizes of the SEGs that do (one per tied case)."""
     total = stats.counts.sum(axis=2).astype(np.int64)  # (S, B, V): the SEG's scores per distinct value
     n = stats.pool_n.astype(np.int64)  # (S, B, Q)
     qi, qj = stats.compared_pairs
@@ -262,15 +262,16 @@ def _ks_cases(stats: NodeStats) -> tuple[tuple[np.ndarray, ...], list[tuple[int,
     apart = (lv[:, qi] != lv[:, qj]) & (lv[:, qi] >= 0) & (lv[:, qj] >= 0)
     s_idx, b_idx, p_idx = np.nonzero((n[:, :, qi] > 0) & (n[:, :, qj] > 0) & apart[:, None, :])
     a, c = qi[p_idx], qj[p_idx]
+    tied = (total.max(axis=-1, initial=0) > 1)[s_idx, b_idx]
     seg_groups: dict[tuple[int, int], tuple[int, ...]] = {}
     groups = []
-    for s, b in zip(s_idx.tolist(), b_idx.tolist(), strict=True):
+    for s, b in zip(s_idx[tied].tolist(), b_idx[tied].tolist(), strict=True):
         g = seg_groups.get((s, b))
         if g is None:
             t = total[s, b]
             g = seg_groups[(s, b)] = tuple(t[t > 0].tolist())
         groups.append(g)
-    return (s_idx, b_idx, a, c, n[s_idx, b_idx, a], n[s_idx, b_idx, c]), groups
+    return (s_idx, b_idx, a, c, n[s_idx, b_idx, a], n[s_idx, b_idx, c]), tied, groups
 
 
 def sep_null_means(batches: Sequence[NodeStats], pairs: str = "all", degenerate: str = "zero") -> list[np.ndarray]:
@@ -280,26 +281,33 @@ def sep_null_means(batches: Sequence[NodeStats], pairs: str = "all", degenerate:
     A walk's sep_m is a fixed mean of KS statistics between its level pools (which pools, and
     which walks have a value, depend only on where the missing cells are, which a permutation
     keeps), and the scores of two pools are two disjoint uniform draws from the SEG's valid
-    scores: so its expectation is the same mean of :func:`ks_null_means`, ties included. The
-    cases of all batches are worked out in one call (one dynamic program per size class). NaN
-    where a pool pair is beyond the exact computation's cost bound.
+    scores: so its expectation is the same mean of :func:`ks_null_means`, ties included (the
+    cases of all batches in one call: one dynamic program per size class), or of
+    :func:`ks_null_mean` where the SEG's scores do not tie. NaN where a pool pair is beyond the
+    exact computation's cost bound.
     """
     fill = degenerate_fill(degenerate)
     cases = [_ks_cases(st) for st in batches]
-    sizes = [len(g) for _, g in cases]
-    if sum(sizes):
-        flat = ks_null_means([g for _, gs in cases for g in gs], np.concatenate([c[0][4] for c in cases]),
-                             np.concatenate([c[0][5] for c in cases]))
-    bounds = np.cumsum([0] + sizes)
+    m = np.concatenate([c[0][4] for c in cases]) if cases else np.zeros(0, np.int64)
+    n = np.concatenate([c[0][5] for c in cases]) if cases else np.zeros(0, np.int64)
+    tied = np.concatenate([c[1] for c in cases]) if cases else np.zeros(0, bool)
+    flat = np.full(len(m), np.nan)
+    if tied.any():
+        flat[tied] = ks_null_means([g for c in cases for g in c[2]], m[tied], n[tied])
+    if (~tied).any():  # untied: the expectation depends on the two sizes only
+        lo, hi = np.minimum(m[~tied], n[~tied]), np.maximum(m[~tied], n[~tied])
+        pairs_, inverse = np.unique(np.stack([lo, hi]), axis=1, return_inverse=True)
+        e = np.array([ks_null_mean(x, y) if x * y <= KS_NULL_MAX_CELLS else np.nan for x, y in pairs_.T.tolist()])
+        flat[~tied] = e[inverse.ravel()]
+    bounds = np.cumsum([0] + [len(c[1]) for c in cases])
     out = []
     for k, st in enumerate(batches):
-        (s_idx, b_idx, a, c, _, _), _ = cases[k]
+        s_idx, b_idx, a, c = cases[k][0][:4]
         S, B, Q = st.pool_n.shape
         e0 = np.zeros((S, B, Q, Q))
-        if sizes[k]:
-            v = flat[bounds[k]:bounds[k + 1]]
-            e0[s_idx, b_idx, a, c] = v
-            e0[s_idx, b_idx, c, a] = v
+        v = flat[bounds[k]:bounds[k + 1]]
+        e0[s_idx, b_idx, a, c] = v
+        e0[s_idx, b_idx, c, a] = v
         with np.errstate(invalid="ignore"):
             e = st.pool_pair_mean(e0, pairs)
         e[st.n_slots <= 1] = fill
