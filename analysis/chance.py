@@ -61,8 +61,8 @@ from .metametrics import get_meta_metric
 from .protocols import Protocol
 from .walks import Structure, WalkTable, build_walk_table
 
-__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "null_classes", "chance_levels",
-           "chance_adjusted"]
+__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "null_classes", "linear_null_variance",
+           "chance_levels", "chance_adjusted"]
 
 #: The null the chance levels are the expectation under (the tables and the report name it).
 NULL_DESCRIPTION = "each metric's own scores permuted within each SEG (its ties and missing cells kept)"
@@ -298,6 +298,50 @@ def _folded(mu: np.ndarray, sd: np.ndarray, confidence: float) -> list[np.ndarra
         return [np.where(spread, f, np.where(sd == 0, np.abs(mu), np.nan)) for f in (fn.mean(), fn.ppf(q), fn.ppf(1 - q))]
 
 
+def linear_null_variance(layout: NodeLayout, scores: np.ndarray, structure: Structure, nv0: np.ndarray,
+                         sigma: np.ndarray, protocol: Protocol, metrics: Sequence[str], meta_metric: str) -> np.ndarray:
+    """``(n_metrics, n_segs)`` exact null variance of each SEG value of a meta-metric linear in the
+    scores (delta; :attr:`~analysis.metametrics.MetaMetricSpec.linear`), in the layout's SEG order.
+
+    A SEG value is then ``sum_i c_i x_i`` over the SEG's valid scores, ``c_i`` the weight of the
+    image's node (its walks' weights, aggregated as the SEG value aggregates walks), and under a
+    uniform permutation of the valid scores ``Var = sum_i (c_i - c_bar)^2 sum_j (x_j - x_bar)^2
+    / (N - 1)`` (a finite population's linear statistic). NaN where the SEG has no value.
+    """
+    table = layout.table
+    w = layout.linear_weights(scores, protocol, meta_metric)  # (n_m, P, n_walks)
+    n_m, P, _ = w.shape
+    c = compute_seg_values(table, w.reshape(n_m * P, 1, -1), np.repeat(nv0, P, axis=0), np.repeat(sigma, P),
+                           protocol, [m for m in metrics for _ in range(P)], [meta_metric]).values
+    c = c.reshape(n_m, P, table.n_segs)
+    value = ~np.isnan(c).all(axis=1)  # (n_m, n_segs): the SEG has a value
+    c = np.nan_to_num(c)  # nodes the SEG does not have
+    by_id = {sg.seg_id: sg for sg in structure.segs}
+    x = np.asarray(scores, dtype=float)
+    out = np.full((n_m, table.n_segs), np.nan)
+    for j, sid in enumerate(table.seg_ids):
+        nodes = by_id[sid].rows
+        if not value[:, j].any():  # no walk (or none with a value): nothing to vary
+            continue
+        n_p = np.stack([(~np.isnan(x[r])).sum(axis=0) for r in nodes], axis=1).astype(float)  # (n_m, P_s)
+        n = n_p.sum(axis=1)
+        d = x[np.concatenate(nodes)]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a column without valid scores here
+                d = d - np.nanmean(d, axis=0)
+                # the scores' spread, scaled first so that squares of huge scores stay finite
+                top = np.nanmax(np.abs(d), axis=0)
+            top = np.where(np.isfinite(top) & (top > 0), top, 1.0)
+            sd = top * np.sqrt(np.nansum((d / top) ** 2, axis=0) / (n - 1))
+            cs = c[:, :len(nodes), j] * sd[:, None]
+            out[:, j] = np.where(n >= 2, (n_p * cs * cs).sum(axis=1) - (n_p * cs).sum(axis=1) ** 2 / n, 0.0)
+    out[~value] = np.nan
+    return out
+
+
 def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTable, sigma: np.ndarray,
                   protocol: Protocol, metrics: Sequence[str], meta_metrics: Sequence[str],
                   lower_is_better: Sequence[str] = (), *, n_perm: int, seed: int = 0, confidence: float = 0.95,
@@ -373,10 +417,15 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
     twin_mms = [list(meta_metrics).index(k) for k in twins.meta_metrics] if twins is not None else []
+    # Meta-metrics linear in the scores (delta): exact level and exact band, no permutation.
+    linear = [k for k, name in enumerate(meta_metrics) if get_meta_metric(name).linear is not None]
+    permuted = [k for k in range(n_k) if k not in linear]
     for lo in chunks:
         p = min(step, n_perm - lo)
         keys = rng.random((scores.shape[0], p * n_m))  # as permute_within_segs draws them
-        wv = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics)
+        wv = np.tile(exact, (p, 1, 1))
+        if permuted:
+            wv[:, permuted] = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics, permuted)
         nv = np.tile(nv0, (p, 1))  # valid counts: missing cells do not move
         args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
         raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
@@ -395,7 +444,10 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     def sums(v: np.ndarray) -> np.ndarray:  # over each group's SEGs with a value
         return group_means(v, groups)[0] * counts
 
-    var_raw = sums(raw.var())
+    raw_var = raw.var()
+    for k in linear:
+        raw_var[:, k] = linear_null_variance(layout, scores, structure, nv0, sigma, protocol, metrics, meta_metrics[k])
+    var_raw = sums(raw_var)
     var_est = sums(np.where(seg_exact, 0.0, est.var()))
     with np.errstate(invalid="ignore", divide="ignore"):
         sd = np.sqrt(var_raw) / counts
@@ -416,7 +468,8 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
             # The spread is itself estimated (var of a variance estimate ~ 2 var^2 / (n - 1)): its
             # relative error, halved for the sd (delta method), carries to the level.
             with np.errstate(invalid="ignore", divide="ignore"):
-                rel = np.sqrt(2.0 * sums(raw.var() ** 2)[flip, k] / max(n_perm - 1, 1)) / (2.0 * var_raw[flip, k])
+                rel = 0.0 if k in linear else \
+                    np.sqrt(2.0 * sums(raw_var ** 2)[flip, k] / max(n_perm - 1, 1)) / (2.0 * var_raw[flip, k])
             mc[flip, k] = np.sqrt(mc[flip, k] ** 2 + (new[0] * np.where(var_raw[flip, k] > 0, rel, 0.0)) ** 2)
             level[flip, k], low[flip, k], high[flip, k] = new
     return ChanceLevels(level, low, high, int(n_perm), float(confidence), mc)

@@ -230,26 +230,50 @@ class NodeLayout:
         the within-SEG permutation null (:meth:`~analysis.metametrics.MetaMetricSpec.null_from_nodes`),
         NaN where a meta-metric has no closed form."""
         scores = np.asarray(scores, dtype=float)
-        n_m = scores.shape[1]
-        out = np.full((n_m, len(meta_metrics), self.table.n_walks), np.nan)
-        padded = np.vstack([scores, np.full((1, n_m), np.nan)])  # row -1 -> the NaN row
-        parts = []  # (batch, SEG slice, column slice) of memory-bounded size
-        for b in self.batches:
-            S, R = b.rows.shape
-            per = max(b.pool_mix.shape[1] ** 2 * R // 2, b.mult.shape[1] * R, b.mult.shape[2] ** 2, 1)
-            s_step = max(1, max_elements // (per * n_m))
-            c_step = n_m if s_step > 1 or per * n_m <= max_elements else max(1, max_elements // per)
-            parts += [(b, slice(s0, s0 + s_step), slice(c0, c0 + c_step)) for s0 in range(0, S, s_step)
-                      for c0 in range(0, n_m, c_step)]
-        # Built on access (a closed form may read them twice), so they are never all held at once.
-        batches = _Lazy(lambda k: parts[k][0].stats(padded[parts[k][0].rows[parts[k][1]]][:, :, parts[k][2]],
-                                                    parts[k][1]), len(parts))
+        out = np.full((scores.shape[1], len(meta_metrics), self.table.n_walks), np.nan)
+        parts, batches = self._unpermuted(scores, max_elements)
         for k, name in enumerate(meta_metrics):
             for (b, sl, cl), v in zip(parts, get_meta_metric(name).null_from_nodes(batches, protocol), strict=True):
                 walk = b.walk[sl]
                 ok = walk >= 0
                 out[cl, k, walk[ok]] = v.transpose(1, 0, 2)[:, ok]
         return out
+
+    def linear_weights(self, scores: np.ndarray, protocol: Protocol, meta_metric: str,
+                       max_elements: int = 4_000_000) -> np.ndarray:
+        """``(n_metrics, n_nodes, n_walks)``: the weight of each walk's value on the sum of the valid
+        scores of its SEG's node ``p`` (``p`` indexes the SEG's nodes, as ``Seg.rows``), for a
+        meta-metric linear in the scores (:meth:`~analysis.metametrics.MetaMetricSpec.linear_from_nodes`);
+        NaN on walks whose value is NaN."""
+        scores = np.asarray(scores, dtype=float)
+        spec = get_meta_metric(meta_metric)
+        n_nodes = max((b.mult.shape[2] for b in self.batches), default=0)
+        out = np.full((scores.shape[1], n_nodes, self.table.n_walks), np.nan)
+        parts, batches = self._unpermuted(scores, max_elements)
+        for (b, sl, cl), st in zip(parts, batches, strict=True):
+            walk = b.walk[sl]
+            ok = walk >= 0
+            w = spec.linear_from_nodes(st, protocol)  # (S, B, W, P)
+            out[cl, :w.shape[-1], walk[ok]] = w.transpose(1, 0, 2, 3)[:, ok].transpose(0, 2, 1)
+        return out
+
+    def _unpermuted(self, scores: np.ndarray, max_elements: int) -> tuple[list, Sequence[NodeStats]]:
+        """The ``(batch, SEG slice, column slice)`` parts of memory-bounded size, and their node
+        statistics, built on access (a closed form may read them twice), so they are never all
+        held at once."""
+        n_m = scores.shape[1]
+        padded = np.vstack([scores, np.full((1, n_m), np.nan)])  # row -1 -> the NaN row
+        parts = []
+        for b in self.batches:
+            S, R = b.rows.shape
+            per = max(b.pool_mix.shape[1] ** 2 * R // 2, b.mult.shape[1] * R, b.mult.shape[2] ** 2,
+                      b.mult.shape[1] * b.mult.shape[2], 1)
+            s_step = max(1, max_elements // (per * n_m))
+            c_step = n_m if s_step > 1 or per * n_m <= max_elements else max(1, max_elements // per)
+            parts += [(b, slice(s0, s0 + s_step), slice(c0, c0 + c_step)) for s0 in range(0, S, s_step)
+                      for c0 in range(0, n_m, c_step)]
+        return parts, _Lazy(lambda k: parts[k][0].stats(padded[parts[k][0].rows[parts[k][1]]][:, :, parts[k][2]],
+                                                        parts[k][1]), len(parts))
 
     def permuted(self, scores: np.ndarray, permutation: SegPermutation) -> np.ndarray:
         """The ``(n_rows, n_columns)`` matrix of ``permutation`` (rows of no SEG as they are)."""

@@ -98,11 +98,19 @@ def test_chance_levels_equal_a_loop_over_permuted_tables(protocol):
     for i, m in enumerate(metrics):
         for k, mm in enumerate(mms):
             level, err = got.mean[i, k, 0], got.mc_error[i, k, 0]
-            if (m, mm) == magnitude:
-                # |N(0, sd)|: mean sd sqrt(2/pi), quantiles sd * Phi^-1((1 + q) / 2)
-                assert level == pytest.approx(sd[i, k] * np.sqrt(2 / np.pi), rel=1e-9)
-                assert got.high[i, k, 0] == pytest.approx(sd[i, k] * 2.241402727604947, rel=1e-9)
-                assert abs(level - np.mean(vals[:, i, k])) < 4.5 * (err + np.std(vals[:, i, k]) / np.sqrt(n_perm))
+            if mm == "delta":
+                # linear in the scores: its null variance is exact (test_linear_null_variance_...),
+                # here within the sampling error of the loop's 30 permutations
+                got_sd = (got.high[i, k, 0] - got.low[i, k, 0]) / (2 * z)
+                if (m, mm) == magnitude:  # |N(0, sd)|: mean sd sqrt(2/pi), quantiles sd * Phi^-1((1 + q) / 2)
+                    got_sd = got.high[i, k, 0] / 2.241402727604947
+                    assert level == pytest.approx(got_sd * np.sqrt(2 / np.pi), rel=1e-9)
+                    assert err == 0.0
+                    assert abs(level - np.mean(vals[:, i, k])) < 4.5 * np.std(vals[:, i, k]) / np.sqrt(n_perm)
+                else:
+                    assert (level, err) == (0.0, 0.0)
+                assert got_sd == pytest.approx(sd[i, k], rel=0.35)
+                checked += (m, mm) != magnitude
                 continue
             want_lo = np.clip(level - z * sd[i, k], lo_b[k], hi_b[k])
             want_hi = np.clip(level + z * sd[i, k], lo_b[k], hi_b[k])
@@ -166,6 +174,10 @@ def test_closed_forms_match_the_plain_permutation_means(protocol):
             if (m, mm) in exact:
                 assert (got, got_err) == (exact[(m, mm)], 0.0), (m, mm)
                 assert abs(mean[i, k, 0] - exact[(m, mm)]) <= 4.5 * err[i, k, 0] + 1e-12, (m, mm, mean[i, k, 0])
+            elif mm == "delta":
+                # a lower-is-better |delta| (paper): the folded normal of an exact variance
+                assert got_err == 0.0, (m, mm)
+                assert abs(mean[i, k, 0] - got) <= 4.5 * err[i, k, 0] + 0.1 * got, (m, mm, mean[i, k, 0], got)
             elif mm == "sep":
                 # exact, tied or not (each pool pair's KS null, analysis.metametrics.sep.ks_null_means),
                 # and brute force agrees
@@ -319,7 +331,7 @@ def test_a_seg_left_out_for_too_many_walks_stays_out_of_the_chance_levels(monkey
                         lambda structure, walks, dup, seg_ids, **kw: asked.append(list(seg_ids)) or
                         real_build(structure, walks, dup, seg_ids, **kw))
     r = analyze(inputs, protocols=["paper"], bootstrap=0, chance=20, seed=3).get()
-    assert asked and all("s0" not in ids and len(ids) == 7 for ids in asked)  # the twin-free walks skip it
+    assert asked and all("s0" not in ids and 0 < len(ids) <= 7 for ids in asked)  # the twin-free walks skip it
     monkeypatch.undo()
     assert "s0" in r.seg_values.seg_ids and np.isnan(r.seg_values.values[:, :, r.seg_values.seg_ids.index("s0")]).all()
     kept = prepare_inputs(read_scores(df[df.seg_id != "s0"], lower_is_better=["tied"]), subsets="none")
@@ -334,3 +346,42 @@ def test_a_seg_left_out_for_too_many_walks_stays_out_of_the_chance_levels(monkey
             tol = 4.5 * np.hypot(r.chance.mc_error[i, k, 0], want.chance.mc_error[i, k, 0]) + 1e-12
             assert abs(a - b) <= tol, (m, mm, a, b)
             assert (r.chance.mc_error[i, k, 0] == 0) == (want.chance.mc_error[i, k, 0] == 0), (m, mm)
+
+
+@pytest.mark.parametrize("protocol", ["paper", "graph"])
+def test_linear_null_variance_equals_the_variance_over_every_permutation(protocol):
+    # delta is linear in the scores, so each SEG value's null variance is exact: against the
+    # variance over every within-SEG permutation of the valid scores (SEGs of at most 7 images,
+    # ties and a missing cell), through the walk kernels and the SEG aggregation, delta divided by
+    # an arbitrary normaliser.
+    import itertools
+
+    from analysis.aggregate import compute_seg_values
+    from analysis.chance import linear_null_variance
+    from analysis.compute import NodeLayout, walk_values
+
+    proto = get_protocol(protocol)
+    df = small_table(7, n_segs=5)
+    df.loc[3, "holes"] = np.nan
+    inputs = prepare_inputs(read_scores(df), subsets="none")
+    wt = build_walk_table(inputs.structure, proto.walks, proto.root_duplication)
+    sigma = np.array([0.5, 2.0, 1.5])
+    wv0, nv0 = walk_values(wt, inputs.scores, proto, ["delta"])
+    got = linear_null_variance(NodeLayout(wt, inputs.structure), inputs.scores, inputs.structure, nv0, sigma, proto,
+                               inputs.metrics, "delta")
+    by_id = {s.seg_id: s for s in inputs.structure.segs}
+    want = np.full(got.shape, np.nan)
+    for j in range(inputs.scores.shape[1]):
+        for s, sid in enumerate(wt.seg_ids):
+            rows = np.concatenate(by_id[sid].rows)
+            rows = rows[~np.isnan(inputs.scores[rows, j])]
+            perms = list(itertools.permutations(rows))
+            assert len(perms) <= 5040
+            x = np.repeat(inputs.scores[:, j:j + 1], len(perms), axis=1)
+            for q, p in enumerate(perms):
+                x[rows, q] = inputs.scores[list(p), j]
+            wv, nv = walk_values(wt, x, proto, ["delta"])
+            sv = compute_seg_values(wt, wv, nv, np.full(len(perms), sigma[j]), proto, ["m"] * len(perms), ["delta"])
+            want[j, s] = np.var(sv.values[:, 0, s])  # the whole null distribution: ddof 0
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)
+    assert (want > 1e-3).sum() > 8  # not zeros

@@ -48,6 +48,10 @@ class MetaMetricSpec:
     along a walk, so metrics with the same pattern of ties share its permutation null.
     ``nodes`` is a lazy ``"module:function"`` giving the same walk values from node-pair
     statistics (:class:`~.nodestats.NodeStats`, same options; None: the walk kernel only).
+    ``linear`` is a lazy ``"module:function"`` for a meta-metric whose walk value is linear in the
+    scores (delta): its weights on each node's sum of valid scores, ``(S, B, W, P)`` from node
+    statistics, same options; the chance band then needs no permutation (the variance of a
+    linear statistic under a permutation is exact). None: not linear.
     """
 
     name: str
@@ -60,6 +64,7 @@ class MetaMetricSpec:
     null_mean: str | None = None
     order_only: bool = False
     nodes: str | None = None
+    linear: str | None = None
 
     def function(self) -> Callable[..., np.ndarray]:
         return resolve(self.target)
@@ -80,6 +85,19 @@ class MetaMetricSpec:
             raise NodeFormUnavailable(f"meta-metric {self.name!r} has no node-pair form")
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
         return resolve(self.nodes)(stats, **kwargs)
+
+    def linear_from_nodes(self, stats: NodeStats, protocol) -> np.ndarray:
+        """``(S, B, W, P)`` weights of the walk value on each node's sum of valid scores (``linear``).
+
+        Raises
+        ------
+        NodeFormUnavailable
+            The meta-metric is not linear in the scores (``linear`` is None).
+        """
+        if self.linear is None:
+            raise NodeFormUnavailable(f"meta-metric {self.name!r} is not linear in the scores")
+        kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
+        return resolve(self.linear)(stats, **kwargs)
 
     def null_from_nodes(self, batches: Sequence[NodeStats], protocol) -> list[np.ndarray]:
         """Exact expected walk values under the within-SEG permutation null, one ``(S, B, W)`` array
@@ -119,7 +137,8 @@ for _spec in (
                    null_mean="analysis.metametrics.sep:sep_null_means", nodes="analysis.metametrics.sep:sep_nodes"),
     MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
                    normalised=True, description="dynamic-range separation delta_m", maximum=None, minimum=None,
-                   null_mean="analysis.metametrics.delta:delta_null_means", nodes="analysis.metametrics.delta:delta_nodes"),
+                   null_mean="analysis.metametrics.delta:delta_null_means", nodes="analysis.metametrics.delta:delta_nodes",
+                   linear="analysis.metametrics.delta:delta_linear"),
     MetaMetricSpec("kendall", "analysis.metametrics.kendall:kendall_walks", (("degenerate", "degenerate_walk"),),
                    description="Kendall tau-b ordering score", minimum=-1.0, order_only=True,
                    null_mean="analysis.metametrics.kendall:kendall_null_means",

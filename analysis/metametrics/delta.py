@@ -13,7 +13,7 @@ import numpy as np
 from .nodestats import NodeStats
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["delta_walks", "delta_nodes", "walk_delta", "delta_null_means"]
+__all__ = ["delta_walks", "delta_nodes", "delta_linear", "walk_delta", "delta_null_means"]
 
 
 def delta_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
@@ -44,6 +44,18 @@ def delta_nodes(stats: NodeStats, degenerate: str = "zero") -> np.ndarray:
     out[ns <= 1] = fill
     out[stats.n < 1] = np.nan
     return out
+
+
+def delta_linear(stats: NodeStats, degenerate: str = "zero") -> np.ndarray:
+    """:func:`delta_nodes` as a linear form of the nodes' score sums: ``(S, B, W, P)`` weights, so
+    that a walk's raw delta is ``sum_P w[P] * sum of node P's valid scores`` (0 weights on a
+    one-level walk with ``degenerate="zero"``; NaN on a walk whose delta is NaN)."""
+    ns = stats.n_slots
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = stats.level_mean_span_weights() / (ns - 1)[..., None]
+    w[ns <= 1] = degenerate_fill(degenerate)
+    w[stats.n < 1] = np.nan
+    return w
 
 
 def walk_delta(levels, scores, degenerate: str = "zero") -> float:

@@ -315,6 +315,21 @@ class NodeStats:
         with np.errstate(invalid="ignore", divide="ignore"):
             return total / count
 
+    def level_mean_span_weights(self) -> np.ndarray:
+        """``(S, B, W, P)``: :meth:`level_mean_span` as a linear form of the nodes' score sums, the
+        weight of each node's sum (its visits over the level's valid samples; negative on the
+        highest level; 0 on a one-level walk)."""
+        c = self.level_count
+        pres = self.present
+        L = c.shape[-1]
+        first = np.argmax(pres, axis=-1)[..., None]  # (S, B, W, 1)
+        last = (L - 1 - np.argmax(pres[..., ::-1], axis=-1))[..., None]
+        lv = self._node_level[:, None, None, :]  # (S, 1, 1, P)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = ((lv == first) / np.take_along_axis(c, first, axis=-1)
+                 - (lv == last) / np.take_along_axis(c, last, axis=-1)) * self.mult[:, None]
+        return np.where(np.isfinite(w), w, 0.0)  # a walk without valid samples: no weight
+
     def level_mean_span(self) -> np.ndarray:
         """Mean score of the walk's lowest present level minus that of its highest."""
         c = self.level_count
