@@ -33,12 +33,14 @@ How it is computed, and why it is fast:
   estimated from the permutations, and the sum over 165 SEGs is precise after a few dozen
   permutations where the spread of the dataset values themselves would need thousands. The band
   is the normal interval ``level +- z sd`` (a mean of many independent SEG values), clipped to
-  the meta-metric's range; ``mc_error`` is ``sqrt(sum_s var'_s) / n / sqrt(n_perm)`` over the
-  estimated walks only.
+  the meta-metric's range. A meta-metric linear in the scores (delta,
+  :attr:`~analysis.metametrics.MetaMetricSpec.linear`) has an exact SEG variance
+  (:func:`linear_null_variance`) and is not permuted at all. ``mc_error`` is
+  ``sqrt(sum_s var'_s) / n / sqrt(n_perm)`` over the estimated walks only.
 - **One null per tie pattern.** rank, sep, kendall and pair_acc read scores only through their
   order and ties along a walk, so columns whose SEGs have the same missing cells and the same
   pattern of ties (every continuous, complete metric) have one permutation null; it is computed
-  once per such class (:func:`null_classes`), delta (which reads values) for every column.
+  once per such class (:func:`null_classes`).
 - A lower-is-better delta read as a magnitude (``|delta|``, the paper's rule) is a folded
   normal: its signed expectation is exactly 0, so its chance level is ``sd * sqrt(2/pi)`` and its
   band the folded normal's quantiles.
@@ -221,7 +223,8 @@ class _Twins:
 
 class _Columns:
     """Which permuted columns go through which kernels: order-only meta-metrics once per tie
-    pattern class (:func:`null_classes`), the others (delta) for every metric."""
+    pattern class (:func:`null_classes`), any other permuted one for every metric (none of the
+    registered ones: delta, which reads values, is linear and never permuted)."""
 
     def __init__(self, rep: np.ndarray, meta_metrics: Sequence[str]) -> None:
         self.reps, self.member = np.unique(rep, return_inverse=True)  # member -> its class's position
