@@ -165,7 +165,7 @@ def _ks_tied_batch(cases: list[tuple[tuple[int, ...], int, int]]) -> np.ndarray:
 
 
 def _bucket(x: int) -> int:
-    # Geometric sizes (ratio 1.5): pool sizes of one bucket share a padded batch.
+    # Geometric classes (ratio 1.5) of SEG sizes: one batch deals scores for similar lengths.
     w = 1
     while w < x:
         w = max(w + 1, int(np.ceil(w * 1.5)))
