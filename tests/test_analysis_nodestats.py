@@ -73,6 +73,28 @@ def test_node_engine_equals_the_walk_kernels(name, seed):
     assert np.isfinite(want).sum() > 1000  # the comparison is not over NaNs
 
 
+@pytest.mark.parametrize("name", ["paper", "graph", "paper-adjacent-skip"])
+def test_delta_linear_weights_give_delta(name):
+    # delta as a linear form of the node sums (the exact chance band rests on it): the weights
+    # applied to each node's sum of valid scores give the walk kernels' delta, NaN walks included.
+    proto = PROTOCOLS[name]
+    inputs = prepare_inputs(read_scores(hostile_table(3)), subsets="none")
+    table = build_walk_table(inputs.structure, proto.walks, proto.root_duplication)
+    w = NodeLayout(table, inputs.structure).linear_weights(inputs.scores, proto, "delta")  # (M, P, W)
+    by_id = {s.seg_id: s for s in inputs.structure.segs}
+    sums = np.zeros(w.shape)
+    for j, sid in enumerate(table.seg_ids):
+        for p, rows in enumerate(by_id[sid].rows):
+            sums[:, p, table.walk_seg == j] = np.nansum(inputs.scores[rows], axis=0)[:, None]
+    got = np.where(np.isnan(w).all(axis=1), np.nan, np.nansum(w * sums, axis=1))
+    want = walk_values(table, inputs.scores, proto, ["delta"])[0][:, 0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert np.isfinite(want).sum() > 100 and np.abs(want[np.isfinite(want)]).max() > 0.1
+    with pytest.raises(NodeFormUnavailable, match="not linear"):
+        get_meta_metric("sep").linear_from_nodes(None, proto)
+
+
 def test_composite_level_pools_are_met():
     # The hostile tables do hold walks with two different level-0 nodes (a pooled level), so the
     # pooled KS is what the equality above checks.
