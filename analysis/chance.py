@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .aggregate import compute_seg_values, group_means, seg_means
+from .aggregate import _pow2_scale, compute_seg_values, group_means, seg_means
 from .compute import NodeLayout, SegPermutation, permute_by_keys, walk_values
 from .metametrics import get_meta_metric
 from .protocols import Protocol
@@ -319,28 +319,36 @@ def linear_null_variance(layout: NodeLayout, scores: np.ndarray, structure: Stru
     c = c.reshape(n_m, P, table.n_segs)
     value = ~np.isnan(c).all(axis=1)  # (n_m, n_segs): the SEG has a value
     c = np.nan_to_num(c)  # nodes the SEG does not have
+    # Every row of the table's SEGs with its SEG and node, then per (SEG, node) and per SEG the
+    # valid counts and the scores' sum of squared deviations, all columns at once.
     by_id = {sg.seg_id: sg for sg in structure.segs}
-    x = np.asarray(scores, dtype=float)
-    out = np.full((n_m, table.n_segs), np.nan)
+    rows, seg, node = [], [], []
     for j, sid in enumerate(table.seg_ids):
-        nodes = by_id[sid].rows
-        if not value[:, j].any():  # no walk (or none with a value): nothing to vary
+        if not value[:, j].any():  # no walk with a value (a SEG left out has no place in P either)
             continue
-        n_p = np.stack([(~np.isnan(x[r])).sum(axis=0) for r in nodes], axis=1).astype(float)  # (n_m, P_s)
+        for q, r in enumerate(by_id[sid].rows):
+            rows.append(r)
+            seg.append(np.full(len(r), j))
+            node.append(np.full(len(r), q))
+    if not rows:
+        return np.full((n_m, table.n_segs), np.nan)
+    rows, seg, node = np.concatenate(rows), np.concatenate(seg), np.concatenate(node)
+    x = np.asarray(scores, dtype=float)[rows]
+    scale = _pow2_scale(x)  # exact: squares of huge scores stay finite
+    y = x / scale
+    valid = ~np.isnan(y)
+    y0 = np.where(valid, y, 0.0)
+    out = np.full((n_m, table.n_segs), np.nan)
+    for m in range(n_m):
+        n_p = np.bincount(seg * P + node, weights=valid[:, m], minlength=table.n_segs * P).reshape(table.n_segs, P)
         n = n_p.sum(axis=1)
-        d = x[np.concatenate(nodes)]
         with np.errstate(invalid="ignore", divide="ignore"):
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # a column without valid scores here
-                d = d - np.nanmean(d, axis=0)
-                # the scores' spread, scaled first so that squares of huge scores stay finite
-                top = np.nanmax(np.abs(d), axis=0)
-            top = np.where(np.isfinite(top) & (top > 0), top, 1.0)
-            sd = top * np.sqrt(np.nansum((d / top) ** 2, axis=0) / (n - 1))
-            cs = c[:, :len(nodes), j] * sd[:, None]
-            out[:, j] = np.where(n >= 2, (n_p * cs * cs).sum(axis=1) - (n_p * cs).sum(axis=1) ** 2 / n, 0.0)
+            mean = np.bincount(seg, weights=y0[:, m], minlength=table.n_segs) / n
+            ss = np.bincount(seg, weights=np.where(valid[:, m], (y0[:, m] - mean[seg]) ** 2, 0.0),
+                             minlength=table.n_segs)
+            cs = c[m].T * (np.sqrt(ss / (n - 1)) * scale[m])[:, None]  # (n_segs, P)
+        var = (n_p * cs * cs).sum(axis=1) - (n_p * cs).sum(axis=1) ** 2 / np.where(n > 0, n, 1)
+        out[m] = np.where(n >= 2, var, 0.0)
     out[~value] = np.nan
     return out
 
