@@ -135,7 +135,7 @@ def _sorted_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> list[np.
     return out
 
 
-def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray], ties: list[np.ndarray] | None = None) -> np.ndarray:
+def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
     """For each metric column, the first column with the same permutation null for order-only
     meta-metrics: in every SEG the same missing cells and the same pattern of ties among the
     sorted valid scores (an order-preserving map takes one column's SEG values to the other's,
@@ -150,7 +150,7 @@ def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray], ties: list[
     x = np.asarray(scores, dtype=float)
     order = np.concatenate([np.asarray(r, dtype=np.int64) for r in seg_rows]) if seg_rows else np.zeros(0, np.int64)
     nan = np.isnan(x[order])
-    ties = _sorted_ties(x, seg_rows) if ties is None else ties
+    ties = _sorted_ties(x, seg_rows)
     eq = np.concatenate(ties) if ties else np.zeros((0, x.shape[1]), dtype=bool)
     first: dict[bytes, int] = {}
     return np.array([first.setdefault(nan[:, j].tobytes() + eq[:, j].tobytes(), j) for j in range(x.shape[1])],

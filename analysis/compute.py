@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .metametrics import NodeFormUnavailable, NodeStats, WalkStats, get_meta_metric
+from .metametrics.nodestats import size_class
 from .protocols import Protocol
 from .walks import Structure, WalkBucket, WalkTable
 
@@ -115,14 +116,6 @@ class SegPermutation:
     source: np.ndarray  # (n_columns,) column of the score matrix
 
 
-def _padded(n: int) -> int:
-    # Geometric sizes (ratio 1.5): SEGs of similar shape share a batch, padding wastes about a third.
-    w = 1
-    while w < n:
-        w = max(w + 1, int(np.ceil(w * 1.5)))
-    return w
-
-
 @dataclass(frozen=True)
 class _SegBatch:
     """SEGs of one padded shape: their walks as node multiplicities (see :class:`NodeLayout`)."""
@@ -136,6 +129,18 @@ class _SegBatch:
     pool_mix: np.ndarray  # (S, Q, P) node counts of each level pool
     pool_level: np.ndarray  # (S, Q) dense level of each pool, -1 on padding
     walk_pool: np.ndarray  # (S, W, L) the walk's pool on each level, -1: none
+
+    def steps(self, n_columns: int, max_elements: int) -> tuple[int, int]:
+        """SEGs and columns of this batch per :class:`NodeStats`, so its largest temporaries stay
+        near ``max_elements``."""
+        S, R = self.rows.shape
+        _, W, P = self.mult.shape
+        Q = self.pool_mix.shape[1]
+        # Largest temporaries per SEG and column: pool-pair KS (Q^2 / 2, R), tie sizes (W, R),
+        # adjacent-pair masks (W, Q, Q), node-pair counts (P, P, R) in the products.
+        per = max(Q * Q * R // 2, W * R, W * Q * Q, W * P, P * P, 1)
+        s_step = max(1, max_elements // (per * n_columns))
+        return s_step, (n_columns if s_step > 1 or per * n_columns <= max_elements else max(1, max_elements // per))
 
     def stats(self, values: np.ndarray, segs: slice) -> NodeStats:
         return NodeStats(values, self.node[segs], self.node_level[segs], self.mult[segs], self.n_levels,
@@ -194,7 +199,7 @@ class NodeLayout:
             walks = order[bounds[j]:bounds[j + 1]]
             if len(walks):
                 lay = _seg_layout(by_id[sid], walks, table.walk_nodes)
-                key = tuple(_padded(n) for n in (lay[4].shape[1], len(lay[1]), len(walks), lay[5], len(lay[7])))
+                key = tuple(size_class(n) for n in (lay[4].shape[1], len(lay[1]), len(walks), lay[5], len(lay[7])))
                 groups.setdefault(key, []).append(lay)
         self.seg_rows = [m[1] for members in groups.values() for m in members]
         self.batches: list[_SegBatch] = []
@@ -265,11 +270,8 @@ class NodeLayout:
         padded = np.vstack([scores, np.full((1, n_m), np.nan)])  # row -1 -> the NaN row
         parts = []
         for b in self.batches:
-            S, R = b.rows.shape
-            per = max(b.pool_mix.shape[1] ** 2 * R // 2, b.mult.shape[1] * R, b.mult.shape[2] ** 2,
-                      b.mult.shape[1] * b.mult.shape[2], 1)
-            s_step = max(1, max_elements // (per * n_m))
-            c_step = n_m if s_step > 1 or per * n_m <= max_elements else max(1, max_elements // per)
+            S = b.rows.shape[0]
+            s_step, c_step = b.steps(n_m, max_elements)
             parts += [(b, slice(s0, s0 + s_step), slice(c0, c0 + c_step)) for s0 in range(0, S, s_step)
                       for c0 in range(0, n_m, c_step)]
         return parts, _Lazy(lambda k: parts[k][0].stats(padded[parts[k][0].rows[parts[k][1]]][:, :, parts[k][2]],
@@ -295,14 +297,8 @@ class NodeLayout:
             keys = np.vstack([permutation.keys, np.zeros((1, n_m))])
         kernel: dict[int, list[np.ndarray]] = {}  # meta-metric -> walks left to the walk kernel
         for b in self.batches:
-            S, R = b.rows.shape
-            _, W, P = b.mult.shape
-            Q = b.pool_mix.shape[1]
-            # Largest temporaries per SEG and column: pool-pair KS (Q^2 / 2, R), tie sizes (W, R),
-            # adjacent-pair masks (W, Q, Q), node-pair counts (P, P, R) in the products.
-            per = max(Q * Q * R // 2, W * R, W * Q * Q, W * P, P * P, 1)
-            s_step = max(1, max_elements // (per * n_m))
-            c_step = n_m if s_step > 1 or per * n_m <= max_elements else max(1, max_elements // per)
+            S = b.rows.shape[0]
+            s_step, c_step = b.steps(n_m, max_elements)
             for s0 in range(0, S, s_step):
                 sl = slice(s0, s0 + s_step)
                 walk = b.walk[sl]

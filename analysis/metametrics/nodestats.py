@@ -27,7 +27,16 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["NodeStats", "NodeFormUnavailable"]
+__all__ = ["NodeStats", "NodeFormUnavailable", "size_class"]
+
+
+def size_class(n: int) -> int:
+    """The smallest of the geometric sizes 1, 2, 3, 5, 8, 12, ... (ratio 1.5) that holds ``n``: items
+    of similar size share one padded batch, and padding wastes about a third at most."""
+    w = 1
+    while w < n:
+        w = max(w + 1, int(np.ceil(w * 1.5)))
+    return w
 
 
 class NodeFormUnavailable(Exception):

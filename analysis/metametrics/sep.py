@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .nodestats import NodeStats
+from .nodestats import NodeStats, size_class
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
 __all__ = ["sep_walks", "sep_nodes", "sep_null_means", "ks_null_mean", "ks_null_means", "walk_sep", "level_pairs"]
@@ -164,12 +164,9 @@ def _ks_tied_batch(cases: list[tuple[tuple[int, ...], int, int]]) -> np.ndarray:
     return out
 
 
-def _bucket(x: int) -> int:
-    # Geometric classes (ratio 1.5) of SEG sizes: one batch deals scores for similar lengths.
-    w = 1
-    while w < x:
-        w = max(w + 1, int(np.ceil(w * 1.5)))
-    return w
+def _untied(m: int, n: int) -> float:
+    """:func:`ks_null_mean`, NaN beyond :data:`KS_NULL_MAX_CELLS` (estimated by permutation)."""
+    return ks_null_mean(m, n) if m * n <= KS_NULL_MAX_CELLS else np.nan
 
 
 _KS_TIED: dict[tuple[tuple[int, ...], int, int], float] = {}
@@ -226,7 +223,7 @@ def ks_null_means(groups: list[tuple[int, ...]], m: np.ndarray, n: np.ndarray) -
         if a < 1 or a + b > info[0]:
             raise ValueError(f"expected two samples of at least 1 score within the {info[0]} scores, got {a} and {b}")
         if not info[1]:
-            out[k] = ks_null_mean(a, b) if a * b <= KS_NULL_MAX_CELLS else np.nan
+            out[k] = _untied(a, b)
             continue
         key = (info[2], a, b)
         hit = _KS_TIED.get(key)
@@ -237,7 +234,7 @@ def ks_null_means(groups: list[tuple[int, ...]], m: np.ndarray, n: np.ndarray) -
     # One batch per pair of sizes (their thresholds differ) and class of SEG sizes (the steps).
     buckets: dict[tuple[int, int, int], list[tuple[tuple[int, ...], int, int]]] = {}
     for key in todo:
-        buckets.setdefault((key[1], key[2], _bucket(sum(key[0]))), []).append(key)
+        buckets.setdefault((key[1], key[2], size_class(sum(key[0]))), []).append(key)
     for (a, b, _), keys in buckets.items():
         size = (a * b + 1) * (a + 1) * (b + 1)
         chunk = max(1, 4_000_000 // size)  # memory of one batch
@@ -297,7 +294,7 @@ def sep_null_means(batches: Sequence[NodeStats], pairs: str = "all", degenerate:
     if (~tied).any():  # untied: the expectation depends on the two sizes only
         lo, hi = np.minimum(m[~tied], n[~tied]), np.maximum(m[~tied], n[~tied])
         pairs_, inverse = np.unique(np.stack([lo, hi]), axis=1, return_inverse=True)
-        e = np.array([ks_null_mean(x, y) if x * y <= KS_NULL_MAX_CELLS else np.nan for x, y in pairs_.T.tolist()])
+        e = np.array([_untied(x, y) for x, y in pairs_.T.tolist()])
         flat[~tied] = e[inverse.ravel()]
     bounds = np.cumsum([0] + [len(c[1]) for c in cases])
     out = []
