@@ -23,8 +23,12 @@ How it is computed, and why it is fast:
   their expectation, so a cell whose walks are all exact has no Monte-Carlo error at all; the
   others (rank/kendall of tied scores under root duplication, and a sep pool pair beyond the
   exact computation's cost bound) are estimated from the ``n_perm`` permutations.
-- **A control variate** moves with an estimated value under the same permutation and has an
-  exact expectation: a duplicated-root walk's twin-free walk (rank/kendall, :class:`_Twins`).
+- **A stand-in where the expectation has no closed form.** A duplicated root's walk (rank and
+  kendall of tied scores) has none, so its level is estimated; a meta-metric may give, from the
+  same permuted scores, a statistic with exactly the walk value's null expectation and far less
+  variance (:attr:`~analysis.metametrics.MetaMetricSpec.null_estimate`: the value's conditional
+  expectation given which values the repeated node and the rest of the walk receive, minus
+  control variates of mean 0), and the level averages that instead.
 - **Walks from node pairs.** The permuted columns' walk values come from node-pair statistics
   (:class:`analysis.compute.NodeLayout`, :mod:`analysis.metametrics.nodestats`): each SEG ranked
   once, each walk a few small products over its nodes, equal to the walk kernels' to rounding.
@@ -61,7 +65,7 @@ from .aggregate import _pow2_scale, compute_seg_values, group_means, seg_means
 from .compute import NodeLayout, SegPermutation, permute_by_keys, walk_values
 from .metametrics import get_meta_metric
 from .protocols import Protocol
-from .walks import Structure, WalkTable, build_walk_table
+from .walks import Structure, WalkTable
 
 __all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "null_classes", "linear_null_variance",
            "chance_levels", "chance_adjusted"]
@@ -157,70 +161,6 @@ def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarr
                     dtype=np.int64)
 
 
-@dataclass(frozen=True)
-class _Twins:
-    """Control variates for walks with a duplicated root: the same walk without the twin.
-
-    A walk ``(r, r, ...)`` repeats root ``r``'s images; its twin-free walk ``(r, ...)`` repeats
-    nothing, so its null expectation is exact where the repeated walk's is not (rank and kendall
-    of tied scores). Under one permutation the two values move together, so
-    ``value - twin_free + E[twin_free]`` has the repeated walk's expectation and a fraction of its
-    variance (on TS2's 19 columns, a quarter of rank_m's Monte-Carlo error).
-    """
-
-    layout: NodeLayout  # the twin-free walks
-    partner: np.ndarray  # (n_walks,) index into ``table``, -1: none
-    use: np.ndarray  # (n_metrics, n_meta, n_walks): cells corrected
-    expected: np.ndarray  # (n_metrics, n_meta, n_walks): E[twin-free value] at each walk
-    meta_metrics: tuple[str, ...]  # those with a corrected cell
-
-    @classmethod
-    def build(cls, scores: np.ndarray, structure: Structure, walk_table: WalkTable, protocol: Protocol,
-              meta_metrics: Sequence[str], wv0: np.ndarray, known: np.ndarray) -> "_Twins | None":
-        if not protocol.root_duplication:
-            return None
-        twin = np.array([len(nodes) > 1 and nodes[0] == nodes[1] for nodes in walk_table.walk_nodes], dtype=bool)
-        # Only meta-metrics with an estimated duplicated-root walk, in the SEGs that hold one, need
-        # their twin-free walks.
-        open_ = ~known & ~np.isnan(wv0) & twin[None, None, :]  # (n_metrics, n_meta, n_walks)
-        need = [k for k in range(len(meta_metrics)) if open_[:, k].any()]
-        if not need:
-            return None
-        segs = sorted(set(walk_table.walk_seg[open_.any(axis=(0, 1))].tolist()))
-        table = build_walk_table(structure, protocol.walks, False, [walk_table.seg_ids[j] for j in segs],
-                                 max_walks=None)
-        index = {(table.seg_ids[s], nodes): w for w, (s, nodes) in enumerate(zip(table.walk_seg, table.walk_nodes,
-                                                                                   strict=True))}
-        partner = np.array([index.get((walk_table.seg_ids[s], nodes[1:]), -1) if dup else -1
-                            for s, nodes, dup in zip(walk_table.walk_seg, walk_table.walk_nodes, twin, strict=True)],
-                           dtype=np.int64)
-        if not (partner >= 0).any():
-            return None
-        layout = NodeLayout(table, structure)
-        names = [meta_metrics[k] for k in need]
-        free = layout.null_means(scores, protocol, names)
-        free[np.isnan(layout.walk_values(scores, protocol, names)[0])] = np.nan  # walks left out stay out
-        expected = np.full(wv0.shape, np.nan)
-        expected[:, need] = np.where(partner >= 0, free[:, :, np.maximum(partner, 0)], np.nan)
-        use = ~known & ~np.isnan(wv0) & ~np.isnan(expected)
-        mms = tuple(k for i, k in enumerate(meta_metrics) if use[:, i].any())
-        return cls(layout, partner, use, expected, mms) if mms else None
-
-    def correct(self, wv: np.ndarray, twin_free: np.ndarray, meta_metrics: Sequence[str]) -> np.ndarray:
-        """``wv`` (p * n_metrics, n_meta, n_walks) corrected with the twin-free walks' values under the
-        same permutations, ``twin_free`` (p * n_metrics, len(self.meta_metrics), n_twin_free_walks)."""
-        p = wv.shape[0] // self.use.shape[0]
-        out = wv.copy()
-        ok = self.partner >= 0
-        for j, name in enumerate(self.meta_metrics):
-            k = list(meta_metrics).index(name)
-            use = np.tile(self.use[:, k], (p, 1))
-            free = np.full(use.shape, np.nan)
-            free[:, ok] = twin_free[:, j, self.partner[ok]]
-            out[:, k] = np.where(use, wv[:, k] - free + np.tile(self.expected[:, k], (p, 1)), wv[:, k])
-        return out
-
-
 class _Columns:
     """Which permuted columns go through which kernels: order-only meta-metrics once per tie
     pattern class (:func:`null_classes`), any other permuted one for every metric (none of the
@@ -249,15 +189,16 @@ class _Columns:
         return out
 
     def walk_values(self, layout: NodeLayout, scores: np.ndarray, keys: np.ndarray, p: int, protocol: Protocol,
-                    meta_metrics: Sequence[str], which: Sequence[int] | None = None) -> np.ndarray:
-        """``(p * n_metrics, len(which), n_walks)`` walk values
-        (:meth:`analysis.compute.NodeLayout.walk_values`) of ``p`` permutations of ``scores``
-        (column ``q * n_metrics + j`` of ``keys`` permutes metric ``j``) for the meta-metrics
-        ``which`` (indices; default all), order-only ones once per class."""
+                    meta_metrics: Sequence[str], which: Sequence[int] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(p * n_metrics, len(which), n_walks)`` walk values and their lower-variance stand-ins
+        (NaN where none; :meth:`analysis.compute.NodeLayout.walk_values` with ``estimates``) of
+        ``p`` permutations of ``scores`` (column ``q * n_metrics + j`` of ``keys`` permutes metric
+        ``j``) for the meta-metrics ``which`` (indices; default all), order-only ones once per class."""
         which = list(range(len(meta_metrics)) if which is None else which)
         order = [k for k in which if k in self.order]
         value = [k for k in which if k not in self.order]
-        out = np.full((p * self.n_m, len(which), layout.table.n_walks), np.nan)
+        out = np.full((2, p * self.n_m, len(which), layout.table.n_walks), np.nan)
         metric = np.tile(np.arange(self.n_m), p)
         for ks, cols, expand in ((order, self.reps, True), (value, None, False)):
             if not ks:
@@ -265,9 +206,11 @@ class _Columns:
             at_cols = np.arange(p * self.n_m) if cols is None else \
                 (np.arange(p)[:, None] * self.n_m + cols[None, :]).ravel()
             perm = SegPermutation(keys[:, at_cols], metric[at_cols])
-            got = layout.walk_values(scores, protocol, [meta_metrics[k] for k in ks], permutation=perm)[0]
-            out[:, [which.index(k) for k in ks]] = self.expand(got, p) if expand else got
-        return out
+            got, _, est = layout.walk_values(scores, protocol, [meta_metrics[k] for k in ks], permutation=perm,
+                                             estimates=True)
+            at = [which.index(k) for k in ks]
+            out[0][:, at], out[1][:, at] = (self.expand(got, p), self.expand(est, p)) if expand else (got, est)
+        return out[0], out[1]
 
 
 class _Moments:
@@ -414,7 +357,6 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     exact = cols.null_means(layout, scores, protocol, meta_metrics)
     exact[np.isnan(wv0)] = np.nan  # a walk left out stays out under every permutation (missing cells stay)
     known = ~np.isnan(exact)
-    twins = _Twins.build(scores, structure, walk_table, protocol, meta_metrics, wv0, known)
     sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
     groups = sv0.groups()
     rng = np.random.default_rng([seed, 16])
@@ -427,7 +369,6 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         from tqdm.auto import tqdm
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
-    twin_mms = [list(meta_metrics).index(k) for k in twins.meta_metrics] if twins is not None else []
     # Meta-metrics linear in the scores (delta): exact level and exact band, no permutation.
     linear = [k for k, name in enumerate(meta_metrics) if get_meta_metric(name).linear is not None]
     permuted = [k for k in range(n_k) if k not in linear]
@@ -435,16 +376,17 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         p = min(step, n_perm - lo)
         keys = rng.random((scores.shape[0], p * n_m))  # as permute_within_segs draws them
         wv = np.tile(exact, (p, 1, 1))
+        stand_in = np.full(wv.shape, np.nan)
         if permuted:
-            wv[:, permuted] = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics, permuted)
+            wv[:, permuted], stand_in[:, permuted] = cols.walk_values(layout, scores, keys, p, protocol,
+                                                                      meta_metrics, permuted)
         nv = np.tile(nv0, (p, 1))  # valid counts: missing cells do not move
         args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
         raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
         # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
-        # repeated-root walks of rank/kendall are corrected by their twin-free walk.
-        if twins is not None:
-            free = cols.walk_values(twins.layout, scores, keys, p, protocol, meta_metrics, twin_mms)
-            wv = twins.correct(wv, free, meta_metrics)
+        # the others at their lower-variance stand-in where the meta-metric has one (rank/kendall
+        # on a duplicated root), same expectation again.
+        wv = np.where(np.isnan(stand_in) | np.isnan(wv), wv, stand_in)
         wv = np.where(np.tile(known, (p, 1, 1)), np.tile(exact, (p, 1, 1)), wv)
         est.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
     # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.

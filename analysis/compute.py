@@ -220,14 +220,17 @@ class NodeLayout:
             self.batches.append(b)
 
     def walk_values(self, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
-                    max_elements: int = 4_000_000, *, permutation: SegPermutation | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+                    max_elements: int = 4_000_000, *, permutation: SegPermutation | None = None,
+                    estimates: bool = False) -> tuple[np.ndarray, ...]:
         """:func:`walk_values` of ``scores`` (or of its ``permutation``) from node-pair statistics
         (equal to rounding).
 
         Walks (or meta-metric options) without a node-pair form go through :func:`walk_values`.
+        With ``estimates``, a third array of the same shape as the values: each meta-metric's
+        lower-variance stand-ins with the same null expectation
+        (:meth:`~analysis.metametrics.MetaMetricSpec.null_estimate_from_nodes`), NaN where none.
         """
-        return self._run(scores, protocol, meta_metrics, max_elements, permutation)
+        return self._run(scores, protocol, meta_metrics, max_elements, permutation, estimates)
 
     def null_means(self, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
                    max_elements: int = 4_000_000) -> np.ndarray:
@@ -284,7 +287,7 @@ class NodeLayout:
             out[rows] = permute_by_keys(out[rows], permutation.keys[rows], axis=0)
         return out
 
-    def _run(self, scores, protocol, meta_metrics, max_elements, permutation):
+    def _run(self, scores, protocol, meta_metrics, max_elements, permutation, estimates=False):
         scores = np.asarray(scores, dtype=float)
         if scores.ndim != 2:
             raise ValueError(f"expected a 2-D score matrix (rows x metrics), got shape {scores.shape}")
@@ -292,6 +295,7 @@ class NodeLayout:
         n_m = scores.shape[1] if permutation is None else len(permutation.source)
         values = np.full((n_m, len(specs), self.table.n_walks), np.nan)
         n_valid = np.zeros((n_m, self.table.n_walks), dtype=np.int64)
+        est = np.full(values.shape, np.nan) if estimates else None
         padded = np.vstack([scores, np.full((1, scores.shape[1]), np.nan)])  # row -1 -> the NaN row
         if permutation is not None:
             keys = np.vstack([permutation.keys, np.zeros((1, n_m))])
@@ -320,12 +324,15 @@ class NodeLayout:
                                 kernel.setdefault(k, []).append(walk[ok])
                             continue
                         values[cl, k, walk[ok]] = v.transpose(1, 0, 2)[:, ok]
+                        if est is not None:
+                            e = spec.null_estimate_from_nodes(ns, protocol)
+                            est[cl, k, walk[ok]] = e.transpose(1, 0, 2)[:, ok]
         table = scores if permutation is None or not kernel else self.permuted(scores, permutation)
         for k, walks in kernel.items():
             idx = np.concatenate(walks)
             sub = walk_values(_sub_table(self.table, idx), table, protocol, [meta_metrics[k]], max_elements)[0]
             values[:, k, idx] = sub[:, 0, idx]
-        return values, n_valid
+        return (values, n_valid) if est is None else (values, n_valid, est)
 
 
 class _Lazy(Sequence):

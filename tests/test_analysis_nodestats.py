@@ -222,6 +222,55 @@ def test_null_means_equal_the_mean_over_every_permutation(name, seed):
     assert not np.isclose(got[0, sep], ks_null_mean(1, 1)).all()
 
 
+@pytest.mark.parametrize("name", ["paper", "paper-adjacent-skip", "dag-duplicated-root"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_null_stand_ins_have_the_walk_values_mean_over_every_permutation(name, seed):
+    # rank's and kendall's stand-ins for walks with a duplicated root (conditional expectations
+    # minus control variates of mean 0): over EVERY within-SEG permutation of the valid scores
+    # their mean equals the walk values' mean (the walk kernels'), so the chance level they give
+    # is the same; and they vary far less. Ties, a missing cell and two level-0 nodes included.
+    proto = dataclasses.replace(get_protocol("graph"), root_duplication=True) if name == "dag-duplicated-root" \
+        else PROTOCOLS[name]
+    inputs = prepare_inputs(read_scores(tiny_table(seed)), subsets="none")
+    table = build_walk_table(inputs.structure, proto.walks, proto.root_duplication)
+    layout = NodeLayout(table, inputs.structure)
+    mms = ["rank", "kendall"]
+    by_id = {s.seg_id: s for s in inputs.structure.segs}
+    checked, var_value, var_stand_in = 0, 0.0, 0.0
+    for j in range(inputs.scores.shape[1]):
+        for s, sid in enumerate(table.seg_ids):
+            rows = np.concatenate(by_id[sid].rows)
+            rows = rows[~np.isnan(inputs.scores[rows, j])]
+            perms = list(itertools.permutations(rows))
+            x = np.repeat(inputs.scores[:, j:j + 1], len(perms), axis=1)
+            for q, p in enumerate(perms):
+                x[rows, q] = inputs.scores[list(p), j]
+            walks = table.walk_seg == s
+            _, _, est = layout.walk_values(x, proto, mms, estimates=True)
+            value = walk_values(table, x, proto, mms)[0][:, :, walks]
+            est = est[:, :, walks]
+            has = ~np.isnan(est[0])
+            assert np.array_equal(has, ~np.isnan(est).any(axis=0))  # a walk has one under every permutation
+            # exactly the walks that repeat a node (and whose value can move)
+            dup = np.array([nodes[0] == nodes[1] for nodes in np.array(table.walk_nodes, dtype=object)[walks]])
+            assert (has <= dup[None, :]).all() and has.any()
+            np.testing.assert_allclose(est.mean(axis=0)[has], value.mean(axis=0)[has], rtol=0, atol=1e-13)
+            checked += int(has.sum())
+            var_value += float(value.var(axis=0)[has].sum())
+            var_stand_in += float(est.var(axis=0)[has].sum())
+    assert checked >= 20
+    assert var_stand_in < 0.05 * var_value, (var_stand_in, var_value)
+
+
+def test_null_stand_ins_need_average_ranks():
+    inputs = prepare_inputs(read_scores(tiny_table(0)), subsets="none")
+    proto = PROTOCOLS["paper-min-ranks"]
+    table = build_walk_table(inputs.structure, proto.walks, proto.root_duplication)
+    _, _, est = NodeLayout(table, inputs.structure).walk_values(inputs.scores, proto, ["rank", "kendall"],
+                                                                estimates=True)
+    assert np.isnan(est[:, 0]).all() and not np.isnan(est[:, 1]).all()  # kendall has no tie method
+
+
 def test_sep_null_means_leave_out_pools_too_large_for_the_exact_computation():
     # Pool pairs beyond KS_NULL_MAX_WORK get no exact expectation (NaN: estimated by
     # permutation), the others theirs.

@@ -52,6 +52,11 @@ class MetaMetricSpec:
     scores (delta): its weights on each node's sum of valid scores, ``(S, B, W, P)`` from node
     statistics, same options; the chance band then needs no permutation (the variance of a
     linear statistic under a permutation is exact). None: not linear.
+    ``null_estimate`` is a lazy ``"module:function"`` for walks whose null expectation has no
+    closed form: from the node statistics of permuted scores (same options), ``(S, B, W)`` values
+    with exactly the walk value's null expectation and less variance (a conditional expectation
+    minus control variates of mean 0), NaN where it has none; the chance level averages them in
+    place of the walk values (None: never).
     """
 
     name: str
@@ -65,6 +70,7 @@ class MetaMetricSpec:
     order_only: bool = False
     nodes: str | None = None
     linear: str | None = None
+    null_estimate: str | None = None
 
     def function(self) -> Callable[..., np.ndarray]:
         return resolve(self.target)
@@ -99,6 +105,14 @@ class MetaMetricSpec:
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
         return resolve(self.linear)(stats, **kwargs)
 
+    def null_estimate_from_nodes(self, stats: NodeStats, protocol) -> np.ndarray:
+        """``(S, B, W)`` lower-variance stand-ins for permuted walk values (``null_estimate``; NaN
+        where none, everywhere when it is None)."""
+        if self.null_estimate is None:
+            return np.full(stats.shape, np.nan)
+        kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
+        return resolve(self.null_estimate)(stats, **kwargs)
+
     def null_from_nodes(self, batches: Sequence[NodeStats], protocol) -> list[np.ndarray]:
         """Exact expected walk values under the within-SEG permutation null, one ``(S, B, W)`` array
         per batch of node-pair statistics of the unpermuted scores (``batches`` may build each
@@ -130,7 +144,8 @@ for _spec in (
     MetaMetricSpec("rank", "analysis.metametrics.rank:rank_walks",
                    (("tie_method", "tie_method"), ("degenerate", "degenerate_walk")),
                    description="Spearman ordering score rank_m", minimum=-1.0, order_only=True,
-                   null_mean="analysis.metametrics.rank:rank_null_means", nodes="analysis.metametrics.rank:rank_nodes"),
+                   null_mean="analysis.metametrics.rank:rank_null_means", nodes="analysis.metametrics.rank:rank_nodes",
+                   null_estimate="analysis.metametrics.rank:rank_null_estimate"),
     MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
                    (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
                    description="Kolmogorov-Smirnov separation score sep_m", minimum=0.0, order_only=True,
@@ -142,7 +157,8 @@ for _spec in (
     MetaMetricSpec("kendall", "analysis.metametrics.kendall:kendall_walks", (("degenerate", "degenerate_walk"),),
                    description="Kendall tau-b ordering score", minimum=-1.0, order_only=True,
                    null_mean="analysis.metametrics.kendall:kendall_null_means",
-                   nodes="analysis.metametrics.kendall:kendall_nodes"),
+                   nodes="analysis.metametrics.kendall:kendall_nodes",
+                   null_estimate="analysis.metametrics.kendall:kendall_null_estimate"),
     MetaMetricSpec("pair_acc", "analysis.metametrics.pair_acc:pair_acc_walks",
                    description="tie-aware pairwise ordering accuracy", minimum=0.0, order_only=True,
                    null_mean="analysis.metametrics.pair_acc:pair_acc_null_means",

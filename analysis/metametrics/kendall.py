@@ -12,7 +12,7 @@ import numpy as np
 from .nodestats import NodeStats
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["kendall_walks", "kendall_nodes", "walk_kendall", "kendall_null_means"]
+__all__ = ["kendall_walks", "kendall_nodes", "walk_kendall", "kendall_null_means", "kendall_null_estimate"]
 
 
 def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
@@ -79,3 +79,34 @@ def kendall_null_means(batches: Sequence[NodeStats], degenerate: str = "zero") -
     Arguments and shapes as :func:`analysis.metametrics.rank.rank_null_means`.
     """
     return [np.where(~st.repeats[:, None, :] | ~st.seg_tied[:, :, None], 0.0, np.nan) for st in batches]
+
+
+def kendall_null_estimate(stats: NodeStats, degenerate: str = "zero") -> np.ndarray:
+    """A lower-variance stand-in for each permuted walk value with the same null expectation,
+    ``(S, B, W)``, for walks that visit one node ``m > 1`` times; NaN elsewhere.
+
+    As :func:`analysis.metametrics.rank.rank_null_estimate`: given which values the repeated
+    node's ``r`` images and the walk's ``o`` other images get (``C``), only pairs across the two
+    have an expected sign, ``E[C - D | C] = m s Q / o`` (``s`` the other positions above the
+    node's level minus those below, ``Q`` the pairs across where the node's image scores higher
+    minus lower; ``E[Q] = 0``). The stand-in is that conditional value minus the same with ``n2``
+    at its null expectation, on the walk minus on its twin-free walk: exactly unbiased, and far
+    less variable than the walk value.
+    """
+    out = np.full(stats.shape, np.nan)
+    rep = (stats.repeated_node >= 0)[:, None, :] & (stats.n >= 2) & (stats.n_slots > 1)
+    if not rep.any():
+        return out
+    f = stats.repeat_frames
+    est = 0.0
+    for frame, mu, sign in ((f["twin"], f["m"], 1.0), (f["free"], 1.0, -1.0)):
+        n = frame["n"]
+        n0 = n * (n - 1) / 2
+        n1 = frame["level_ties"]
+        n2, e_n2 = (frame["ties2"] - n) / 2, (frame["e_ties2"] - n) / 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            e = mu * f["s"] * f["q"] / f["o"]  # E[C - D | C]
+            inv = (np.where(n0 > n2, 1 / np.sqrt((n0 - n1) * (n0 - n2)), 0.0)
+                   - np.where(n0 > e_n2, 1 / np.sqrt((n0 - n1) * (n0 - e_n2)), 0.0))
+            est = est + sign * np.where(e == 0, 0.0, e * inv)
+    return np.where(rep, est, np.nan)

@@ -39,6 +39,14 @@ def size_class(n: int) -> int:
     return w
 
 
+def _falling(x: np.ndarray, k: int) -> np.ndarray:
+    """The falling factorial ``x (x - 1) ... (x - k + 1)``."""
+    out = np.ones(np.shape(x))
+    for i in range(k):
+        out = out * (x - i)
+    return out
+
+
 class NodeFormUnavailable(Exception):
     """A meta-metric option (or a walk shape) has no node-pair form: use the walk kernel."""
 
@@ -241,9 +249,14 @@ class NodeStats:
         return self.tied_pairs == self.n ** 2
 
     @cached_property
+    def _walk_counts(self) -> np.ndarray:
+        """``(S, B, W, V)``: the walk's samples equal to each value (repeats counted)."""
+        return self.mult[:, None] @ self.counts
+
+    @cached_property
     def tie_cubes(self) -> np.ndarray:
         """``sum_v t_v^3`` per walk: ``(S, B, W)``."""
-        t = self.mult[:, None] @ self.counts  # (S, B, W, V)
+        t = self._walk_counts
         return (t * t * t).sum(axis=-1)
 
     @property
@@ -263,22 +276,129 @@ class NodeStats:
         c = self.level_count
         return (c * (c - 1) / 2).sum(axis=-1)
 
+    @cached_property
+    def _spearman_parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(S, B, W, P)`` centred level rank of each node on each walk, ``(S, B, W, P)`` the average
+        score ranks of the node's images summed (each image once), ``(S, B, W)`` sum of squared
+        centred level ranks."""
+        c = self.level_count
+        mean = (self.n + 1) / 2
+        lr = np.cumsum(c, axis=-1) - c + (c + 1) / 2 - mean[..., None]  # centred level ranks
+        sxx = (c * lr * lr).sum(axis=-1)
+        lr_node = lr @ self.level_onehot[:, None].swapaxes(-1, -2)  # (S, B, W, P)
+        rank_sum = self._row(self.greater + 0.5 * self.tied) + self.node_n[:, :, None, :] / 2
+        return lr_node, rank_sum, sxx
+
     def spearman_average(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Numerator and the two sums of squares of Pearson(level ranks, score ranks), average ranks.
 
         Score rank of x: (samples below it) + (samples tied with it, itself included, + 1) / 2, so
         the ranks summed over a node are ``sum_Q m_Q G[P, Q] + (sum_Q m_Q T[P, Q] + n_P) / 2``.
         """
-        c = self.level_count
-        n = self.n
-        mean = (n + 1) / 2
-        lr = np.cumsum(c, axis=-1) - c + (c + 1) / 2 - mean[..., None]  # centred level ranks
-        sxx = (c * lr * lr).sum(axis=-1)
-        lr_node = lr @ self.level_onehot[:, None].swapaxes(-1, -2)  # (S, B, W, P)
-        rank_sum = self._row(self.greater + 0.5 * self.tied) + self.node_n[:, :, None, :] / 2
+        lr_node, rank_sum, sxx = self._spearman_parts
         num = (self.mult[:, None] * lr_node * rank_sum).sum(axis=-1)
-        syy = (n ** 3 - self.tie_cubes) / 12
+        syy = (self.n ** 3 - self.tie_cubes) / 12
         return num, sxx, syy
+
+    # -- one repeated node (root duplication) ----------------------------------------------
+    @cached_property
+    def repeated_node(self) -> np.ndarray:
+        """``(S, W)``: the node a walk visits more than once when it is the only one (root
+        duplication), else -1."""
+        rep = self.mult > 1
+        return np.where(rep.sum(axis=-1) == 1, rep.argmax(axis=-1), -1)
+
+    def _node_at_repeated(self, a: np.ndarray) -> np.ndarray:
+        """A per-node statistic ``(S, B, P, ...)`` at each walk's repeated node: ``(S, B, W, ...)``
+        (node 0 where there is none)."""
+        S, B, _ = self.shape
+        return a[np.arange(S)[:, None, None], np.arange(B)[None, :, None], np.maximum(self.repeated_node, 0)[:, None, :]]
+
+    def _walk_at_repeated(self, a: np.ndarray) -> np.ndarray:
+        """A per-walk, per-node statistic ``(S, B, W, P)`` at each walk's repeated node: ``(S, B, W)``."""
+        idx = np.broadcast_to(np.maximum(self.repeated_node, 0)[:, None, :, None], a.shape[:3] + (1,))
+        return np.take_along_axis(a, idx, axis=-1)[..., 0]
+
+    @cached_property
+    def repeat_frames(self) -> dict:
+        """Statistics of walks with one repeated node, as visited (``m`` times) and as its twin-free
+        walk (once), for the null stand-ins of rank and kendall (``(S, B, W)`` each).
+
+        Keys: ``m`` (visits), ``r`` (the node's valid images), ``o`` (the walk's other valid
+        positions, the same in both), ``q`` (pairs of one of the node's images and another image of
+        the walk where the first scores higher, minus lower), ``s`` (the other positions above the
+        node's level minus those below); and per frame, ``"twin"`` and ``"free"``, a dict with
+        ``n``, ``lr`` (the node's centred level rank), ``sxx`` (sum of squared centred level
+        ranks), ``ranks`` (the node's images' average ranks summed, each once), ``ties2``/``ties3``
+        (``sum_v t_v^2``, ``sum_v t_v^3`` over the walk's values), ``level_ties`` (pairs sharing a
+        level), ``e_ties2``/``e_ties3`` (their null expectations, :meth:`expected_tie_powers`).
+        The twin-free frame is derived from the visited one (one node's multiplicity less), not
+        recounted.
+        """
+        S, B, W = self.shape
+        m = np.broadcast_to(np.take_along_axis(self.mult, np.maximum(self.repeated_node, 0)[..., None], axis=-1)[..., 0]
+                            [:, None, :], (S, B, W))
+        r = self._node_at_repeated(self.node_n)
+        n = self.n
+        o = n - m * r
+        lev = np.broadcast_to(self._node_level[np.arange(S)[:, None], np.maximum(self.repeated_node, 0)][:, None, :],
+                              (S, B, W))
+        at_lev = np.arange(self.n_levels) == lev[..., None]  # (S, B, W, L)
+        g, t = self.greater, self.tied
+        q = self._walk_at_repeated(self._row(g - g.swapaxes(-1, -2)))
+        c = self.level_count
+        s_ = (c * np.sign(np.arange(self.n_levels) - lev[..., None])).sum(axis=-1)
+        lr_node, rank_sum, sxx = self._spearman_parts
+        twin = {"n": n, "lr": self._walk_at_repeated(lr_node), "sxx": sxx, "ranks": self._walk_at_repeated(rank_sum),
+                "ties2": self.tied_pairs, "ties3": self.tie_cubes, "level_ties": self.level_tied_pairs}
+        # The twin-free walk: m - 1 visits of the node fewer.
+        d = m - 1.0
+        cl = c - (d * r)[..., None] * at_lev
+        nn = n - d * r
+        lr_all = np.cumsum(cl, axis=-1) - cl + (cl + 1) / 2 - ((nn + 1) / 2)[..., None]
+        tt = self._walk_counts - d[..., None] * self._node_at_repeated(self.counts)
+        # pairs within the node (one image above the other, or tied, self-pairs included): what one
+        # visit fewer takes off its images' rank sum
+        within = self._node_at_repeated(np.diagonal(g + 0.5 * t, axis1=-2, axis2=-1))
+        free = {"n": nn, "lr": (lr_all * at_lev).sum(axis=-1), "sxx": (cl * lr_all * lr_all).sum(axis=-1),
+                "ranks": twin["ranks"] - d * within, "ties2": (tt * tt).sum(axis=-1), "ties3": (tt * tt * tt).sum(axis=-1),
+                "level_ties": (cl * (cl - 1) / 2).sum(axis=-1)}
+        frames = {"twin": twin, "free": free}
+        for frame, mu in ((twin, m), (free, np.ones_like(m))):
+            frame["e_ties2"], frame["e_ties3"] = self.expected_tie_powers(mu, r, o)
+        return {"m": m, "r": r, "o": o, "q": q, "s": s_, "twin": frames["twin"], "free": frames["free"]}
+
+    @cached_property
+    def _tie_shares(self) -> list:
+        """``sum_v t_v^(k) / N^(k)``, ``k = 0..3``, ``(S, B, 1)``: the SEG's tie sizes ``t_v`` as
+        falling factorials over the same of its valid count ``N`` (0 where ``N < k``)."""
+        t = self.counts.sum(axis=2)  # (S, B, V)
+        N = t.sum(axis=-1)[..., None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return [None] + [np.where(_falling(N, k) > 0, _falling(t, k).sum(axis=-1)[..., None] / _falling(N, k), 0.0)
+                             for k in (1, 2, 3)]
+
+    def expected_tie_powers(self, m: np.ndarray, r: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(S, B, W)`` null expectations of ``sum_v t_v^2`` and ``sum_v t_v^3`` (``t_v`` the walk's
+        samples equal to value v, repeats counted) for a walk that visits a node of ``r`` valid
+        images ``m`` times and ``o`` other valid images once each.
+
+        Under a within-SEG permutation the node's images and the others are disjoint uniform draws
+        from the SEG's ``N`` valid scores, so for a value the SEG holds ``t`` times the counts
+        ``(a, b)`` it gets are multivariate hypergeometric with factorial moments
+        ``E[a^(i) b^(j)] = t^(i+j) r^(i) o^(j) / N^(i+j)`` (``x^(k)`` the falling factorial), and
+        ``t_v = m a + b``. Summed over values only ``sum_v t_v^(k)``, ``k <= 3``, is needed.
+        """
+        share = self._tie_shares
+
+        def f(i, j):  # sum over values of E[a^(i) b^(j)]
+            return _falling(r, i) * _falling(o, j) * share[i + j]
+
+        f10, f01, f11, f20, f02 = f(1, 0), f(0, 1), f(1, 1), f(2, 0), f(0, 2)
+        sq = m * m * (f20 + f10) + 2 * m * f11 + f02 + f01
+        cube = (m ** 3 * (f(3, 0) + 3 * f20 + f10) + 3 * m * m * (f(2, 1) + f11) + 3 * m * (f(1, 2) + f11)
+                + f(0, 3) + 3 * f02 + f01)
+        return sq, cube
 
     def ks_mean(self, pairs: str) -> np.ndarray:
         """Mean KS between the walk's level pools over all their pairs (``all``) or adjacent ones."""

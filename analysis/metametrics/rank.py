@@ -13,7 +13,7 @@ import numpy as np
 from .nodestats import NodeFormUnavailable, NodeStats
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
-__all__ = ["rank_walks", "rank_nodes", "walk_rank", "rank_null_means"]
+__all__ = ["rank_walks", "rank_nodes", "walk_rank", "rank_null_means", "rank_null_estimate"]
 
 
 def rank_walks(stats: WalkStats, tie_method: str = "average", degenerate: str = "zero") -> np.ndarray:
@@ -117,3 +117,45 @@ def rank_null_means(batches: Sequence[NodeStats], tie_method: str = "average", d
     """
     return [np.where(~st.repeats[:, None, :] | (~st.seg_tied[:, :, None] & (tie_method == "average")), 0.0, np.nan)
             for st in batches]
+
+
+def rank_null_estimate(stats: NodeStats, tie_method: str = "average", degenerate: str = "zero") -> np.ndarray:
+    """A lower-variance stand-in for each permuted walk value with the same null expectation,
+    ``(S, B, W)``, for walks that visit one node ``m > 1`` times (root duplication); NaN elsewhere.
+
+    Under the within-SEG permutation null let ``C`` be which values the repeated node's ``r``
+    valid images get and which the walk's ``o`` other valid images get. Given ``C`` the ``o``
+    values are uniform over the other positions, so with average ranks (``R`` the repeated node's
+    images' rank sum, each image once, ``l`` its centred level rank, ``n = m r + o``)
+
+        E[value | C] = -m l (R - r L / o) / sqrt(Sxx Syy),   L = n (n + 1) / 2 - m R.
+
+    Every image's expected rank is ``(n + 1) / 2``, so ``E[R - r L / o] = 0``: the same term with
+    ``Syy`` replaced by its null expectation (a constant, :meth:`~.nodestats.NodeStats.expected_tie_powers`)
+    is a control variate of mean 0. So is the difference of the two on the twin-free walk (the
+    node visited once: no repeat, expectation 0 for any ``C``-function of mean 0). The stand-in
+
+        [E[v | C] - control](walk) - [E[v | C] - control](twin-free walk)
+
+    has exactly the walk value's null expectation (its mean over every permutation equals the
+    value's) and, on TS2's tied columns, hundreds of times less variance.
+
+    Only ``average`` ranks (other tie methods: NaN everywhere). Walks whose value cannot move
+    (fewer than 2 samples, one level) are NaN: their value is already exact.
+    """
+    out = np.full(stats.shape, np.nan)
+    rep = (stats.repeated_node >= 0)[:, None, :] & (stats.n >= 2) & (stats.n_slots > 1)
+    if tie_method != "average" or not rep.any():
+        return out
+    f = stats.repeat_frames
+    r, o = f["r"], f["o"]
+    est = 0.0
+    for frame, mu, sign in ((f["twin"], f["m"], 1.0), (f["free"], 1.0, -1.0)):
+        n = frame["n"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = mu * frame["lr"] * (frame["ranks"] - r * (n * (n + 1) / 2 - mu * frame["ranks"]) / o)
+            syy, e_syy = (n ** 3 - frame["ties3"]) / 12, (n ** 3 - frame["e_ties3"]) / 12
+            inv = (np.where(syy > 0, 1 / np.sqrt(frame["sxx"] * syy), 0.0)
+                   - np.where(e_syy > 0, 1 / np.sqrt(frame["sxx"] * e_syy), 0.0))
+            est = est + sign * np.where(g == 0, 0.0, -g * inv)
+    return np.where(rep, est, np.nan)
