@@ -189,12 +189,13 @@ class _Columns:
         return out
 
     def walk_values(self, layout: NodeLayout, scores: np.ndarray, keys: np.ndarray, p: int, protocol: Protocol,
-                    meta_metrics: Sequence[str], which: Sequence[int] | None = None
+                    meta_metrics: Sequence[str], which: Sequence[int] | None = None, stand_in: Sequence[int] = ()
                     ) -> tuple[np.ndarray, np.ndarray]:
-        """``(p * n_metrics, len(which), n_walks)`` walk values and their lower-variance stand-ins
-        (NaN where none; :meth:`analysis.compute.NodeLayout.walk_values` with ``estimates``) of
-        ``p`` permutations of ``scores`` (column ``q * n_metrics + j`` of ``keys`` permutes metric
-        ``j``) for the meta-metrics ``which`` (indices; default all), order-only ones once per class."""
+        """``(p * n_metrics, len(which), n_walks)`` walk values and, for the meta-metrics
+        ``stand_in`` (indices), their lower-variance stand-ins (NaN where none and elsewhere;
+        :meth:`analysis.compute.NodeLayout.walk_values` with ``estimates``) of ``p`` permutations of
+        ``scores`` (column ``q * n_metrics + j`` of ``keys`` permutes metric ``j``) for the
+        meta-metrics ``which`` (indices; default all), order-only ones once per class."""
         which = list(range(len(meta_metrics)) if which is None else which)
         order = [k for k in which if k in self.order]
         value = [k for k in which if k not in self.order]
@@ -207,7 +208,7 @@ class _Columns:
                 (np.arange(p)[:, None] * self.n_m + cols[None, :]).ravel()
             perm = SegPermutation(keys[:, at_cols], metric[at_cols])
             got, _, est = layout.walk_values(scores, protocol, [meta_metrics[k] for k in ks], permutation=perm,
-                                             estimates=True)
+                                             estimates=[meta_metrics[k] for k in ks if k in stand_in])
             at = [which.index(k) for k in ks]
             out[0][:, at], out[1][:, at] = (self.expand(got, p), self.expand(est, p)) if expand else (got, est)
         return out[0], out[1]
@@ -357,6 +358,7 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     exact = cols.null_means(layout, scores, protocol, meta_metrics)
     exact[np.isnan(wv0)] = np.nan  # a walk left out stays out under every permutation (missing cells stay)
     known = ~np.isnan(exact)
+    open_ = [k for k in range(n_k) if (~known[:, k] & ~np.isnan(wv0[:, k])).any()]  # estimated somewhere
     sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
     groups = sv0.groups()
     rng = np.random.default_rng([seed, 16])
@@ -379,7 +381,7 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         stand_in = np.full(wv.shape, np.nan)
         if permuted:
             wv[:, permuted], stand_in[:, permuted] = cols.walk_values(layout, scores, keys, p, protocol,
-                                                                      meta_metrics, permuted)
+                                                                      meta_metrics, permuted, open_)
         nv = np.tile(nv0, (p, 1))  # valid counts: missing cells do not move
         args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
         raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))

@@ -221,14 +221,15 @@ class NodeLayout:
 
     def walk_values(self, scores: np.ndarray, protocol: Protocol, meta_metrics: Sequence[str],
                     max_elements: int = 4_000_000, *, permutation: SegPermutation | None = None,
-                    estimates: bool = False) -> tuple[np.ndarray, ...]:
+                    estimates: Sequence[str] | None = None) -> tuple[np.ndarray, ...]:
         """:func:`walk_values` of ``scores`` (or of its ``permutation``) from node-pair statistics
         (equal to rounding).
 
         Walks (or meta-metric options) without a node-pair form go through :func:`walk_values`.
-        With ``estimates``, a third array of the same shape as the values: each meta-metric's
-        lower-variance stand-ins with the same null expectation
-        (:meth:`~analysis.metametrics.MetaMetricSpec.null_estimate_from_nodes`), NaN where none.
+        With ``estimates`` (meta-metric names), a third array of the same shape as the values:
+        those meta-metrics' lower-variance stand-ins with the same null expectation
+        (:meth:`~analysis.metametrics.MetaMetricSpec.null_estimate_from_nodes`), NaN where none
+        and for the other meta-metrics.
         """
         return self._run(scores, protocol, meta_metrics, max_elements, permutation, estimates)
 
@@ -287,7 +288,7 @@ class NodeLayout:
             out[rows] = permute_by_keys(out[rows], permutation.keys[rows], axis=0)
         return out
 
-    def _run(self, scores, protocol, meta_metrics, max_elements, permutation, estimates=False):
+    def _run(self, scores, protocol, meta_metrics, max_elements, permutation, estimates=None):
         scores = np.asarray(scores, dtype=float)
         if scores.ndim != 2:
             raise ValueError(f"expected a 2-D score matrix (rows x metrics), got shape {scores.shape}")
@@ -295,7 +296,8 @@ class NodeLayout:
         n_m = scores.shape[1] if permutation is None else len(permutation.source)
         values = np.full((n_m, len(specs), self.table.n_walks), np.nan)
         n_valid = np.zeros((n_m, self.table.n_walks), dtype=np.int64)
-        est = np.full(values.shape, np.nan) if estimates else None
+        est = np.full(values.shape, np.nan) if estimates is not None else None
+        stand_in = {k for k, name in enumerate(meta_metrics) if estimates is not None and name in estimates}
         padded = np.vstack([scores, np.full((1, scores.shape[1]), np.nan)])  # row -1 -> the NaN row
         if permutation is not None:
             keys = np.vstack([permutation.keys, np.zeros((1, n_m))])
@@ -324,7 +326,7 @@ class NodeLayout:
                                 kernel.setdefault(k, []).append(walk[ok])
                             continue
                         values[cl, k, walk[ok]] = v.transpose(1, 0, 2)[:, ok]
-                        if est is not None:
+                        if k in stand_in:
                             e = spec.null_estimate_from_nodes(ns, protocol)
                             est[cl, k, walk[ok]] = e.transpose(1, 0, 2)[:, ok]
         table = scores if permutation is None or not kernel else self.permuted(scores, permutation)

@@ -246,7 +246,7 @@ def test_null_stand_ins_have_the_walk_values_mean_over_every_permutation(name, s
             for q, p in enumerate(perms):
                 x[rows, q] = inputs.scores[list(p), j]
             walks = table.walk_seg == s
-            _, _, est = layout.walk_values(x, proto, mms, estimates=True)
+            _, _, est = layout.walk_values(x, proto, mms, estimates=mms)
             value = walk_values(table, x, proto, mms)[0][:, :, walks]
             est = est[:, :, walks]
             has = ~np.isnan(est[0])
@@ -267,7 +267,7 @@ def test_null_stand_ins_need_average_ranks():
     proto = PROTOCOLS["paper-min-ranks"]
     table = build_walk_table(inputs.structure, proto.walks, proto.root_duplication)
     _, _, est = NodeLayout(table, inputs.structure).walk_values(inputs.scores, proto, ["rank", "kendall"],
-                                                                estimates=True)
+                                                                estimates=["rank", "kendall"])
     assert np.isnan(est[:, 0]).all() and not np.isnan(est[:, 1]).all()  # kendall has no tie method
 
 
