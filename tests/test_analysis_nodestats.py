@@ -189,6 +189,22 @@ def tiny_table(seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def every_permutation(inputs, table):
+    """For each column ``j`` and SEG of ``table``: ``(j, the SEG's walks as a mask, x)``, ``x`` the
+    score matrix repeated once per permutation of the SEG's valid scores in column ``j`` (every
+    one, each a column; other rows as they are)."""
+    by_id = {s.seg_id: s for s in inputs.structure.segs}
+    for j in range(inputs.scores.shape[1]):
+        for s, sid in enumerate(table.seg_ids):
+            rows = np.concatenate(by_id[sid].rows)
+            rows = rows[~np.isnan(inputs.scores[rows, j])]
+            perms = list(itertools.permutations(rows))
+            x = np.repeat(inputs.scores[:, j:j + 1], len(perms), axis=1)
+            for q, p in enumerate(perms):
+                x[rows, q] = inputs.scores[list(p), j]
+            yield j, table.walk_seg == s, x
+
+
 @pytest.mark.parametrize("name", ["paper", "graph", "paper-adjacent-skip"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_null_means_equal_the_mean_over_every_permutation(name, seed):
@@ -200,17 +216,8 @@ def test_null_means_equal_the_mean_over_every_permutation(name, seed):
     mms = list(META_METRICS)
     got = NodeLayout(table, inputs.structure).null_means(inputs.scores, proto, mms)
     want = np.zeros_like(got)
-    by_id = {s.seg_id: s for s in inputs.structure.segs}
-    for j in range(inputs.scores.shape[1]):
-        for s, sid in enumerate(table.seg_ids):
-            rows = np.concatenate(by_id[sid].rows)
-            rows = rows[~np.isnan(inputs.scores[rows, j])]
-            perms = list(itertools.permutations(rows))
-            x = np.repeat(inputs.scores[:, j:j + 1], len(perms), axis=1)
-            for q, p in enumerate(perms):
-                x[rows, q] = inputs.scores[list(p), j]
-            walks = table.walk_seg == s
-            want[j][:, walks] = walk_values(table, x, proto, mms)[0][:, :, walks].mean(axis=0)
+    for j, walks, x in every_permutation(inputs, table):
+        want[j][:, walks] = walk_values(table, x, proto, mms)[0][:, :, walks].mean(axis=0)
     sep = mms.index("sep")
     assert np.isfinite(got[:, sep]).all()  # sep is exact everywhere here, ties included
     known = ~np.isnan(got)
@@ -235,29 +242,20 @@ def test_null_stand_ins_have_the_walk_values_mean_over_every_permutation(name, s
     table = build_walk_table(inputs.structure, proto.walks, proto.root_duplication)
     layout = NodeLayout(table, inputs.structure)
     mms = ["rank", "kendall"]
-    by_id = {s.seg_id: s for s in inputs.structure.segs}
     checked, var_value, var_stand_in = 0, 0.0, 0.0
-    for j in range(inputs.scores.shape[1]):
-        for s, sid in enumerate(table.seg_ids):
-            rows = np.concatenate(by_id[sid].rows)
-            rows = rows[~np.isnan(inputs.scores[rows, j])]
-            perms = list(itertools.permutations(rows))
-            x = np.repeat(inputs.scores[:, j:j + 1], len(perms), axis=1)
-            for q, p in enumerate(perms):
-                x[rows, q] = inputs.scores[list(p), j]
-            walks = table.walk_seg == s
-            _, _, est = layout.walk_values(x, proto, mms, estimates=mms)
-            value = walk_values(table, x, proto, mms)[0][:, :, walks]
-            est = est[:, :, walks]
-            has = ~np.isnan(est[0])
-            assert np.array_equal(has, ~np.isnan(est).any(axis=0))  # a walk has one under every permutation
-            # exactly the walks that repeat a node (and whose value can move)
-            dup = np.array([nodes[0] == nodes[1] for nodes in np.array(table.walk_nodes, dtype=object)[walks]])
-            assert (has <= dup[None, :]).all() and has.any()
-            np.testing.assert_allclose(est.mean(axis=0)[has], value.mean(axis=0)[has], rtol=0, atol=1e-13)
-            checked += int(has.sum())
-            var_value += float(value.var(axis=0)[has].sum())
-            var_stand_in += float(est.var(axis=0)[has].sum())
+    for _, walks, x in every_permutation(inputs, table):
+        _, _, est = layout.walk_values(x, proto, mms, estimates=mms)
+        value = walk_values(table, x, proto, mms)[0][:, :, walks]
+        est = est[:, :, walks]
+        has = ~np.isnan(est[0])
+        assert np.array_equal(has, ~np.isnan(est).any(axis=0))  # a walk has one under every permutation
+        # only walks that repeat a node (and whose value can move)
+        dup = np.array([nodes[0] == nodes[1] for nodes in np.array(table.walk_nodes, dtype=object)[walks]])
+        assert (has <= dup[None, :]).all() and has.any()
+        np.testing.assert_allclose(est.mean(axis=0)[has], value.mean(axis=0)[has], rtol=0, atol=1e-13)
+        checked += int(has.sum())
+        var_value += float(value.var(axis=0)[has].sum())
+        var_stand_in += float(est.var(axis=0)[has].sum())
     assert checked >= 20
     assert var_stand_in < 0.05 * var_value, (var_stand_in, var_value)
 

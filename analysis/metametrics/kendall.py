@@ -75,7 +75,8 @@ def kendall_null_means(batches: Sequence[NodeStats], degenerate: str = "zero") -
 
     0 where the walk visits no image twice (given the values it receives, their order along the
     walk is uniform: ``E[C - D] = 0`` and ``n2`` is fixed) or its SEG's valid scores have no tie
-    (a duplicated root's twin pair is then the only tie, a fixed ``n2``); NaN otherwise.
+    (a duplicated root's twin pair is then the only tie, a fixed ``n2``); NaN otherwise (the
+    chance levels estimate it, through :func:`kendall_null_estimate`).
     Arguments and shapes as :func:`analysis.metametrics.rank.rank_null_means`.
     """
     return [np.where(~st.repeats[:, None, :] | ~st.seg_tied[:, :, None], 0.0, np.nan) for st in batches]
@@ -94,7 +95,7 @@ def kendall_null_estimate(stats: NodeStats, degenerate: str = "zero") -> np.ndar
     less variable than the walk value.
     """
     out = np.full(stats.shape, np.nan)
-    rep = (stats.repeated_node >= 0)[:, None, :] & (stats.n >= 2) & (stats.n_slots > 1)
+    rep = stats.stand_in_walks
     if not rep.any():
         return out
     f = stats.repeat_frames

@@ -308,6 +308,12 @@ class NodeStats:
         rep = self.mult > 1
         return np.where(rep.sum(axis=-1) == 1, rep.argmax(axis=-1), -1)
 
+    @cached_property
+    def stand_in_walks(self) -> np.ndarray:
+        """``(S, B, W)``: walks with one repeated node whose value can move under a permutation (at
+        least 2 samples on at least 2 levels), the ones a null stand-in serves."""
+        return (self.repeated_node >= 0)[:, None, :] & (self.n >= 2) & (self.n_slots > 1)
+
     def _node_at_repeated(self, a: np.ndarray) -> np.ndarray:
         """A per-node statistic ``(S, B, P, ...)`` at each walk's repeated node: ``(S, B, W, ...)``
         (node 0 where there is none)."""
@@ -321,8 +327,9 @@ class NodeStats:
 
     @cached_property
     def repeat_frames(self) -> dict:
-        """Statistics of walks with one repeated node, as visited (``m`` times) and as its twin-free
-        walk (once), for the null stand-ins of rank and kendall (``(S, B, W)`` each).
+        """Statistics of walks with one repeated node (:attr:`stand_in_walks`), as visited (``m``
+        times) and as its twin-free walk (once), for the null stand-ins of rank and kendall
+        (``(S, B, W)`` each; meaningless on other walks).
 
         Keys: ``m`` (visits), ``r`` (the node's valid images), ``o`` (the walk's other valid
         positions, the same in both), ``q`` (pairs of one of the node's images and another image of
@@ -370,8 +377,8 @@ class NodeStats:
 
     @cached_property
     def _tie_shares(self) -> list:
-        """``sum_v t_v^(k) / N^(k)``, ``k = 0..3``, ``(S, B, 1)``: the SEG's tie sizes ``t_v`` as
-        falling factorials over the same of its valid count ``N`` (0 where ``N < k``)."""
+        """At index ``k = 1, 2, 3``: ``sum_v t_v^(k) / N^(k)``, ``(S, B, 1)``, the SEG's tie sizes
+        ``t_v`` as falling factorials over the same of its valid count ``N`` (0 where ``N < k``)."""
         t = self.counts.sum(axis=2)  # (S, B, V)
         N = t.sum(axis=-1)[..., None]
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -101,7 +101,8 @@ def rank_null_means(batches: Sequence[NodeStats], tie_method: str = "average", d
     with a duplicated root when the SEG's valid scores have no tie and ties are ranked
     ``average`` (the twin pair then always ties, adding a fixed correction, and each ordered
     pair of positions still compares as "greater" with probability 1/2). Otherwise (ties and
-    a repeat, or ``min``/``max``/``dense`` ranks of a repeat) there is no closed form: NaN.
+    a repeat, or ``min``/``max``/``dense`` ranks of a repeat) there is no closed form: NaN (the
+    chance levels estimate it, through :func:`rank_null_estimate` where ranks are ``average``).
 
     Parameters
     ----------
@@ -131,9 +132,11 @@ def rank_null_estimate(stats: NodeStats, tie_method: str = "average", degenerate
         E[value | C] = -m l (R - r L / o) / sqrt(Sxx Syy),   L = n (n + 1) / 2 - m R.
 
     Every image's expected rank is ``(n + 1) / 2``, so ``E[R - r L / o] = 0``: the same term with
-    ``Syy`` replaced by its null expectation (a constant, :meth:`~.nodestats.NodeStats.expected_tie_powers`)
-    is a control variate of mean 0. So is the difference of the two on the twin-free walk (the
-    node visited once: no repeat, expectation 0 for any ``C``-function of mean 0). The stand-in
+    ``Syy`` replaced by its null expectation (a constant,
+    :meth:`~.nodestats.NodeStats.expected_tie_powers`) is a control variate of mean 0. On the
+    twin-free walk (the node visited once) both terms have mean 0 (it repeats nothing, so its
+    value's expectation is 0), and their difference there is a second control variate, which
+    moves with the first. The stand-in
 
         [E[v | C] - control](walk) - [E[v | C] - control](twin-free walk)
 
@@ -141,10 +144,11 @@ def rank_null_estimate(stats: NodeStats, tie_method: str = "average", degenerate
     value's) and, on TS2's tied columns, hundreds of times less variance.
 
     Only ``average`` ranks (other tie methods: NaN everywhere). Walks whose value cannot move
-    (fewer than 2 samples, one level) are NaN: their value is already exact.
+    (fewer than 2 samples, one level) are NaN: their value is already exact. Arguments as
+    :func:`rank_nodes` (``degenerate`` only concerns those).
     """
     out = np.full(stats.shape, np.nan)
-    rep = (stats.repeated_node >= 0)[:, None, :] & (stats.n >= 2) & (stats.n_slots > 1)
+    rep = stats.stand_in_walks
     if tie_method != "average" or not rep.any():
         return out
     f = stats.repeat_frames
