@@ -190,16 +190,18 @@ class _Columns:
 
     def walk_values(self, layout: NodeLayout, scores: np.ndarray, keys: np.ndarray, p: int, protocol: Protocol,
                     meta_metrics: Sequence[str], which: Sequence[int] | None = None, stand_in: Sequence[int] = ()
-                    ) -> tuple[np.ndarray, np.ndarray]:
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
         """``(p * n_metrics, len(which), n_walks)`` walk values and, for the meta-metrics
-        ``stand_in`` (indices), their lower-variance stand-ins (NaN where none and elsewhere;
-        :meth:`analysis.compute.NodeLayout.walk_values` with ``estimates``) of ``p`` permutations of
-        ``scores`` (column ``q * n_metrics + j`` of ``keys`` permutes metric ``j``) for the
-        meta-metrics ``which`` (indices; default all), order-only ones once per class."""
+        ``stand_in`` (indices), their lower-variance stand-ins (NaN where none and elsewhere; None
+        when ``stand_in`` names none of ``which``; :meth:`analysis.compute.NodeLayout.walk_values`
+        with ``estimates``) of ``p`` permutations of ``scores`` (column ``q * n_metrics + j`` of
+        ``keys`` permutes metric ``j``) for the meta-metrics ``which`` (indices; default all),
+        order-only ones once per class."""
         which = list(range(len(meta_metrics)) if which is None else which)
         order = [k for k in which if k in self.order]
         value = [k for k in which if k not in self.order]
-        out = np.full((2, p * self.n_m, len(which), layout.table.n_walks), np.nan)
+        out = np.full((p * self.n_m, len(which), layout.table.n_walks), np.nan)
+        est_out = np.full(out.shape, np.nan) if any(k in stand_in for k in which) else None
         metric = np.tile(np.arange(self.n_m), p)
         for ks, cols, expand in ((order, self.reps, True), (value, None, False)):
             if not ks:
@@ -207,11 +209,14 @@ class _Columns:
             at_cols = np.arange(p * self.n_m) if cols is None else \
                 (np.arange(p)[:, None] * self.n_m + cols[None, :]).ravel()
             perm = SegPermutation(keys[:, at_cols], metric[at_cols])
-            got, _, est = layout.walk_values(scores, protocol, [meta_metrics[k] for k in ks], permutation=perm,
-                                             estimates=[meta_metrics[k] for k in ks if k in stand_in])
+            names = [meta_metrics[k] for k in ks if k in stand_in]
+            got = layout.walk_values(scores, protocol, [meta_metrics[k] for k in ks], permutation=perm,
+                                     estimates=names or None)
             at = [which.index(k) for k in ks]
-            out[0][:, at], out[1][:, at] = (self.expand(got, p), self.expand(est, p)) if expand else (got, est)
-        return out[0], out[1]
+            out[:, at] = self.expand(got[0], p) if expand else got[0]
+            if names:
+                est_out[:, at] = self.expand(got[2], p) if expand else got[2]
+        return out, est_out
 
 
 class _Moments:
@@ -378,18 +383,20 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         p = min(step, n_perm - lo)
         keys = rng.random((scores.shape[0], p * n_m))  # as permute_within_segs draws them
         wv = np.tile(exact, (p, 1, 1))
-        stand_in = np.full(wv.shape, np.nan)
+        stand_in = None
         if permuted:
-            wv[:, permuted], stand_in[:, permuted] = cols.walk_values(layout, scores, keys, p, protocol,
-                                                                      meta_metrics, permuted, open_)
+            wv[:, permuted], stand_in = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics, permuted,
+                                                         open_)
         nv = np.tile(nv0, (p, 1))  # valid counts: missing cells do not move
         args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
         raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
         # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
         # the others at their lower-variance stand-in where the meta-metric has one (rank/kendall
         # on a duplicated root), same expectation again.
-        wv = np.where(np.isnan(stand_in) | np.isnan(wv), wv, stand_in)
-        wv = np.where(np.tile(known, (p, 1, 1)), np.tile(exact, (p, 1, 1)), wv)
+        if stand_in is not None:
+            got = wv[:, permuted]
+            wv[:, permuted] = np.where(np.isnan(stand_in) | np.isnan(got), got, stand_in)
+        np.copyto(wv, np.tile(exact, (p, 1, 1)), where=np.tile(known, (p, 1, 1)))
         est.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
     # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.
     unknown = (~known & ~np.isnan(wv0)).astype(float)
