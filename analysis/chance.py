@@ -363,7 +363,8 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     exact = cols.null_means(layout, scores, protocol, meta_metrics)
     exact[np.isnan(wv0)] = np.nan  # a walk left out stays out under every permutation (missing cells stay)
     known = ~np.isnan(exact)
-    open_ = [k for k in range(n_k) if (~known[:, k] & ~np.isnan(wv0[:, k])).any()]  # estimated somewhere
+    unknown = ~known & ~np.isnan(wv0)  # walks whose expectation is estimated
+    open_ = [k for k in range(n_k) if unknown[:, k].any()]
     sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
     groups = sv0.groups()
     rng = np.random.default_rng([seed, 16])
@@ -399,8 +400,7 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         np.copyto(wv, np.tile(exact, (p, 1, 1)), where=np.tile(known, (p, 1, 1)))
         est.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
     # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.
-    unknown = (~known & ~np.isnan(wv0)).astype(float)
-    seg_exact = seg_means(unknown, np.ones_like(nv0), walk_table.walk_seg, walk_table.n_segs, "uniform") == 0
+    seg_exact = seg_means(unknown.astype(float), np.ones_like(nv0), walk_table.walk_seg, walk_table.n_segs, "uniform") == 0
     level, counts = group_means(est.mean, groups)
 
     def sums(v: np.ndarray) -> np.ndarray:  # over each group's SEGs with a value

@@ -47,6 +47,17 @@ def _falling(x: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+def _centred_level_ranks(c: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Average rank of each level's samples minus the mean rank, from per-level counts ``c``
+    (``(..., L)``, levels in order) and their total ``n`` (``(...)``)."""
+    return np.cumsum(c, axis=-1) - c + (c + 1) / 2 - ((n + 1) / 2)[..., None]
+
+
+def _level_ties(c: np.ndarray) -> np.ndarray:
+    """Pairs of samples sharing a level, ``sum_l c_l (c_l - 1) / 2``, from per-level counts."""
+    return (c * (c - 1) / 2).sum(axis=-1)
+
+
 class NodeFormUnavailable(Exception):
     """A meta-metric option (or a walk shape) has no node-pair form: use the walk kernel."""
 
@@ -273,8 +284,7 @@ class NodeStats:
     @cached_property
     def level_tied_pairs(self) -> np.ndarray:
         """``sum_l c_l (c_l - 1) / 2``: pairs sharing a level."""
-        c = self.level_count
-        return (c * (c - 1) / 2).sum(axis=-1)
+        return _level_ties(self.level_count)
 
     @cached_property
     def _spearman_parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -282,8 +292,7 @@ class NodeStats:
         score ranks of the node's images summed (each image once), ``(S, B, W)`` sum of squared
         centred level ranks."""
         c = self.level_count
-        mean = (self.n + 1) / 2
-        lr = np.cumsum(c, axis=-1) - c + (c + 1) / 2 - mean[..., None]  # centred level ranks
+        lr = _centred_level_ranks(c, self.n)
         sxx = (c * lr * lr).sum(axis=-1)
         lr_node = lr @ self.level_onehot[:, None].swapaxes(-1, -2)  # (S, B, W, P)
         rank_sum = self._row(self.greater + 0.5 * self.tied) + self.node_n[:, :, None, :] / 2
@@ -362,14 +371,14 @@ class NodeStats:
         d = m - 1.0
         cl = c - (d * r)[..., None] * at_lev
         nn = n - d * r
-        lr_all = np.cumsum(cl, axis=-1) - cl + (cl + 1) / 2 - ((nn + 1) / 2)[..., None]
+        lr_all = _centred_level_ranks(cl, nn)
         tt = self._walk_counts - d[..., None] * self._node_at_repeated(self.counts)
         # pairs within the node (one image above the other, or tied, self-pairs included): what one
         # visit fewer takes off its images' rank sum
         within = self._node_at_repeated(np.diagonal(g + 0.5 * t, axis1=-2, axis2=-1))
         free = {"n": nn, "lr": (lr_all * at_lev).sum(axis=-1), "sxx": (cl * lr_all * lr_all).sum(axis=-1),
                 "ranks": twin["ranks"] - d * within, "ties2": (tt * tt).sum(axis=-1), "ties3": (tt * tt * tt).sum(axis=-1),
-                "level_ties": (cl * (cl - 1) / 2).sum(axis=-1)}
+                "level_ties": _level_ties(cl)}
         frames = {"twin": twin, "free": free}
         for frame, mu in ((twin, m), (free, np.ones_like(m))):
             frame["e_ties2"], frame["e_ties3"] = self.expected_tie_powers(mu, r, o)
