@@ -11,7 +11,7 @@ command line's. Never imports torch.
 
 >>> s = AnalysisSettings(bootstrap=0, protocols=["graph"])
 >>> s.protocols, s.bootstrap, s.chance
-(('graph',), 0, 20)
+(('graph',), 0, 10)
 >>> AnalysisSettings(ci_method="bootstrap")
 Traceback (most recent call last):
 ...
@@ -90,7 +90,7 @@ class AnalysisSettings:
     bootstrap: int = 1000
     seed: int = 0
     confidence: float = 0.95
-    chance: int = 20
+    chance: int = 10
     ci_method: str = "percentile"
     bootstrap_scheme: str = "rescaled"
     min_segs_ci: int = MIN_SEGS_CI

@@ -28,8 +28,8 @@ DEFAULT_DATA = DOCS.parent.parent / "shared" / "ts2"
 # Which doc holds which blocks (a block name appears in exactly one doc).
 DOC_BLOCKS: dict[str, tuple[str, ...]] = {
     "analysis.md": ("table2-paper", "failure-codes", "min-ranks", "seg103-skip", "delta-subsets", "graph-clip",
-                    "random-discrete", "chance-errors", "chance-sep", "chance-rank", "chance-reading",
-                    "chance-above-random"),
+                    "random-discrete", "chance-errors", "chance-mini", "chance-sep", "chance-rank",
+                    "chance-reading", "chance-above-random"),
 }
 SUBSETS = ("Avg", "Synth", "Nat", "Real")
 _MARK = re.compile(r"<!-- numbers:(?P<name>[\w-]+):start -->(?P<body>.*?)<!-- numbers:(?P=name):end -->", re.S)
@@ -133,7 +133,32 @@ def blocks(data: Path = DEFAULT_DATA) -> dict[str, str]:
                                           for c, g in random_sep.items())
                               + f" (mean of {RANDOM_DRAWS} seeded draws each)")
     out.update(_chance_blocks(inputs, metrics, random_sep))
+    out["chance-mini"] = _mini_chance()
     return out
+
+
+#: The scores of ``ts2 run`` on the embedded mini set (what the mini sentence of the chance section reads).
+MINI_SCORES = DOCS.parent / "tests" / "data" / "mini_run_scores.csv"
+
+
+def _mini_chance() -> str:
+    """The mini set's ``random`` control and ``geneval_shapes`` against their sep_m chance levels
+    (paper protocol, the default number of permutations)."""
+    from analysis.pipeline import analyze
+    from analysis.scores_io import read_scores
+    from analysis.settings import AnalysisSettings
+
+    res = analyze(read_scores(MINI_SCORES), protocols=["paper"], meta_metrics=["sep"], bootstrap=0,
+                  chance=AnalysisSettings().chance, seed=0)
+    f = res.metametrics_frame().set_index(["metric", "meta_metric", "subset"])
+
+    def c(m: str, col: str) -> str:
+        return _pct(float(f.loc[(m, "sep", "Avg"), col]))
+
+    return (f"`random` reads sep_m {c('random', 'value')} (paper protocol) against a chance level of "
+            f"{c('random', 'chance')} [{c('random', 'chance_low')}, {c('random', 'chance_high')}]: chance-adjusted "
+            f"{c('random', 'adjusted')}; `geneval_shapes` reads {c('geneval_shapes', 'value')} for a chance level of "
+            f"{c('geneval_shapes', 'chance')}: adjusted {c('geneval_shapes', 'adjusted')}")
 
 
 #: Permutations behind the chance table (``chance=200``: every Avg Monte-Carlo error below 0.1).

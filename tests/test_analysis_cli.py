@@ -64,7 +64,7 @@ def test_analyze_writes_every_output(scores, tmp_path):
     mm = pd.read_csv(out / "metametrics.csv")
     assert list(mm.columns) == ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs",
                                 "chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]
-    assert mm["chance"].notna().all() and mm[mm.meta_metric != "delta"]["adjusted"].notna().all()  # chance=20 default
+    assert mm["chance"].notna().all() and mm[mm.meta_metric != "delta"]["adjusted"].notna().all()  # chance=10 default
     assert set(mm.meta_metric) == {"rank", "sep", "delta", "kendall", "pair_acc"} and set(mm.subset) == {"Avg"}
     ps = pd.read_csv(out / "per_seg.csv", dtype={"seg_id": str})
     assert list(ps.columns) == ["metric", "protocol", "meta_metric", "seg_id", "subset", "value"]

@@ -91,7 +91,7 @@ def test_every_entry_point_gets_the_same_defaults(monkeypatch, table, tmp_path):
     with pytest.raises(Stop):
         analysis.session.run_analysis(table)
     assert seen == AnalysisSettings().pipeline_kwargs()
-    assert seen["chance"] == 20 and seen["protocols"] == ["paper", "graph"]  # not the old signature's 0 / paper
+    assert seen["chance"] == 10 and seen["protocols"] == ["paper", "graph"]  # not the old signature's 0 / paper
 
 
 def test_an_override_reaches_every_entry_point():

@@ -232,7 +232,7 @@ def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path 
     a ``scores.csv``; ``options`` are the keys of ``conf/analyze.yaml`` (``compare=[a, b]``,
     ``ranking=``, ``metrics=``, ...) and the analysis settings of ``conf/analysis/default.yaml``
     (:class:`analysis.settings.AnalysisSettings`: ``protocols=["paper", "graph"]``,
-    ``bootstrap=1000``, ``chance=20``, ``seed=0``, ``ci_method="percentile"``, ...);
+    ``bootstrap=1000``, ``chance=10``, ``seed=0``, ``ci_method="percentile"``, ...);
     ``protocol="graph"`` analyses that one protocol (with ``protocol.KEY=VALUE`` options) instead.
     ``roles`` marks metrics as ``control`` or ``reference`` (a ``scores.csv`` has them in its
     ``run.json``; a DataFrame has none).
