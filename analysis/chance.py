@@ -189,18 +189,22 @@ class _Columns:
         return out
 
     def walk_values(self, layout: NodeLayout, scores: np.ndarray, keys: np.ndarray, p: int, protocol: Protocol,
-                    meta_metrics: Sequence[str], which: Sequence[int] | None = None, stand_in: Sequence[int] = ()
-                    ) -> tuple[np.ndarray, np.ndarray | None]:
+                    meta_metrics: Sequence[str], which: Sequence[int] | None = None, stand_in: Sequence[int] = (),
+                    by_class: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
         """``(p * n_metrics, len(which), n_walks)`` walk values and, for the meta-metrics
         ``stand_in`` (indices), their lower-variance stand-ins (NaN where none and elsewhere; None
         when ``stand_in`` names none of ``which``; :meth:`analysis.compute.NodeLayout.walk_values`
         with ``estimates``) of ``p`` permutations of ``scores`` (column ``q * n_metrics + j`` of
         ``keys`` permutes metric ``j``) for the meta-metrics ``which`` (indices; default all),
-        order-only ones once per class."""
+        order-only ones once per class. ``by_class`` (``which`` all order-only): rows ``(perm,
+        class)``, ``p * len(reps)`` of them, not expanded to the metrics."""
         which = list(range(len(meta_metrics)) if which is None else which)
         order = [k for k in which if k in self.order]
         value = [k for k in which if k not in self.order]
-        out = np.full((p * self.n_m, len(which), layout.table.n_walks), np.nan)
+        if by_class and value:
+            raise ValueError(f"expected only order-only meta-metrics by class, got {[meta_metrics[k] for k in value]}")
+        rows = p * (len(self.reps) if by_class else self.n_m)
+        out = np.full((rows, len(which), layout.table.n_walks), np.nan)
         est_out = np.full(out.shape, np.nan) if any(k in stand_in for k in which) else None
         metric = np.tile(np.arange(self.n_m), p)
         for ks, cols, expand in ((order, self.reps, True), (value, None, False)):
@@ -213,6 +217,7 @@ class _Columns:
             got = layout.walk_values(scores, protocol, [meta_metrics[k] for k in ks], permutation=perm,
                                      estimates=names or None)
             at = [which.index(k) for k in ks]
+            expand = expand and not by_class
             out[:, at] = self.expand(got[0], p) if expand else got[0]
             if names:
                 est_out[:, at] = self.expand(got[2], p) if expand else got[2]
@@ -377,28 +382,49 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         from tqdm.auto import tqdm
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
-    # Meta-metrics linear in the scores (delta): exact level and exact band, no permutation.
+    # Meta-metrics linear in the scores (delta): exact level and exact band, no permutation; their
+    # SEG values enter every permutation at their expectation.
     linear = [k for k, name in enumerate(meta_metrics) if get_meta_metric(name).linear is not None]
     permuted = [k for k in range(n_k) if k not in linear]
+    # Order-only meta-metrics go through the walks and the SEG means once per tie-pattern class
+    # (the members' SEG values are the same: same walk values, same valid counts); the rest once
+    # per metric.
+    by_class = [k for k in permuted if k in cols.order and not get_meta_metric(meta_metrics[k]).normalised]
+    per_metric = [k for k in permuted if k not in by_class]
+    n_s = walk_table.n_segs
+
+    def seg_values(wv: np.ndarray, src: np.ndarray, p: int, ks: list[int]) -> np.ndarray:
+        """``(p, len(src), len(ks), n_segs)`` SEG values of walk values with rows ``(perm, src)``."""
+        nv = np.tile(nv0[src], (p, 1))  # valid counts: missing cells do not move
+        return compute_seg_values(walk_table, wv, nv, np.tile(sigma[src], p), protocol,
+                                  [metrics[i] for i in src] * p, [meta_metrics[k] for k in ks]
+                                  ).values.reshape(p, len(src), len(ks), n_s)
+
+    fixed = seg_values(exact[:, linear], np.arange(n_m), 1, linear)[0] if linear else None
     for lo in chunks:
         p = min(step, n_perm - lo)
         keys = rng.random((scores.shape[0], p * n_m))  # as permute_within_segs draws them
-        wv = np.tile(exact, (p, 1, 1))
-        stand_in = None
-        if permuted:
-            wv[:, permuted], stand_in = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics, permuted,
-                                                         open_)
-        nv = np.tile(nv0, (p, 1))  # valid counts: missing cells do not move
-        args = (np.tile(sigma, p), protocol, list(metrics) * p, meta_metrics)
-        raw.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
-        # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
-        # the others at their lower-variance stand-in where the meta-metric has one (rank/kendall
-        # on a duplicated root), same expectation again.
-        if stand_in is not None:
-            got = wv[:, permuted]
-            wv[:, permuted] = np.where(np.isnan(stand_in) | np.isnan(got), got, stand_in)
-        np.copyto(wv, np.tile(exact, (p, 1, 1)), where=np.tile(known, (p, 1, 1)))
-        est.add(compute_seg_values(walk_table, wv, nv, *args).values.reshape(p, n_m, n_k, -1))
+        batch_raw = np.empty((p, n_m, n_k, n_s))
+        batch_est = np.empty((p, n_m, n_k, n_s))
+        if linear:
+            batch_raw[:, :, linear] = fixed
+            batch_est[:, :, linear] = fixed
+        for ks, src in ((by_class, cols.reps), (per_metric, np.arange(n_m))):
+            if not ks:
+                continue
+            wv, stand_in = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics, ks, open_,
+                                            by_class=src is cols.reps)
+            expand = cols.member if src is cols.reps else slice(None)
+            batch_raw[:, :, ks] = seg_values(wv, src, p, ks)[:, expand]
+            # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
+            # the others at their lower-variance stand-in where the meta-metric has one (rank/kendall
+            # on a duplicated root), same expectation again.
+            if stand_in is not None:
+                wv = np.where(np.isnan(stand_in) | np.isnan(wv), wv, stand_in)
+            np.copyto(wv, np.tile(exact[src][:, ks], (p, 1, 1)), where=np.tile(known[src][:, ks], (p, 1, 1)))
+            batch_est[:, :, ks] = seg_values(wv, src, p, ks)[:, expand]
+        raw.add(batch_raw)
+        est.add(batch_est)
     # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.
     seg_exact = seg_means(unknown.astype(float), np.ones_like(nv0), walk_table.walk_seg, walk_table.n_segs, "uniform") == 0
     level, counts = group_means(est.mean, groups)
