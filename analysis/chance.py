@@ -43,8 +43,8 @@ How it is computed, and why it is fast:
   ``sqrt(sum_s var'_s) / n / sqrt(n_perm)`` over the estimated walks only.
 - **One null per tie pattern.** rank, sep, kendall and pair_acc read scores only through their
   order and ties along a walk, so columns whose SEGs have the same missing cells and the same
-  pattern of ties (every continuous, complete metric) have one permutation null; it is computed
-  once per such class (:func:`null_classes`).
+  pattern of ties (every continuous, complete metric) have one permutation null; its walk values
+  and SEG means are computed once per such class (:func:`null_classes`) and shared.
 - A lower-is-better delta read as a magnitude (``|delta|``, the paper's rule) is a folded
   normal: its signed expectation is exactly 0, so its chance level is ``sd * sqrt(2/pi)`` and its
   band the folded normal's quantiles.
@@ -224,6 +224,67 @@ class _Columns:
         return out, est_out
 
 
+class _PermutedSegs:
+    """SEG values of ``p`` permutations of the scores, ``(p, metric, meta-metric, SEG)``: raw, and
+    as the level averages them (walks with an exact expectation at it, the others at their
+    stand-in where the meta-metric has one).
+
+    Order-only meta-metrics go through the walks and the SEG means once per tie-pattern class
+    (the members' SEG values are the same: same walk values, same valid counts), any other
+    permuted one once per metric; those linear in the scores (delta) are not permuted: their SEG
+    values enter every permutation at their expectation (their band is exact,
+    :func:`linear_null_variance`).
+    """
+
+    def __init__(self, layout: NodeLayout, cols: _Columns, scores: np.ndarray, exact: np.ndarray,
+                 nv0: np.ndarray, sigma: np.ndarray, protocol: Protocol, metrics: Sequence[str],
+                 meta_metrics: Sequence[str], stand_in: Sequence[int]) -> None:
+        self.layout, self.cols, self.scores, self.exact, self.nv0 = layout, cols, scores, exact, nv0
+        self.sigma, self.protocol, self.metrics, self.meta_metrics = sigma, protocol, metrics, meta_metrics
+        self.stand_in = stand_in
+        self.known = ~np.isnan(exact)
+        specs = [get_meta_metric(name) for name in meta_metrics]
+        self.linear = [k for k, spec in enumerate(specs) if spec.linear is not None]
+        permuted = [k for k in range(len(specs)) if k not in self.linear]
+        self.by_class = [k for k in permuted if k in cols.order and not specs[k].normalised]
+        self.per_metric = [k for k in permuted if k not in self.by_class]
+        n_m = len(metrics)
+        self.fixed = self._seg_values(exact[:, self.linear], np.arange(n_m), 1, self.linear)[0] if self.linear else None
+
+    def _seg_values(self, wv: np.ndarray, src: np.ndarray, p: int, ks: list[int]) -> np.ndarray:
+        """``(p, len(src), len(ks), n_segs)`` SEG values of walk values with rows ``(perm, src)``."""
+        table = self.layout.table
+        nv = np.tile(self.nv0[src], (p, 1))  # valid counts: missing cells do not move
+        return compute_seg_values(table, wv, nv, np.tile(self.sigma[src], p), self.protocol,
+                                  [self.metrics[i] for i in src] * p, [self.meta_metrics[k] for k in ks]
+                                  ).values.reshape(p, len(src), len(ks), table.n_segs)
+
+    def batch(self, keys: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """Raw and level SEG values of the ``p`` permutations ``keys`` give (column ``q * n_metrics
+        + j`` permutes metric ``j``)."""
+        cols, n_m = self.cols, len(self.metrics)
+        shape = (p, n_m, len(self.meta_metrics), self.layout.table.n_segs)
+        raw, est = np.empty(shape), np.empty(shape)
+        if self.linear:
+            raw[:, :, self.linear] = self.fixed
+            est[:, :, self.linear] = self.fixed
+        for ks, src in ((self.by_class, cols.reps), (self.per_metric, np.arange(n_m))):
+            if not ks:
+                continue
+            wv, stand_in = cols.walk_values(self.layout, self.scores, keys, p, self.protocol, self.meta_metrics, ks,
+                                            self.stand_in, by_class=src is cols.reps)
+            expand = cols.member if src is cols.reps else slice(None)
+            raw[:, :, ks] = self._seg_values(wv, src, p, ks)[:, expand]
+            # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
+            # the others at their lower-variance stand-in where the meta-metric has one (rank/kendall
+            # on a duplicated root), same expectation again.
+            if stand_in is not None:
+                wv = np.where(np.isnan(stand_in) | np.isnan(wv), wv, stand_in)
+            np.copyto(wv, np.tile(self.exact[src][:, ks], (p, 1, 1)), where=np.tile(self.known[src][:, ks], (p, 1, 1)))
+            est[:, :, ks] = self._seg_values(wv, src, p, ks)[:, expand]
+        return raw, est
+
+
 class _Moments:
     """Running mean and sum of squared deviations over permutations (Chan et al.'s pairwise merge)."""
 
@@ -382,47 +443,12 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         from tqdm.auto import tqdm
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
-    # Meta-metrics linear in the scores (delta): exact level and exact band, no permutation; their
-    # SEG values enter every permutation at their expectation.
-    linear = [k for k, name in enumerate(meta_metrics) if get_meta_metric(name).linear is not None]
-    permuted = [k for k in range(n_k) if k not in linear]
-    # Order-only meta-metrics go through the walks and the SEG means once per tie-pattern class
-    # (the members' SEG values are the same: same walk values, same valid counts); the rest once
-    # per metric.
-    by_class = [k for k in permuted if k in cols.order and not get_meta_metric(meta_metrics[k]).normalised]
-    per_metric = [k for k in permuted if k not in by_class]
-    n_s = walk_table.n_segs
-
-    def seg_values(wv: np.ndarray, src: np.ndarray, p: int, ks: list[int]) -> np.ndarray:
-        """``(p, len(src), len(ks), n_segs)`` SEG values of walk values with rows ``(perm, src)``."""
-        nv = np.tile(nv0[src], (p, 1))  # valid counts: missing cells do not move
-        return compute_seg_values(walk_table, wv, nv, np.tile(sigma[src], p), protocol,
-                                  [metrics[i] for i in src] * p, [meta_metrics[k] for k in ks]
-                                  ).values.reshape(p, len(src), len(ks), n_s)
-
-    fixed = seg_values(exact[:, linear], np.arange(n_m), 1, linear)[0] if linear else None
+    segs = _PermutedSegs(layout, cols, scores, exact, nv0, sigma, protocol, metrics, meta_metrics, open_)
+    linear = segs.linear
     for lo in chunks:
         p = min(step, n_perm - lo)
         keys = rng.random((scores.shape[0], p * n_m))  # as permute_within_segs draws them
-        batch_raw = np.empty((p, n_m, n_k, n_s))
-        batch_est = np.empty((p, n_m, n_k, n_s))
-        if linear:
-            batch_raw[:, :, linear] = fixed
-            batch_est[:, :, linear] = fixed
-        for ks, src in ((by_class, cols.reps), (per_metric, np.arange(n_m))):
-            if not ks:
-                continue
-            wv, stand_in = cols.walk_values(layout, scores, keys, p, protocol, meta_metrics, ks, open_,
-                                            by_class=src is cols.reps)
-            expand = cols.member if src is cols.reps else slice(None)
-            batch_raw[:, :, ks] = seg_values(wv, src, p, ks)[:, expand]
-            # Walks with an exact expectation enter at it: same expectation, no Monte-Carlo noise;
-            # the others at their lower-variance stand-in where the meta-metric has one (rank/kendall
-            # on a duplicated root), same expectation again.
-            if stand_in is not None:
-                wv = np.where(np.isnan(stand_in) | np.isnan(wv), wv, stand_in)
-            np.copyto(wv, np.tile(exact[src][:, ks], (p, 1, 1)), where=np.tile(known[src][:, ks], (p, 1, 1)))
-            batch_est[:, :, ks] = seg_values(wv, src, p, ks)[:, expand]
+        batch_raw, batch_est = segs.batch(keys, p)
         raw.add(batch_raw)
         est.add(batch_est)
     # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.
