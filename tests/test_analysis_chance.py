@@ -308,6 +308,10 @@ def test_metrics_with_one_tie_pattern_share_the_order_null():
     mms = list(analyze(inputs, protocols=["paper"], bootstrap=0).get().seg_values.meta_metrics)
     sep, delta = mms.index("sep"), mms.index("delta")
     assert r.mean[0, sep, 0] == r.mean[1, sep, 0] == r.mean[2, sep, 0] != r.mean[3, sep, 0]
+    order = [k for k, mm in enumerate(mms) if mm != "delta"]
+    for a in (r.mean, r.low, r.high, r.mc_error):  # one null, one set of SEG values: every column alike
+        np.testing.assert_array_equal(a[1, order], a[0, order])
+        np.testing.assert_array_equal(a[2, order], a[0, order])
     assert r.high[0, delta, 0] != r.high[1, delta, 0]  # delta's band scales with the values
     # and the shared null is the right one: brute force on "other" alone agrees
     mean, err, _ = plain_permutation_chance(inputs, "paper", 400, seed=3)
