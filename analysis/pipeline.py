@@ -218,11 +218,11 @@ def failure_notes(inputs: AnalysisInputs, protocol: Protocol) -> tuple[str, ...]
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
                  seed: int = 0, confidence: float = 0.95, chance: int = 0,
                  ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
-                 min_segs_ci: int = MIN_SEGS_CI) -> ProtocolResult:
+                 min_segs_ci: int = MIN_SEGS_CI, progress: bool = True) -> ProtocolResult:
     """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked.
 
     A cell computed from fewer than ``min_segs_ci`` SEGs gets no CI (NaN), recorded in the
-    result's ``notes``.
+    result's ``notes``. ``progress``: a progress bar over the chance levels' permutations.
     """
     if ci_method not in CI_METHODS:
         raise ValueError(f"expected ci_method one of {list(CI_METHODS)}, got {ci_method!r}")
@@ -284,7 +284,7 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
     if chance and n_s:
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
                                sorted(inputs.lower_is_better), n_perm=int(chance), seed=seed, confidence=confidence,
-                               progress=True, observed=(wv, nv))
+                               progress=progress, observed=(wv, nv))
     return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded,
                           notes, fail_notes)
 
@@ -294,7 +294,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
             bootstrap: int = 1000, seed: int = 0, subsets: str = "auto", confidence: float = 0.95,
             metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (), chance: int = 0,
             ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
-            min_segs_ci: int = MIN_SEGS_CI) -> AnalysisResult:
+            min_segs_ci: int = MIN_SEGS_CI, progress: bool = True) -> AnalysisResult:
     """TS2 meta-metrics of a score table.
 
     Parameters
@@ -335,6 +335,8 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
     min_segs_ci : int
         Fewest SEGs a cell needs for a CI (default :data:`MIN_SEGS_CI`); a cell of fewer SEGs
         gets NaN bounds (``n/a`` in the tables), and a note names the metrics.
+    progress : bool
+        Progress bars over the chance levels' permutations (one per protocol).
 
     Returns
     -------
@@ -354,7 +356,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         if protocol.name in results:
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
         results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
-                                              int(chance), ci_method, bootstrap_scheme, int(min_segs_ci))
+                                              int(chance), ci_method, bootstrap_scheme, int(min_segs_ci), progress)
     notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.failure_notes + r.notes)
     return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
                           float(confidence), inputs.source, inputs.subset_source, notes, int(chance),

@@ -321,7 +321,7 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
                  max_walks: int | None = None, compare: Sequence[str] | None = None,
                  permutations: int = 9999, ranking: Mapping[str, Any] | bool | None = None,
                  table_meta_metrics: Sequence[str] = ("rank", "sep", "delta"),
-                 roles: Mapping[str, str] | None = None, **analysis: Any) -> Analysis:
+                 roles: Mapping[str, str] | None = None, progress: bool = True, **analysis: Any) -> Analysis:
     """Analyse a score table as ``ts2 analyze`` does (its keys, in ``conf/analyze.yaml`` and
     ``conf/analysis/default.yaml``, are the parameters; ``ts2.analyze`` fills them from there).
 
@@ -350,6 +350,8 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     roles : mapping of str to str, optional
         Metric -> ``metric`` | ``control`` | ``reference``, over those of the ``run.json`` beside a
         score file (a DataFrame has none): reports draw controls as a floor, not as competitors.
+    progress : bool
+        Progress bars over the chance levels' permutations (``progress`` of ``ts2 analyze``).
 
     Raises
     ------
@@ -379,7 +381,7 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     table, ref_name = _join_reference(table, reference, reference_required, settings.lower_is_better,
                                       roles, roles_given)
     inputs = prepare_inputs(table, dataset, settings.subsets, max_walks)
-    result = analyze(inputs, **settings.pipeline_kwargs())
+    result = analyze(inputs, **settings.pipeline_kwargs(), progress=progress)
     extra: dict[str, pd.DataFrame] = {}
     pair = _names(compare)
     if pair:

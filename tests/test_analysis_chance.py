@@ -381,3 +381,18 @@ def test_linear_null_variance_equals_the_variance_over_every_permutation(protoco
             want[j, s] = np.var(sv.values[:, 0, s])  # the whole null distribution: ddof 0
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)
     assert (want > 1e-3).sum() > 8  # not zeros
+
+
+@pytest.mark.parametrize("progress", ["true", "false"])
+def test_progress_false_silences_the_chance_level_bars(capsys, tmp_path, progress):
+    # `ts2 analyze progress=false` prints no progress bar; the chance levels' permutation bar
+    # used to show whatever the option said.
+    from ts2.cli import main
+
+    rc = main(["analyze", f"scores={MINI}", "dataset=mini", "bootstrap=0", "chance=3", "ranking.enabled=false",
+               "protocol=paper", f"progress={progress}", f"output_dir={tmp_path / 'out'}"])
+    _, err = capsys.readouterr()
+    assert rc == 0, err
+    assert ("chance levels (paper)" in err) == (progress == "true")
+    mm = pd.read_csv(tmp_path / "out" / "metametrics.csv")
+    assert mm["chance"].notna().any()  # computed either way

@@ -96,7 +96,8 @@ def analysis_from_config(cfg: DictConfig, scores, dataset=None, roles=None):
         max_walks=cfg.get("max_walks", MAX_WALKS), compare=_list(cfg.get("compare")) or None,
         permutations=int(cfg.get("permutations", 9999)),
         ranking=OmegaConf.to_container(rk, resolve=True) if rk else False,
-        table_meta_metrics=_list(cfg.get("table_meta_metrics")), roles=roles)
+        table_meta_metrics=_list(cfg.get("table_meta_metrics")), roles=roles,
+        progress=bool(cfg.get("progress", True)))
 
 
 def main(cfg: DictConfig) -> int:
