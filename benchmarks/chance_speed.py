@@ -1,6 +1,6 @@
 """Speed of the chance levels' permutation pass, run by hand.
 
-    python benchmarks/chance_speed.py [--ts2 ../shared/ts2] [--n-perm 20] [--repeats 3]
+    python benchmarks/chance_speed.py [--ts2 ../shared/ts2] [--n-perm N] [--repeats 3]
 
 On the 19 derived Table-2 columns of ``analysis_speed.py`` (the released columns plus seeded,
 rounded noise: every column its own tie pattern), for each protocol:
@@ -41,9 +41,13 @@ def best(fn, repeats: int) -> tuple[float, object]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ts2", type=Path, default=REPO.parent / "shared" / "ts2")
-    ap.add_argument("--n-perm", type=int, default=20)
+    ap.add_argument("--n-perm", type=int, default=None, help="permutations (default: ts2 analyze's, `chance`)")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
+    if args.n_perm is None:
+        from analysis.settings import AnalysisSettings
+
+        args.n_perm = AnalysisSettings().chance
     logging.disable(logging.WARNING)
 
     from analysis_speed import make_table
