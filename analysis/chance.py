@@ -207,7 +207,7 @@ class _Columns:
         out = np.full((rows, len(which), layout.table.n_walks), np.nan)
         est_out = np.full(out.shape, np.nan) if any(k in stand_in for k in which) else None
         metric = np.tile(np.arange(self.n_m), p)
-        for ks, cols, expand in ((order, self.reps, True), (value, None, False)):
+        for ks, cols, expand in ((order, self.reps, not by_class), (value, None, False)):
             if not ks:
                 continue
             at_cols = np.arange(p * self.n_m) if cols is None else \
@@ -217,7 +217,6 @@ class _Columns:
             got = layout.walk_values(scores, protocol, [meta_metrics[k] for k in ks], permutation=perm,
                                      estimates=names or None)
             at = [which.index(k) for k in ks]
-            expand = expand and not by_class
             out[:, at] = self.expand(got[0], p) if expand else got[0]
             if names:
                 est_out[:, at] = self.expand(got[2], p) if expand else got[2]
@@ -428,8 +427,7 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     cols = _Columns(null_classes(scores, seg_rows), meta_metrics)
     exact = cols.null_means(layout, scores, protocol, meta_metrics)
     exact[np.isnan(wv0)] = np.nan  # a walk left out stays out under every permutation (missing cells stay)
-    known = ~np.isnan(exact)
-    unknown = ~known & ~np.isnan(wv0)  # walks whose expectation is estimated
+    unknown = np.isnan(exact) & ~np.isnan(wv0)  # walks whose expectation is estimated
     open_ = [k for k in range(n_k) if unknown[:, k].any()]
     sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
     groups = sv0.groups()

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .nodestats import NodeStats
+from .nodestats import NodeStats, tau_b_denominator
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
 __all__ = ["kendall_walks", "kendall_nodes", "walk_kendall", "kendall_null_means", "kendall_null_estimate"]
@@ -45,11 +45,9 @@ def kendall_walks(stats: WalkStats, degenerate: str = "zero") -> np.ndarray:
 def kendall_nodes(stats: NodeStats, degenerate: str = "zero") -> np.ndarray:
     """:func:`kendall_walks` from node-pair statistics (:mod:`.nodestats`), ``(S, B, W)``."""
     fill = degenerate_fill(degenerate)
-    n = stats.n
-    n0 = n * (n - 1) / 2
-    n2 = (stats.tied_pairs - n) / 2
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.clip(stats.concordance / np.sqrt((n0 - stats.level_tied_pairs) * (n0 - n2)), -1.0, 1.0)
+        out = np.clip(stats.concordance / tau_b_denominator(stats.n, stats.level_tied_pairs, stats.tied_pairs),
+                      -1.0, 1.0)
     out[stats.constant] = 0.0
     out[stats.n_slots <= 1] = fill
     out[stats.n < 2] = np.nan
@@ -103,11 +101,11 @@ def kendall_null_estimate(stats: NodeStats, degenerate: str = "zero") -> np.ndar
     for frame, mu, sign in ((f["twin"], f["m"], 1.0), (f["free"], 1.0, -1.0)):
         n = frame["n"]
         n0 = n * (n - 1) / 2
-        n1 = frame["level_ties"]
-        n2, e_n2 = (frame["ties2"] - n) / 2, (frame["e_ties2"] - n) / 2
         with np.errstate(invalid="ignore", divide="ignore"):
             e = mu * f["s"] * f["q"] / f["o"]  # E[C - D | C]
-            inv = (np.where(n0 > n2, 1 / np.sqrt((n0 - n1) * (n0 - n2)), 0.0)
-                   - np.where(n0 > e_n2, 1 / np.sqrt((n0 - n1) * (n0 - e_n2)), 0.0))
+            inv = (np.where(n0 > (frame["ties2"] - n) / 2,  # n2 < n0: not every pair tied
+                            1 / tau_b_denominator(n, frame["level_ties"], frame["ties2"]), 0.0)
+                   - np.where(n0 > (frame["e_ties2"] - n) / 2,
+                              1 / tau_b_denominator(n, frame["level_ties"], frame["e_ties2"]), 0.0))
             est = est + sign * np.where(e == 0, 0.0, e * inv)
     return np.where(rep, est, np.nan)

@@ -58,6 +58,19 @@ def _level_ties(c: np.ndarray) -> np.ndarray:
     return (c * (c - 1) / 2).sum(axis=-1)
 
 
+def score_rank_ss(n: np.ndarray, tie_cubes: np.ndarray) -> np.ndarray:
+    """Sum of squared centred average ranks of ``n`` scores whose tie sizes ``t_v`` give
+    ``tie_cubes = sum_v t_v^3``: ``(n^3 - sum_v t_v^3) / 12`` (Spearman's tie-corrected ``Syy``)."""
+    return (n ** 3 - tie_cubes) / 12
+
+
+def tau_b_denominator(n: np.ndarray, level_ties: np.ndarray, tie_squares: np.ndarray) -> np.ndarray:
+    """Kendall tau-b's ``sqrt((n0 - n1) (n0 - n2))``: ``n0 = n (n - 1) / 2`` pairs, ``n1`` of them
+    sharing a level, ``n2 = (sum_v t_v^2 - n) / 2`` sharing a score (``tie_squares = sum_v t_v^2``)."""
+    n0 = n * (n - 1) / 2
+    return np.sqrt((n0 - level_ties) * (n0 - (tie_squares - n) / 2))
+
+
 class NodeFormUnavailable(Exception):
     """A meta-metric option (or a walk shape) has no node-pair form: use the walk kernel."""
 
@@ -306,8 +319,7 @@ class NodeStats:
         """
         lr_node, rank_sum, sxx = self._spearman_parts
         num = (self.mult[:, None] * lr_node * rank_sum).sum(axis=-1)
-        syy = (self.n ** 3 - self.tie_cubes) / 12
-        return num, sxx, syy
+        return num, sxx, score_rank_ss(self.n, self.tie_cubes)
 
     # -- one repeated node (root duplication) ----------------------------------------------
     @cached_property
@@ -379,10 +391,9 @@ class NodeStats:
         free = {"n": nn, "lr": (lr_all * at_lev).sum(axis=-1), "sxx": (cl * lr_all * lr_all).sum(axis=-1),
                 "ranks": twin["ranks"] - d * within, "ties2": (tt * tt).sum(axis=-1), "ties3": (tt * tt * tt).sum(axis=-1),
                 "level_ties": _level_ties(cl)}
-        frames = {"twin": twin, "free": free}
         for frame, mu in ((twin, m), (free, np.ones_like(m))):
             frame["e_ties2"], frame["e_ties3"] = self.expected_tie_powers(mu, r, o)
-        return {"m": m, "r": r, "o": o, "q": q, "s": s_, "twin": frames["twin"], "free": frames["free"]}
+        return {"m": m, "r": r, "o": o, "q": q, "s": s_, "twin": twin, "free": free}
 
     @cached_property
     def _tie_shares(self) -> list:

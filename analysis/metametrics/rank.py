@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .nodestats import NodeFormUnavailable, NodeStats
+from .nodestats import NodeFormUnavailable, NodeStats, score_rank_ss
 from .walkstats import WalkStats, as_batch, degenerate_fill
 
 __all__ = ["rank_walks", "rank_nodes", "walk_rank", "rank_null_means", "rank_null_estimate"]
@@ -158,7 +158,7 @@ def rank_null_estimate(stats: NodeStats, tie_method: str = "average", degenerate
         n = frame["n"]
         with np.errstate(invalid="ignore", divide="ignore"):
             g = mu * frame["lr"] * (frame["ranks"] - r * (n * (n + 1) / 2 - mu * frame["ranks"]) / o)
-            syy, e_syy = (n ** 3 - frame["ties3"]) / 12, (n ** 3 - frame["e_ties3"]) / 12
+            syy, e_syy = score_rank_ss(n, frame["ties3"]), score_rank_ss(n, frame["e_ties3"])
             inv = (np.where(syy > 0, 1 / np.sqrt(frame["sxx"] * syy), 0.0)
                    - np.where(e_syy > 0, 1 / np.sqrt(frame["sxx"] * e_syy), 0.0))
             est = est + sign * np.where(g == 0, 0.0, -g * inv)
