@@ -47,7 +47,7 @@ def test_unknown_command_and_action(capsys):
     assert main(["frobnicate"]) == 2
     assert "expected one of" in capsys.readouterr().err
     assert main(["data", "explode"]) == 2
-    assert "['info', 'validate', 'make-synthetic']" in capsys.readouterr().err
+    assert "['info', 'validate', 'make-synthetic', 'from-labels']" in capsys.readouterr().err
     assert main([]) == 0 and "commands:" in capsys.readouterr().out
 
 

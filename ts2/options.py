@@ -22,8 +22,8 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class Option:
-    """What an option accepts: ``kind`` int | float | bool | choice | device | int_or_auto | names,
-    bounds, null.
+    """What an option accepts: ``kind`` int | float | bool | bool_or_folder | choice | device |
+    int_or_auto | names, bounds, null.
 
     ``names``: a list of names among ``choices`` (or among the keys of the ``"module:attr"``
     mapping ``choices_from``, resolved when checked), each once, at least ``min`` of them; a
@@ -56,11 +56,13 @@ class Option:
             null = " (or null)" if self.nullable else ""
             return f"a {self.what} among {list(self.names())} (a list{least}, each name once){null}"
         if self.kind == "choice":
-            text = "one of " + ", ".join(self.choices)
+            text = "one of " + ", ".join(self.names())
         elif self.kind == "device":
             text = "a device: cpu, cuda, cuda:N, mps or auto"
         elif self.kind == "bool":
             text = "true or false"
+        elif self.kind == "bool_or_folder":
+            text = "true, false or a folder"
         else:
             word = {"int": "an integer", "float": "a number", "int_or_auto": "auto or an integer"}[self.kind]
             lo = None if self.min is None else f"{'>' if self.min_exclusive else '>='} {_num(self.min)}"
@@ -77,8 +79,10 @@ class Option:
             return self.nullable
         if self.kind == "bool":
             return isinstance(value, bool)
+        if self.kind == "bool_or_folder":
+            return isinstance(value, bool) or (isinstance(value, str) and bool(value.strip()))
         if self.kind == "choice":
-            return isinstance(value, str) and value in self.choices
+            return isinstance(value, str) and value in self.names()
         if self.kind == "device":
             return isinstance(value, str) and _DEVICE.match(value) is not None
         if self.kind == "names":
@@ -176,10 +180,16 @@ OPTIONS: dict[str, Option] = {
     "max_questions": POSITIVE,
     "chunk_size": POSITIVE,
     "style": Option("choice", choices=("tifa", "dsg")),
+    # data from-labels (seg_data.labels): `images` is also make-synthetic's flag
+    "images": Option("bool_or_folder"),
+    "format": Option("choice", choices_from="seg_data.labels:FORMATS"),
+    "fail_below": Option("float", min=0, max=1, min_exclusive=True),
+    "min_raters": POSITIVE,
+    "subset_by": Option("choice", choices_from="seg_data.labels.build:SUBSET_BY"),
     # the options of the protocol group (protocol.tie_method=...) and the protocols list
     **_protocol_options(),
     # flags
-    **{k: FLAG for k in ("progress", "cache", "json", "check_images", "measure_flops", "list_metrics", "images",
+    **{k: FLAG for k in ("progress", "cache", "json", "check_images", "measure_flops", "list_metrics",
                          "retry_failed", "explorer")},
 }
 

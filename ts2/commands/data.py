@@ -1,4 +1,4 @@
-"""``ts2 data info | validate | make-synthetic``."""
+"""``ts2 data info | validate | make-synthetic | from-labels``."""
 
 from __future__ import annotations
 
@@ -125,10 +125,40 @@ def make_synthetic(cfg: DictConfig) -> int:
     if not cfg.out:
         log.error("expected out=DIR for make-synthetic, got none")
         return 2
+    if not isinstance(cfg.images, bool):
+        log.error("make-synthetic: expected images=true or false, got %r (a folder is from-labels' images=)", cfg.images)
+        return 2
     path = build(out=cfg.out, n_segs=int(cfg.n_segs), seed=int(cfg.seed), images=bool(cfg.images),
                  images_per_node=cfg.get("images_per_node"))
     sys.stdout.write(f"wrote {path}\n")
     return 0
 
 
-ACTIONS = {"info": info, "validate": validate, "make-synthetic": make_synthetic}
+def from_labels(cfg: DictConfig) -> int:
+    """SEGs from fine-grained human labels (seg_data.labels; the rule in docs/labels.md)."""
+    from seg_data.labels import LabelFormatError, LabelSettings
+    from seg_data.labels import from_labels as build
+
+    if not cfg.out:
+        log.error("expected out=DIR for from-labels (a new or empty folder), got none")
+        return 2
+    images = cfg.images
+    if images is True:
+        log.error("expected images=DIR for from-labels (the folder the label file's image paths are relative "
+                  "to), got none; images=false builds the structure only (no scoring)")
+        return 2
+    try:
+        settings = LabelSettings(fail_below=float(cfg.fail_below), min_raters=int(cfg.min_raters),
+                                 subset_by=str(cfg.subset_by))
+        ds, summary = build(str(cfg.format), cfg.labels, cfg.out, images=None if images is False else images,
+                            settings=settings)
+    except (LabelFormatError, FileExistsError, FileNotFoundError, ValueError, RuntimeError) as e:
+        log.error("%s", e)
+        return 2
+    for line in summary.lines():
+        sys.stdout.write(line + "\n")
+    sys.stdout.write(f"wrote {len(ds)} SEGs to {cfg.out} (use path={cfg.out} with any ts2 command)\n")
+    return 0
+
+
+ACTIONS = {"info": info, "validate": validate, "make-synthetic": make_synthetic, "from-labels": from_labels}

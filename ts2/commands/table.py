@@ -38,9 +38,11 @@ def register_command(name: str, command: Command) -> None:
 
 # Built-in commands. Each target is imported only when its command runs.
 for _name, _cmd in {
-    "data": Command("data", "ts2.commands.data:main", "dataset tools", ("info", "validate", "make-synthetic"),
+    "data": Command("data", "ts2.commands.data:main", "dataset tools",
+                    ("info", "validate", "make-synthetic", "from-labels"),
                     ("ts2 data info path=PATH/TO/ts2", "ts2 data validate path=my_segs.yaml check_images=true",
-                     "ts2 data make-synthetic out=DIR n_segs=10")),
+                     "ts2 data make-synthetic out=DIR n_segs=10",
+                     "ts2 data from-labels format=evalmuse labels=train_list.json images=DIR out=OUT")),
     "score": Command("score", "ts2.commands.score:main", "score a dataset's images with metrics", (),
                      ("ts2 score dataset=mini metric=geneval_shapes",
                       "ts2 score path=PATH/TO/ts2 metric=clipscore +metric@metrics.sig=siglip device=cuda"),
