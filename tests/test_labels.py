@@ -296,3 +296,29 @@ def test_label_record_is_the_common_form():
     ds, s = build_segs([r, LabelRecord(prompt="p", image="y.png", elements={"a (object)": (1.0, 1.0)})])
     assert ds["0"].nodes == ["0", "1"] and ds["0"].subset == "object"
     assert s.rater_pairwise_agreement == pytest.approx((2 + 2) / (6 + 2))  # 0-0 of x's 6 ordered pairs, y's 2
+
+
+def test_built_folder_scores_and_the_python_door_gives_the_same_segs(tmp_path, capsys):
+    from PIL import Image
+
+    import ts2
+
+    images = tmp_path / "imgs"
+    for r in FIXTURE:
+        (images / r["img_path"]).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (16, 16), (len(r["img_path"]) * 9 % 255, 0, 0)).save(images / r["img_path"])
+    labels = tmp_path / "train_list.json"
+    labels.write_text(json.dumps(FIXTURE))
+    ds, _ = ts2.from_labels("evalmuse", labels, tmp_path / "py", images=images)
+    out = tmp_path / "cli"
+    assert main(["data", "from-labels", f"labels={labels}", f"images={images}", f"out={out}"]) == 0
+    import yaml
+
+    py, cli = (yaml.safe_load((d / "dataset.yaml").read_text()) for d in (tmp_path / "py", out))
+    assert py["segs"] == cli["segs"] and py["name"] == "py" and cli["name"] == "cli"  # the same SEGs either way
+    assert main(["data", "validate", f"path={out}", "check_images=true"]) == 0
+    res = tmp_path / "scored"
+    assert main(["score", f"path={out}", "metric=random", f"output_dir={res}"]) == 0
+    scored = pd.read_csv(res / "scores.csv", dtype={"seg_id": str})
+    assert len(scored) == ds.n_images == 10 and scored["random"].notna().all()
+    assert set(zip(scored.seg_id, scored.node, strict=True)) == {(s.seg_id, n) for s in ds for n in s.nodes}

@@ -8,8 +8,8 @@ From Python (see docs/python.md)::
     a = ts2.analyze(scores, ds, bootstrap=200)                       # a.metametrics, a.compare("mine", "x")
     a.to_report("outputs/mine")                                      # what ts2 report writes
 
-``load_dataset``, ``load_metric``, ``score``, ``analyze``, ``report``, ``reproduce`` and ``human``
-are imported on first use (module ``__getattr__``), so ``import ts2`` loads neither torch nor
+``load_dataset``, ``load_metric``, ``score``, ``analyze``, ``report``, ``reproduce``, ``human`` and
+``from_labels`` (SEGs from fine-grained human labels, docs/labels.md) are imported on first use (module ``__getattr__``), so ``import ts2`` loads neither torch nor
 pandas nor Hydra.
 """
 
@@ -29,6 +29,7 @@ _API = {
     "report": "ts2.api",
     "reproduce": "ts2.api",
     "human": "ts2.api",
+    "from_labels": "seg_data.labels",
     "Analysis": "analysis.session",
     "Metric": "metrics_adapters.base",
     "SEGDataset": "seg_data.model",

@@ -120,6 +120,6 @@ def from_labels(format: str, labels: str | Path | None, out: str | Path, images:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for line in summary.lines():
-        log.info("%s", line)
+    for line in summary.lines():  # the command line prints these; a notebook has summary.lines()
+        log.debug("%s", line)
     return ds, summary
