@@ -94,18 +94,25 @@ def main(argv=None) -> int:
     model, proc = build_llava(cuda)
     loop_rate, loop_ans = run(model, proc, requests, 1, "off", a.new_tokens, device)
     rows = [("one question per generate (batch 1)", loop_rate, True)]
+
+    def save(partial: bool) -> None:  # after every row: a run stopped by its time limit keeps what it measured
+        if a.json:
+            Path(a.json).write_text(json.dumps({"rows": rows, "device": device, "images": n_img,
+                                                "questions": a.questions, "partial": partial}))
+
+    save(True)
     for bs in (8, 16):
         for mode in ("off", "auto"):
             rate, ans = run(model, proc, requests, bs, mode, a.new_tokens, device)
             rows.append((f"ts2 batch {bs}, prefix_cache={mode}", rate, ans == loop_ans))
+            save(True)
     kind = "LLaVA-1.5-7b sized, fp16" if cuda else "small LLaVA (ViT 224/14, 4+4 layers), fp32"
     print(f"chat-VLM VQA, {kind}, {device} ({torch.cuda.get_device_name() if cuda else 'CPU'}), torch "
           f"{torch.__version__}; {n_img} images x {a.questions} questions, {a.new_tokens} new tokens")
     print(f"{'what':<42} {'pairs/s':>9} {'vs loop':>8}  answers = loop")
     for name, r, same in rows:
         print(f"{name:<42} {r:>9.2f} {r / loop_rate:>7.1f}x  {same}")
-    if a.json:
-        Path(a.json).write_text(json.dumps({"rows": rows, "device": device}))
+    save(False)
     return 0
 
 

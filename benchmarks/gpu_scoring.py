@@ -42,6 +42,29 @@ def _timed(fn, n):
     return n / dt, out
 
 
+class _Rows(list):
+    """Rows that rewrite ``path`` (JSON) after every addition: a run stopped by its time limit on
+    a lent GPU still leaves every row it measured (benchmarks/gpu_all.sh)."""
+
+    def __init__(self, path: str | None, **extra):
+        super().__init__()
+        self.path, self.extra = path, extra
+
+    def save(self, **more) -> None:
+        self.extra.update(more)
+        if self.path:
+            Path(self.path).write_text(json.dumps({"rows": list(self), **self.extra, "partial": True}))
+
+    def append(self, row) -> None:
+        super().append(row)
+        self.save()
+
+    def __iadd__(self, rows):
+        for r in rows:
+            self.append(r)
+        return self
+
+
 def _sync(device):
     import torch
 
@@ -245,7 +268,7 @@ def main(argv=None) -> int:
     from metrics_adapters.embedding.clipscore import OpenCLIPScore
     from metrics_adapters.engine import EngineSettings
 
-    rows = []
+    rows = _Rows(a.json, device=device, arch=arch, n_images=n, image_size=size)
     with tempfile.TemporaryDirectory() as d:
         pairs = make_images(Path(d), n, 8, size)
         torch.manual_seed(0)
@@ -275,6 +298,7 @@ def main(argv=None) -> int:
                                num_workers=min(16, cores) if cuda else 2)
         rows.append(("ts2 engine tuned", engine(metric, pairs, tuned)[0]))
         fp_dev = max(abs(x - y) for x, y in zip(s32, sd, strict=True))
+        rows.save(fp_dev=fp_dev)
         qa_rows, qa_same = tifa_rows(device, pairs[: (1024 if cuda else 16)], not cuda, Path(d), EngineSettings)
     ceiling = min(ceil_model, ceil_decode)
     print(f"{arch} on {n} JPEGs of {size} px, {device} "

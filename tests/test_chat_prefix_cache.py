@@ -136,3 +136,31 @@ def test_unsupported_batches_are_refused(llava, images):
         shared_prefix_generate(llava.model, enc, ["a", "a"], pad_token_id=pad, max_new_tokens=2)
     with pytest.raises(PrefixUnsupported, match="expected only input_ids, attention_mask and pixel_values"):
         shared_prefix_generate(llava.model, {**enc, "image_sizes": torch.zeros(2, 2)}, ["a", "a"], pad_token_id=pad)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine); "
+                    "benchmarks/gpu_all.sh runs it on a lent one")
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_cuda_prefix_cache_answers_equal_plain_generate(images, tmp_path, dtype):
+    """On CUDA, ChatVQA with the shared prefix answers as plain generate does, one question at a
+    time (issue 48): the same check as on the CPU, with CUDA kernels and fp16 too."""
+    from qa_tiny import build_tiny_llava
+
+    from metrics_adapters.chat.local import TransformersChatModel
+    from metrics_adapters.qa.vqa import ChatVQA, VQARequest
+
+    path = build_tiny_llava(tmp_path / "tiny-llava-cuda", seed=3)
+    chat = TransformersChatModel(str(path), kind="vlm", max_new_tokens=3, system_prompt="Answer briefly.")
+    chat.load("cuda", dtype=dtype)
+
+    def backend(mode, bs):
+        vqa = ChatVQA(chat.model_name, max_new_tokens=3, batch_size=bs, system_prompt="Answer briefly.",
+                      prefix_cache=mode)
+        vqa.chat.model, vqa.chat.processor, vqa.chat.device = chat.model, chat.processor, "cuda"
+        vqa._net, vqa._proc, vqa.device = chat.model, chat.processor, "cuda"
+        return vqa
+
+    reqs = [VQARequest(q, image=im, image_id=f"img{i}") for i, im in enumerate(images) for q in QUESTIONS]
+    shared = backend("auto", 12).answer(reqs)
+    alone = backend("off", 1).answer(reqs)
+    assert shared == alone
