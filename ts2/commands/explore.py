@@ -25,13 +25,52 @@ from ts2.common import load_dataset, output_dir
 
 log = logging.getLogger(__name__)
 
-# Dataset loaders a run.json may name: only functions of seg_data are instantiated from a results folder.
-_TRUSTED_TARGET_PREFIX = "seg_data."
+def _recorded_loaders() -> dict[str, frozenset[str]]:
+    """Loader -> the arguments its config takes, from the ``dataset`` config group (conf/dataset/*.yaml):
+    the only datasets a ``run.json`` may name. Read as plain YAML, never composed or instantiated."""
+    from importlib.resources import files
+
+    import yaml
+
+    out = {}
+    for f in files("conf").joinpath("dataset").iterdir():
+        if f.name.endswith(".yaml"):
+            spec = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            out[str(spec["_target_"])] = frozenset(k for k in spec if k != "_target_")
+    return out
+
+
+def _scalar(v: object) -> bool:
+    # plain values only: a mapping could nest a _target_, a "${...}" string an interpolation
+    return v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and "${" not in v)
+
+
+def _dataset_from_record(ds: object, run: Path, roots: dict):
+    """The dataset a ``run.json`` names, rebuilt from the allow-list (:func:`_recorded_loaders`):
+    a known loader called with its known, plain arguments. Anything else is refused: a results
+    folder is data, and nothing read from it is instantiated or imported (docs/security.md)."""
+    from seg_data.resolve import resolve
+
+    loaders = _recorded_loaders()
+    target = ds.get("_target_") if isinstance(ds, dict) else None
+    if target not in loaders:
+        raise ValueError(f"{run}: expected a recorded dataset among {sorted(loaders)}, got {str(target)[:120]!r}; "
+                         "a results folder is data and is never run: give path=DIR or dataset=NAME")
+    args = {k: v for k, v in ds.items() if k != "_target_"}
+    bad = [k for k, v in args.items() if k not in loaders[target] or not _scalar(v)]
+    if bad:
+        raise ValueError(f"{run}: expected plain values for the arguments {sorted(loaders[target])} of {target}, "
+                         f"got {bad[0]!r} = {str(args[bad[0]])[:80]!r}; give path=DIR or dataset=NAME")
+    log.info("dataset: %s (from %s)", target, run)
+    module, _, name = target.rpartition(".")
+    return resolve(f"{module}:{name}")(**args, **roots)  # one of our own targets (the allow-list), not the file's
 
 
 def recorded_dataset(cfg: DictConfig, results: list[str]):
     """The dataset to draw: ``path=``/``dataset=`` when given, else the one the first result's
-    ``run.json`` recorded (its ``path``, or a ``seg_data`` loader with its arguments), else ``None``."""
+    ``run.json`` recorded (its ``path``, or a dataset of the ``dataset`` config group with plain
+    arguments), else ``None``. The record's ``image_roots`` are not honoured: only the command
+    line widens where images may be read from."""
     if cfg.get("path") or cfg.get("dataset") is not None:
         return load_dataset(cfg)
     for p in expand_result_paths(results):
@@ -39,13 +78,20 @@ def recorded_dataset(cfg: DictConfig, results: list[str]):
         if not run.is_file():
             continue
         conf = read_run_record(run).raw.get("config") or {}
+        if not isinstance(conf, dict):
+            continue
+        if conf.get("image_roots"):
+            log.warning("%s: the recorded image_roots are not used (a results folder does not widen where images "
+                        "are read from); give image_roots=... and path=... to allow them", run)
         if conf.get("path"):
+            if not isinstance(conf["path"], str):
+                raise ValueError(f"{run}: expected the recorded path to be text, got {type(conf['path']).__name__}")
             log.info("dataset: %s (from %s)", conf["path"], run)
-            return load_dataset(OmegaConf.create({"path": conf["path"], "image_roots": conf.get("image_roots")}))
-        ds = conf.get("dataset")
-        if isinstance(ds, dict) and str(ds.get("_target_", "")).startswith(_TRUSTED_TARGET_PREFIX):
-            log.info("dataset: %s (from %s)", ds["_target_"], run)
-            return load_dataset(OmegaConf.create({"dataset": ds, "image_roots": conf.get("image_roots")}))
+            return load_dataset(OmegaConf.create({"path": conf["path"], "image_roots": cfg.get("image_roots")}))
+        if conf.get("dataset") is not None:
+            roots = cfg.get("image_roots")
+            return _dataset_from_record(conf["dataset"], run, {} if not roots else {
+                "image_roots": [roots] if isinstance(roots, str) else [str(r) for r in roots]})
     log.info("no dataset given or recorded: SEGs from the score table's node labels (give path= for prompts, "
              "node errors and images)")
     return None
