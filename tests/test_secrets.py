@@ -258,3 +258,36 @@ def test_short_placeholder_keys_do_not_garble_the_logs(monkeypatch, caplog):
     assert "the queue is EMPTY" in caplog.text
     c = ChatClient("http://127.0.0.1:9/v1", "m", api_key_env=ENV)
     assert c._quote("key EMPTY echoed") == "key *** echoed"  # the client still masks its own key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["typed", "environment"])
+def test_a_key_in_a_url_query_never_lands_on_disk(mini_env, capfd, monkeypatch, how):
+    """Issue 42: ``?api-key=KEY`` (as Azure and proxies take it), typed or from ``${oc.env:...}``, is
+    refused before any request, and no file written (cache, run.json, .hydra/*.yaml, logs) and no
+    output holds any piece of it."""
+    with FakeChatServer(lambda req, n: ("ok", '{"score": 5, "reason": "ok"}', 1, 1)) as srv:
+        url = f"{srv.url}?api-version=2024-06-01&api-key={KEY}"
+        if how == "environment":
+            monkeypatch.setenv("JUDGE_URL", url)
+            url = "${oc.env:JUDGE_URL}"
+        rc = _score(mini_env, url)
+        cap = capfd.readouterr()
+        assert rc != 0 and "without credentials" in cap.err
+        assert srv.requests == []
+        _assert_no_key_written(mini_env, cap)
+
+
+@pytest.mark.parametrize("url, masked", [
+    ("https://h.azure.com/openai?api-version=1&api-key=SECRETKEY123", "https://h.azure.com/openai?api-version=1&api-key=***"),
+    ("http://u:SECRETKEY123@h/v1?token=abc", "http://***@h/v1?token=***"),
+    ("https://h/v1?sig=zzz&x=1", "https://h/v1?sig=***&x=1"),
+])
+def test_credentials_in_urls_are_found_and_masked(url, masked):
+    from metrics_adapters.api.secrets import has_url_credentials, mask_url_credentials
+
+    assert has_url_credentials(url) and mask_url_credentials(url) == masked
+    with pytest.raises(ValueError, match="without credentials") as e:
+        check_base_url(url)
+    assert "SECRETKEY123" not in str(e.value) and "zzz" not in str(e.value)
+    assert not has_url_credentials("https://h/v1?api-version=2024-06-01&model=gpt")

@@ -51,14 +51,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ts2 {name}: unknown action {rest[0]!r}; expected one of {list(cmd.actions)}", file=sys.stderr)
             return 2
         overrides = [f"action={rest[0]}", *rest[1:]]
-    if any("@" in o for o in overrides):
+    if any("://" in o for o in overrides):
         # Before Hydra writes the overrides to .hydra/*.yaml and echoes them in its errors.
         from metrics_adapters.api.secrets import has_url_credentials
 
         bad = [o.partition("=")[0] for o in overrides if has_url_credentials(o)]
         if bad:
-            print(f"ts2 {name}: expected URLs without credentials, got user:password@ in {bad}; put an API key "
-                  "in an environment variable and name it with api_key_env (see docs/security.md)", file=sys.stderr)
+            print(f"ts2 {name}: expected URLs without credentials, got user:password@ or a key-like query parameter "
+                  f"(api-key=, token=, sig=, ...) in {bad}; put an API key in an environment variable and name it "
+                  "with api_key_env (see docs/security.md)", file=sys.stderr)
             return 2
     return run_hydra(cmd, overrides, prog=f"ts2 {name}")
 

@@ -5,8 +5,9 @@ Every API key ts2 holds passes through here:
 - :func:`read_api_key` reads it from the environment and validates it (printable ASCII, no
   control characters); a bad key is refused with a message that names the variable and the
   position of the bad character, never the key;
-- :func:`check_base_url` refuses credentials in an endpoint URL (``http://user:KEY@host``):
-  the URL is part of fingerprints, ``run.json`` and the caches;
+- :func:`check_base_url` refuses credentials in an endpoint URL (``http://user:KEY@host``, or a
+  query parameter named like a key: ``?api-key=KEY``, ``&token=``, ``&sig=``): the URL is part
+  of fingerprints, ``run.json``, the caches and Hydra's ``.hydra/*.yaml``;
 - :func:`scrub` masks a secret, and every piece of it of :data:`MIN_PIECE` or more characters
   (so a key a server echoes cut short, or cut by our own truncation, is masked too);
   :func:`quote` scrubs a server body in full *before* cutting it to a length;
@@ -33,7 +34,7 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 __all__ = ["InvalidAPIKeyError", "MissingAPIKeyError", "read_api_key", "check_base_url", "has_url_credentials",
-           "scrub", "quote",
+           "url_credential_params", "mask_url_credentials", "scrub", "quote",
            "register_secret", "registered_secrets", "SecretFilter", "MIN_PIECE", "MASK"]
 
 MIN_PIECE = 8   # pieces of a key this long or longer are masked wherever they appear
@@ -101,6 +102,13 @@ def check_base_url(url: str) -> str:
         raise ValueError("expected a base_url such as 'http://127.0.0.1:8000/v1', got an empty value")
     url = str(url).strip()
     parts = urlsplit(url)
+    params = url_credential_params(url)
+    if params:
+        for _, value in params:
+            register_secret(value)
+        raise ValueError(f"expected a base_url without credentials, got {mask_url_credentials(url)!r} (a key in the "
+                         f"query parameter {params[0][0]!r}); put the API key in an environment variable and name it "
+                         "with api_key_env")
     if "@" in parts.netloc or has_url_credentials(url):
         host = parts.netloc.rsplit("@", 1)[1]
         for piece in parts.netloc.rsplit("@", 1)[0].split(":"):
@@ -117,8 +125,46 @@ def check_base_url(url: str) -> str:
 _USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@?#]*@")
 
 
+# A query parameter whose name says it carries a credential (Azure's api-key, a SAS sig, tokens...);
+# api-version and the like pass.
+_KEY_PARAM = re.compile(r"(?i)key|token|secret|passw|pwd|sig|auth|credential")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
+
+
+def url_credential_params(text: str) -> list[tuple[str, str]]:
+    """``(name, value)`` of every non-empty query parameter named like a credential in the URLs of ``text``.
+
+    Examples
+    --------
+    >>> url_credential_params("base_url=https://x.azure.com/v1?api-version=2024-06&api-key=abc123")
+    [('api-key', 'abc123')]
+    """
+    from urllib.parse import parse_qsl
+
+    out = []
+    for url in _URL.findall(str(text)):
+        query = urlsplit(url).query
+        out += [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if v and _KEY_PARAM.search(k)]
+    return out
+
+
+def mask_url_credentials(text: str) -> str:
+    """``text`` with userinfo and credential query values of its URLs replaced by ``***``.
+
+    Examples
+    --------
+    >>> mask_url_credentials("http://u:pw@host/v1?api-key=abc&api-version=1")
+    'http://***@host/v1?api-key=***&api-version=1'
+    """
+    text = _USERINFO.sub(lambda m: m.group(0).split("//", 1)[0] + "//***@", str(text))
+    for name, value in url_credential_params(text):
+        text = re.sub(rf"([?&;]{re.escape(name)}=){re.escape(value)}", rf"\g<1>{MASK}", text)
+    return text
+
+
 def has_url_credentials(text: str) -> bool:
-    """Whether ``text`` holds a URL with userinfo (``scheme://user:password@host``).
+    """Whether ``text`` holds a URL with userinfo (``scheme://user:password@host``) or a query
+    parameter named like a credential (``?api-key=...``, ``&token=...``).
 
     The command line checks its overrides with this before Hydra records them in
     ``.hydra/overrides.yaml`` and ``config.yaml``.
@@ -127,8 +173,10 @@ def has_url_credentials(text: str) -> bool:
     --------
     >>> has_url_credentials("metric.vqa.base_url=http://u:k@host/v1"), has_url_credentials("x=http://host/v1")
     (True, False)
+    >>> has_url_credentials("x=https://h/v1?api-version=2024-06"), has_url_credentials("x=https://h/v1?api-key=K")
+    (False, True)
     """
-    return bool(_USERINFO.search(str(text)))
+    return bool(_USERINFO.search(str(text))) or bool(url_credential_params(text))
 
 
 def register_secret(secret: str | None) -> None:
