@@ -215,6 +215,35 @@ def failure_notes(inputs: AnalysisInputs, protocol: Protocol) -> tuple[str, ...]
                  for m, n in inputs.failure_counts().items())
 
 
+def missing_score_notes(inputs: AnalysisInputs, protocol: Protocol, seg_ids: Sequence[str], walk_seg: np.ndarray,
+                        walk_values: np.ndarray, seg_values: np.ndarray) -> tuple[str, ...]:
+    """One line per metric with missing scores under ``protocol``: how many of the analysed SEGs'
+    images have no score (a blank cell, a failure code read as missing, or no row), in how many
+    SEGs, and how many walks and SEGs are left without a value (so a drop in the SEG count is
+    never silent).
+
+    ``walk_values`` is ``(metric, meta_metric, walk)``, ``seg_values`` ``(metric, meta_metric, seg)``;
+    a walk or SEG counts as without a value when every meta-metric is NaN there.
+    """
+    kept = set(seg_ids)
+    segs = [s for s in inputs.structure.segs if s.seg_id in kept]
+    n_images = [s.seg.n_images for s in segs]  # every image, scored or not (no row: no score)
+    rows = [np.concatenate(s.rows) if s.rows else np.zeros(0, dtype=np.int64) for s in segs]
+    walk_dead = np.isnan(walk_values).all(axis=1) if walk_values.size else np.zeros((len(inputs.metrics), 0), bool)
+    seg_dead = np.isnan(seg_values).all(axis=1) if seg_values.size else np.zeros((len(inputs.metrics), 0), bool)
+    n_cells = int(sum(n_images))
+    out = []
+    for m, name in enumerate(inputs.metrics):
+        missing = [n - int(np.isfinite(inputs.scores[r, m]).sum()) for n, r in zip(n_images, rows, strict=True)]
+        n_missing = int(sum(missing))
+        if not n_missing:
+            continue
+        out.append(f"protocol {protocol.name}: {name}: {n_missing} of {n_cells} images without a score, in "
+                   f"{sum(k > 0 for k in missing)} of {len(segs)} SEGs; {int(walk_dead[m].sum())} of "
+                   f"{len(walk_seg)} walks and {int(seg_dead[m].sum())} SEGs left without a value")
+    return tuple(out)
+
+
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
                  seed: int = 0, confidence: float = 0.95, chance: int = 0,
                  ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
@@ -285,8 +314,9 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
                                sorted(inputs.lower_is_better), n_perm=int(chance), seed=seed, confidence=confidence,
                                progress=progress, observed=(wv, nv))
+    missing = missing_score_notes(inputs, protocol, seg_ids, wt.walk_seg, wv, sv.values)  # the commands print notes
     return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded,
-                          notes, fail_notes)
+                          missing + notes, fail_notes)
 
 
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,

@@ -217,7 +217,9 @@ class NodeStats:
         d = np.zeros(cum.shape[:2] + (Q, Q))
         if len(i):
             nn = n.astype(dtype)[..., None]
-            cross = np.abs(cum[:, :, i] * nn[:, :, j] - cum[:, :, j] * nn[:, :, i]).max(axis=-1)
+            # initial=0: a batch of SEGs without any valid score (unscored SEGs of a partial table) has
+            # no score positions at all; its pools are empty and masked to 0 below
+            cross = np.abs(cum[:, :, i] * nn[:, :, j] - cum[:, :, j] * nn[:, :, i]).max(axis=-1, initial=0)
             with np.errstate(invalid="ignore", divide="ignore"):
                 dij = cross / (n[:, :, i] * n[:, :, j])
             d[:, :, i, j] = dij

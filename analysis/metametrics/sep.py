@@ -57,7 +57,7 @@ def sep_walks(stats: WalkStats, pairs: str = "all", degenerate: str = "zero") ->
         n = stats.count.astype(stats.count_dtype)
         cross = np.empty((stats.shape[0], len(a)), dtype=stats.count_dtype)
         for p, (i, j) in enumerate(zip(a, b, strict=True)):
-            cross[:, p] = np.abs(le[i] * n[:, j, None] - le[j] * n[:, i, None]).max(axis=1)
+            cross[:, p] = np.abs(le[i] * n[:, j, None] - le[j] * n[:, i, None]).max(axis=1, initial=0)
         with np.errstate(invalid="ignore", divide="ignore"):
             d = cross.astype(float) / (stats.count[:, a] * stats.count[:, b])
         ok = b[None, :] < stats.n_slots[:, None]
