@@ -77,3 +77,21 @@ def test_recorded_image_roots_are_not_honoured(tmp_path, capsys):
     (run / "run.json").write_text(json.dumps({"config": {"path": str(release), "image_roots": ["/"]}}))
     assert main(["explore", f"results={run}", f"out={tmp_path / 'e.html'}", "images=false"]) == 0
     assert "recorded image_roots are not used" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["scores.csv", "explorer.html", "new.html"])
+def test_explore_out_never_writes_into_a_result_set(tmp_path, capsys, name):
+    """Issue 42 (losses): out= into a folder of a complete run is refused, nothing there changes."""
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "metadata.csv").write_text(META)
+    (tmp_path / "s.csv").write_text(SCORES)
+    run = tmp_path / "run"  # a complete result set, as ts2 analyze writes it
+    assert main(["analyze", f"scores={tmp_path / 's.csv'}", f"path={release}", f"output_dir={run}", "bootstrap=0",
+                 "chance=0"]) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    rc = main(["explore", f"results={run}", f"out={run / name}", "images=false"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "expected out= outside every result set" in err and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
