@@ -48,8 +48,26 @@ class ReportFigure:
     section: str
 
 
+SAFE_NAME_MAX = 40  # characters of a name kept in a figure's file name (a 300-character SEG id: ENAMETOOLONG)
+
+
 def _safe(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(s))
+    """A name as part of a file name: letters, digits, ``_.-`` only, at most :data:`SAFE_NAME_MAX`
+    of them; a name that had to be changed gets a short hash of itself, so two names that sanitise
+    alike (``a/b`` and ``a_b``) never share a file.
+
+    Examples
+    --------
+    >>> _safe("clipscore"), _safe("a_b"), _safe("a/b")
+    ('clipscore', 'a_b', 'a_b-3ec69c85')
+    """
+    text = str(s)
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+    if safe == text and len(safe) <= SAFE_NAME_MAX:
+        return safe
+    import hashlib
+
+    return f"{safe[:SAFE_NAME_MAX]}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
 
 
 def pareto_table(metametrics: pd.DataFrame, flops: Mapping[str, float], roles: Mapping[str, str]) -> pd.DataFrame:

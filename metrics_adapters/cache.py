@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import sqlite3
 import stat
@@ -166,14 +167,29 @@ class ScoreCache:
     # -- scores ------------------------------------------------------------------------------------
     @_locked
     def get_many(self, key: str, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple[tuple[float, ...], bool]]:
-        """Cached ``(scores, truncated)`` for each ``(image_key, prompt)`` found."""
+        """Cached ``(scores, truncated)`` for each ``(image_key, prompt)`` found.
+
+        A stored row that is not all finite numbers (the engine never stores one: a non-finite score
+        is a failure) is not served: it is scored again, and a warning says how many were skipped.
+        """
         out = {}
+        bad = 0
         cur = self._db.cursor()
         for image_key, prompt in pairs:
             row = cur.execute("SELECT scores, truncated FROM scores WHERE key=? AND image_key=? AND prompt=?",
                               (key, image_key, prompt)).fetchone()
             if row is not None:
-                out[(image_key, prompt)] = (tuple(float(x) for x in json.loads(row[0])), bool(row[1]))
+                try:
+                    scores = tuple(float(x) for x in json.loads(row[0]))
+                except (TypeError, ValueError):
+                    scores = (math.nan,)
+                if not all(math.isfinite(v) for v in scores):
+                    bad += 1
+                    continue
+                out[(image_key, prompt)] = (scores, bool(row[1]))
+        if bad:
+            log.warning("score cache %s: %d cached row(s) of key %s hold a score that is not a finite number; "
+                        "not used, scored again", self.path, bad, key[:12])
         return out
 
     @_locked

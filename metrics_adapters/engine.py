@@ -246,6 +246,24 @@ def _update_flops(metric: Metric, cache: ScoreCache, plan: Plan, work: Work) -> 
         cache.set_flops(plan.key, work.flops_est)
 
 
+def check_column_names(metric: Metric) -> None:
+    """Refuse a metric whose score column would replace a key or info column of ``scores.csv``
+    (``seg_id``, ``node``, ``file_name``, ``image_path``, ``prompt``, ``subset``).
+
+    Raises
+    ------
+    ValueError
+        Naming the metric and the reserved column.
+    """
+    from seg_data.results import BASE_COLUMNS, KEY_COLUMNS
+
+    reserved = set(BASE_COLUMNS) | set(KEY_COLUMNS)
+    taken = [c for c in (metric.name, *metric.output_columns()) if c in reserved]
+    if taken:
+        raise ValueError(f"{metric.name}: expected score column names other than the reserved {sorted(reserved)}, "
+                         f"got {taken[0]!r}; choose another name")
+
+
 def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache | None = None,
                  settings: EngineSettings | None = None, unload: bool = True) -> MetricRun:
     """Score ``items`` with ``metric`` (see the module docstring).
@@ -280,6 +298,7 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
         fails the metric's items instead).
     """
     settings = settings or EngineSettings()
+    check_column_names(metric)
     t_start = time.perf_counter()
     own_cache = cache is None
     cache = cache if cache is not None else ScoreCache(None)

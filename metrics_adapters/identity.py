@@ -118,16 +118,91 @@ def callable_identity(fn: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     target = fn
     if isinstance(target, functools.partial):
-        out["partial"] = repr((target.args, sorted(target.keywords.items())))
+        # contents, not repr: numpy abbreviates a large array's repr, so two arrays would share a key
+        out["partial"] = value_digest((target.args, sorted(target.keywords.items())))
         target = target.func
     target = getattr(target, "__func__", target)  # a bound method: its function
     if not (inspect.isfunction(target) or inspect.isclass(target)):
         target = type(target)  # a callable object: the class that defines __call__
     out["function"] = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', repr(target))}"
     h = source_hash(target)
-    if h is None:
+    body = function_body_hash(target)
+    if h is None and body is None:
         log.warning("no source found for %s: the score cache cannot notice edits to it; pass a new `version` "
                     "when you change what it computes", out["function"])
-        h = "unknown"
-    out["source"] = h
+    out["source"] = "unknown" if h is None else h
+    if body is not None:
+        # the module file's hash misses a function redefined in the same file with a new body
+        out["body"] = body
     return out
+
+
+def function_body_hash(fn: Any) -> str | None:
+    """Hash of a function's own code: its compiled body (bytecode, constants, names, recursively
+    through nested code objects) and its closure's values. None for a class or where there is
+    no ``__code__``.
+
+    Two definitions of one name in one file (a notebook cell run again with a new body) differ
+    here although their module's file hash is the same.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    h = hashlib.sha256()
+
+    def feed(c) -> None:
+        h.update(c.co_code)
+        h.update(repr(c.co_names).encode())
+        for k in c.co_consts:
+            feed(k) if inspect.iscode(k) else h.update(value_digest(k).encode())
+
+    feed(code)
+    cells = getattr(fn, "__closure__", None) or ()
+    for cell in cells:
+        try:
+            h.update(value_digest(cell.cell_contents).encode())
+        except ValueError:  # an empty cell (a name not yet bound)
+            h.update(b"<empty>")
+    return h.hexdigest()[:16]
+
+
+def value_digest(value: Any) -> str:
+    """A stable digest of a value for a cache key: arrays by dtype, shape and bytes; containers
+    element by element; everything else by ``repr``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a, b = np.zeros(5000), np.zeros(5000)
+    >>> b[2500] = 1
+    >>> repr(a) == repr(b), value_digest(a) == value_digest(b)
+    (True, False)
+    """
+    h = hashlib.sha256()
+
+    def feed(v: Any) -> None:
+        if hasattr(v, "__array__") and hasattr(v, "dtype") and hasattr(v, "shape"):
+            import numpy as np
+
+            arr = np.ascontiguousarray(np.asarray(v))
+            h.update(f"array:{arr.dtype.str}:{arr.shape}:".encode())
+            h.update(arr.tobytes() if arr.dtype != object else repr(arr.tolist()).encode())
+        elif isinstance(v, (list, tuple)):
+            h.update(f"{type(v).__name__}[{len(v)}](".encode())
+            for x in v:
+                feed(x)
+            h.update(b")")
+        elif isinstance(v, dict):
+            h.update(f"dict[{len(v)}](".encode())
+            for k in sorted(v, key=repr):
+                feed(k)
+                feed(v[k])
+            h.update(b")")
+        else:
+            r = repr(v)
+            if " at 0x" in r:  # an object's default repr holds its address: differs between processes
+                r = f"<{type(v).__module__}.{type(v).__qualname__}>"
+            h.update(r.encode())
+
+    feed(value)
+    return h.hexdigest()[:16]
