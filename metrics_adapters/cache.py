@@ -47,11 +47,10 @@ SCHEMA_VERSION = "1"
 
 
 def default_cache_dir() -> Path:
-    """``$TS2_CACHE_DIR``, else ``$XDG_CACHE_HOME/ts2``, else ``~/.cache/ts2``."""
-    if os.environ.get("TS2_CACHE_DIR"):
-        return Path(os.environ["TS2_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "ts2"
+    """``$TS2_CACHE_DIR``, else ``$XDG_CACHE_HOME/ts2``, else ``~/.cache/ts2`` (:func:`seg_data.paths.cache_root`)."""
+    from seg_data.paths import cache_root
+
+    return cache_root()
 
 
 @dataclass(frozen=True)
@@ -107,19 +106,50 @@ class ScoreCache:
     """
 
     def __init__(self, path: str | Path | None, timeout: float = 60.0) -> None:
-        from .sqlite_store import open_store
+        from .sqlite_store import SET_ASIDE_HINT, open_store
 
         self.in_memory = path is None or str(path) == ":memory:"
         self._db, self.path = open_store(path, _SCHEMA, SCHEMA_VERSION, "ts2 score cache", timeout=timeout,
-                                         check_same_thread=False)
+                                         check_same_thread=False, fix=SET_ASIDE_HINT)
+        self._migrate()
         self._lock = threading.RLock()
         self._read_only = False
         self._registered: dict[str, tuple[str, str]] = {}  # key -> (name, fingerprint JSON) of this process
 
+    def _migrate(self) -> None:
+        """Bring a cache of an older layout of schema 1 up to date: caches written before prompt
+        truncation was recorded have no ``truncated`` column (``no such column: truncated``)."""
+        from .sqlite_store import SET_ASIDE_HINT, StoreUnreadableError
+
+        try:
+            cols = {r[1] for r in self._db.execute("PRAGMA table_info(scores)")}
+            if "truncated" not in cols:
+                with self._db:
+                    self._db.execute("ALTER TABLE scores ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0")
+                log.info("score cache %s: added the column 'truncated' of the current layout", self.path)
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            raise StoreUnreadableError(self.path, f"{self.path}: expected a ts2 score cache, could not update its "
+                                       f"layout: {e}; {SET_ASIDE_HINT}") from e
+
     @classmethod
     def at(cls, cache_dir: str | Path | None = None, **kw) -> ScoreCache:
-        """The cache file inside ``cache_dir`` (default :func:`default_cache_dir`)."""
+        """The cache file inside ``cache_dir`` (default :func:`default_cache_dir`).
+
+        Raises
+        ------
+        StoreUnavailableError
+            ``cache_dir`` is a file (the message of :func:`seg_data.paths.check_cache_folder`).
+        """
+        from seg_data.paths import check_cache_folder
+
+        from .sqlite_store import StoreUnavailableError
+
         d = default_cache_dir() if cache_dir in (None, "") else Path(cache_dir).expanduser()
+        try:
+            check_cache_folder(d)
+        except NotADirectoryError as e:
+            raise StoreUnavailableError(e.strerror) from e
         return cls(d / CACHE_FILE, **kw)
 
     # -- fingerprints ------------------------------------------------------------------------------
@@ -315,7 +345,14 @@ class ScoreCache:
 
 def open_cache(enabled: bool = True, cache_dir: str | Path | None = None) -> ScoreCache:
     """The score cache in ``cache_dir`` (None: :func:`default_cache_dir`), or an in-memory one:
-    when ``enabled`` is false, or, with a warning, when the folder is read-only or full."""
+    when ``enabled`` is false, or, with a warning, when the folder is read-only or full.
+
+    Raises
+    ------
+    metrics_adapters.sqlite_store.StoreUnreadableError
+        The cache file is not SQLite, is damaged, or has another schema: the run stops (fails
+        closed) with the file named and the fix (``ts2 cache clear`` sets it aside).
+    """
     from .sqlite_store import StoreUnavailableError
 
     if not enabled:

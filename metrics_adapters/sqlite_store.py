@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-__all__ = ["open_store", "StoreUnavailableError"]
+__all__ = ["open_store", "StoreUnavailableError", "StoreUnreadableError", "set_aside", "SET_ASIDE_HINT"]
 
 
 class StoreUnavailableError(RuntimeError):
@@ -21,7 +21,8 @@ class StoreUnavailableError(RuntimeError):
 
 
 def open_store(path: str | Path | None, schema: str, version: str, what: str, timeout: float = 60.0,
-               check_same_thread: bool = True) -> tuple[sqlite3.Connection, str]:
+               check_same_thread: bool = True,
+               fix: str = "rename or remove the file, or use cache_dir=... elsewhere") -> tuple[sqlite3.Connection, str]:
     """Open (creating if needed) the SQLite file at ``path`` (``None``/``":memory:"``: in memory).
 
     ``schema`` is a script of ``CREATE TABLE IF NOT EXISTS`` statements that includes a table
@@ -36,9 +37,9 @@ def open_store(path: str | Path | None, schema: str, version: str, what: str, ti
     ------
     StoreUnavailableError
         The folder or file cannot be created or written (read-only, full, permissions).
-    RuntimeError
-        The file is not a SQLite database, or was written with another schema version; the
-        message names the file and ``what`` it should have been.
+    StoreUnreadableError
+        The file is not a SQLite database, is damaged, or was written with another schema
+        version; the message names the file, ``what`` it should have been and ``fix``.
     """
     in_memory = path is None or str(path) == ":memory:"
     spath = ":memory:" if in_memory else str(Path(path).expanduser())
@@ -65,11 +66,40 @@ def open_store(path: str | Path | None, schema: str, version: str, what: str, ti
             raise RuntimeError(f"{spath}: the {what} stayed locked by another process for {timeout:.0f} s: {e}") from e
         raise StoreUnavailableError(f"{spath}: cannot open the {what} for writing ({e}); check that the folder "
                                     "is writable and has free space, or use cache_dir=... (or cache=false)") from e
-    except sqlite3.DatabaseError as e:
-        raise RuntimeError(f"{spath}: expected a {what} (SQLite), could not open it: {e}; "
-                           "remove the file or use cache_dir=... to start a new one") from e
+    except sqlite3.DatabaseError as e:  # not SQLite, or a damaged file ("database disk image is malformed")
+        raise StoreUnreadableError(spath, f"{spath}: expected a {what} (SQLite), could not read it: {e}; "
+                                   f"{fix}") from e
     if ver != version:
         db.close()
-        raise RuntimeError(f"{spath}: expected {what} schema {version}, got {ver}; "
-                           "run `ts2 cache clear` or point cache_dir elsewhere")
+        raise StoreUnreadableError(spath, f"{spath}: expected {what} schema {version}, got {ver} (written by "
+                                   f"{'a newer' if str(ver) > str(version) else 'another'} ts2); {fix}")
     return db, spath
+
+
+SET_ASIDE_HINT = "`ts2 cache clear` sets it aside and starts a new one (or use cache_dir=... elsewhere)"
+
+
+class StoreUnreadableError(RuntimeError):
+    """A store file that is not SQLite, is damaged, or has another schema version; ``.path`` names it."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def set_aside(path: str | Path) -> Path:
+    """Rename an unreadable store file (and its ``-wal``/``-shm`` companions) to
+    ``<name>.unreadable-<UTC time>`` beside it, so a new store can be made; nothing is deleted.
+
+    Returns the new path of the main file.
+    """
+    import time
+
+    p = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = p.with_name(f"{p.name}.unreadable-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        src = Path(str(p) + suffix)
+        if src.exists():
+            src.rename(Path(str(target) + suffix))
+    return target

@@ -18,7 +18,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["ImageRoots", "UnsafePathError"]
+__all__ = ["ImageRoots", "UnsafePathError", "cache_root", "check_cache_folder"]
 
 
 class UnsafePathError(ValueError):
@@ -66,3 +66,30 @@ class ImageRoots:
         if parent is None:
             parent = self._dirs[folder] = Path(folder or os.sep)
         return parent / name
+
+
+def cache_root() -> Path:
+    """Where ts2 keeps what it can rebuild (the generated mini set, the score and QA caches):
+    ``$TS2_CACHE_DIR``, else ``$XDG_CACHE_HOME/ts2``, else ``~/.cache/ts2``. The one definition."""
+    if os.environ.get("TS2_CACHE_DIR"):
+        return Path(os.environ["TS2_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "ts2"
+
+
+def check_cache_folder(folder: str | Path) -> Path:
+    """``folder`` when it is a folder or does not exist yet.
+
+    Raises
+    ------
+    NotADirectoryError
+        It exists and is not a folder (``TS2_CACHE_DIR`` pointing at a file): one message for
+        every cache (the mini set, the score cache, the QA cache).
+    """
+    import errno
+
+    p = Path(folder)
+    if p.exists() and not p.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"expected a folder for ts2's caches at {p} (TS2_CACHE_DIR, "
+                                 "cache_dir=), got a file; point it at a folder", str(p))
+    return p

@@ -331,14 +331,17 @@ def generator_tag() -> str:
 def mini_cache_dir(n_segs: int = 30, seed: int = 0, cache_dir: str | Path | None = None) -> Path:
     """Folder of the cached mini set: ``<root>/mini-<n>-<seed>-<generator tag>``.
 
-    ``root`` is ``cache_dir`` if given, else ``$TS2_CACHE_DIR``, else ``~/.cache/ts2``.
+    ``root`` is ``cache_dir`` if given, else :func:`seg_data.paths.cache_root` (``$TS2_CACHE_DIR``,
+    ``$XDG_CACHE_HOME/ts2`` or ``~/.cache/ts2``).
+
+    Raises
+    ------
+    NotADirectoryError
+        ``root`` is a file (:func:`seg_data.paths.check_cache_folder`).
     """
-    if cache_dir is not None:
-        root = Path(cache_dir).expanduser()
-    elif os.environ.get("TS2_CACHE_DIR"):
-        root = Path(os.environ["TS2_CACHE_DIR"]).expanduser()
-    else:
-        root = Path.home() / ".cache" / "ts2"
+    from .paths import cache_root, check_cache_folder
+
+    root = check_cache_folder(Path(cache_dir).expanduser() if cache_dir is not None else cache_root())
     return root / f"mini-{int(n_segs)}-{int(seed)}-{generator_tag()}"
 
 

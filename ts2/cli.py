@@ -141,6 +141,11 @@ def error_line(prog: str, exc: BaseException, output_dir: object = None,
 
     if isinstance(exc, KeyboardInterrupt):
         return f"{prog}: interrupted" + ("; nothing written" if nothing_written else ""), 130
+    if isinstance(exc, RuntimeError):
+        from metrics_adapters.sqlite_store import StoreUnreadableError
+
+        if isinstance(exc, StoreUnreadableError):  # a damaged cache: its message names the file and the fix
+            return f"{prog}: {exc}", 2
     if isinstance(exc, ModuleNotFoundError):
         from metrics_adapters.extras import MissingExtraError
 

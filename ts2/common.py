@@ -30,7 +30,16 @@ def load_dataset(cfg: DictConfig, check_images: bool | None = None):
     extra = {} if roots is None else {"image_roots": [roots] if isinstance(roots, str) else [str(r) for r in roots]}
     if cfg.get("path"):
         return load_path(cfg.path, check_images=check, **extra)
-    return instantiate(cfg.dataset, check_images=check, **extra)
+    from hydra.errors import InstantiationException
+
+    try:
+        return instantiate(cfg.dataset, check_images=check, **extra)
+    except InstantiationException as e:
+        # The loader's own error (a missing file, a cache folder that is a file, ...), not Hydra's
+        # wrapper, which ends in "full_key: dataset" and hides the message from the one-line report.
+        if e.__cause__ is not None:
+            raise e.__cause__ from None
+        raise
 
 
 def check_output_dir(path: str | Path, min_free_bytes: int = MIN_FREE_BYTES) -> Path:

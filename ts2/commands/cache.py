@@ -17,11 +17,19 @@ log = logging.getLogger(__name__)
 
 def main(cfg: DictConfig) -> int:
     from metrics_adapters.cache import ScoreCache
-    from metrics_adapters.sqlite_store import StoreUnavailableError
+    from metrics_adapters.sqlite_store import StoreUnavailableError, StoreUnreadableError, set_aside
 
     try:
         cache = ScoreCache.at(cfg.get("cache_dir"))
-    except (StoreUnavailableError, RuntimeError) as e:  # not a folder, read-only, not a ts2 cache
+    except StoreUnreadableError as e:  # not SQLite, damaged, another schema: clear always works
+        if cfg.action != "clear":
+            log.error("ts2 cache: %s", e)
+            return 2
+        moved = set_aside(e.path)
+        sys.stdout.write(f"set aside the unreadable score cache {e.path} as {moved} (nothing deleted); "
+                         "the next run starts a new cache\n")
+        return 0
+    except (StoreUnavailableError, RuntimeError) as e:  # not a folder, read-only, locked
         log.error("ts2 cache: %s", e)
         return 2
     with cache:

@@ -135,6 +135,9 @@ def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
     except (FileNotFoundError, ValueError) as e:  # missing file or columns, invalid SEGs (all listed)
         log.error("%s", e)
         return 2
+    except NotADirectoryError as e:  # the cache folder of the mini set is a file (TS2_CACHE_DIR)
+        log.error("%s", e.strerror or e)
+        return 2
     table = ds.image_table()
     if shard is not None:
         table = table[shard.mask(table["file_name"])]
