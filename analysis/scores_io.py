@@ -204,10 +204,29 @@ def _read_csv(path: Path, sep: str) -> pd.DataFrame:
     return pd.DataFrame([[c.strip('"') for c in r] for r in rows], columns=header, dtype=str)
 
 
+# First bytes of files that are often saved under a text table's name by mistake.
+_MAGIC = ((b"\x1f\x8b", "a gzip-compressed file: gunzip it first"),
+          (b"PK\x03\x04", "a ZIP archive, such as an Excel workbook (.xlsx): export the sheet as CSV"),
+          (b"PAR1", "a Parquet file: name it .parquet"),
+          (b"\xd0\xcf\x11\xe0", "an old Excel workbook (.xls): export the sheet as CSV"))
+
+
+def _check_not_binary(path: Path, suffix: str) -> None:
+    """Name what a text table really is when its first bytes say so (a gzip or an .xlsx saved as
+    .csv), instead of a decoding error."""
+    with path.open("rb") as f:
+        head = f.read(8)
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            raise ValueError(f"{path}: expected a {suffix.lstrip('.')} text table, got {what}")
+
+
 def _read_file(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"expected a score table at {path}, found none")
     suffix = path.suffix.lower()
+    if suffix in {".csv", ".tsv", ".txt", ".json", ".jsonl"}:
+        _check_not_binary(path, suffix)
     try:
         if suffix in {".csv", ".tsv", ".txt"}:
             return _read_csv(path, "\t" if suffix == ".tsv" else ",")

@@ -250,8 +250,11 @@ class ScoreCache:
         return self._db.execute("SELECT COUNT(*) FROM scores WHERE key=?", (key,)).fetchone()[0]
 
     # -- file hashes -------------------------------------------------------------------------------
-    def file_hash(self, path: str | Path) -> str:
+    def file_hash(self, path: str | Path, rehash: bool = False) -> str:
         """SHA-256 of a regular file, remembered by (absolute path, size, mtime_ns).
+
+        A file rewritten in place with the same size and modification time keeps its remembered
+        hash (and so its cached scores); ``rehash=True`` reads every file again (content mode).
 
         Only a regular file's ``stat`` can match a remembered row; anything else (a FIFO, a
         device, a symlink loop) goes to :func:`~metrics_adapters.images.file_sha256`, which
@@ -269,7 +272,7 @@ class ScoreCache:
             st = os.stat(p)
         except OSError:
             st = None  # file_sha256 raises the right error below
-        if st is not None and stat.S_ISREG(st.st_mode):
+        if st is not None and stat.S_ISREG(st.st_mode) and not rehash:
             with self._lock:
                 row = self._db.execute("SELECT size, mtime_ns, sha256 FROM file_hashes WHERE path=?", (p,)).fetchone()
             if row is not None and row[0] == st.st_size and row[1] == st.st_mtime_ns:

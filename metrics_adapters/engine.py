@@ -174,7 +174,7 @@ def _image_keys(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache,
                 fail[i] = "missing image: the dataset has no path for it (loaded without images?)"
                 continue
             try:
-                keys[i] = "sha256:" + cache.file_hash(it.image_path)
+                keys[i] = "sha256:" + cache.file_hash(it.image_path, rehash=settings.rehash)
             except ImageMissingError as e:
                 fail[i] = f"missing image file: {e}"
             except (OSError, ValueError, RuntimeError) as e:  # a FIFO, a device, a symlink loop, too big

@@ -70,6 +70,10 @@ class EngineSettings:
     measure_flops : bool
         Count one item's real FLOPs with ``FlopCounterMode`` (loads the model even when every
         score is cached).
+    rehash : bool
+        Hash every image file's content again instead of trusting the remembered hash of an
+        unchanged (absolute path, size, mtime_ns): for images rewritten in place by a tool that
+        keeps size and modification time (docs/metrics.md, "What keys a cached score").
     """
 
     device: str = "auto"
@@ -80,6 +84,7 @@ class EngineSettings:
     decode: str = "pil"
     progress: bool = True
     measure_flops: bool = False
+    rehash: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "device", check_device(self.device))

@@ -808,6 +808,25 @@ def _swap_in(stage: Path, final: Path, since: float) -> None:
         raise
 
 
+def check_swappable(folder: str | Path) -> Path:
+    """``folder`` (absolute) when a result set may replace it: not the current folder nor one above
+    it, however written (``sub/../..``, a symbolic link to ``.``).
+
+    Raises
+    ------
+    ValueError
+        Naming the folder as given and what it resolves to.
+    """
+    final = Path(os.path.abspath(Path(folder).expanduser()))
+    cwd = Path.cwd().resolve()
+    real = final.resolve()
+    if cwd == real or real in cwd.parents:
+        shown = f"{folder}" + (f" (-> {real})" if str(real) != str(folder) else "")
+        raise ValueError(f"expected an output folder other than the current folder or one above it, got {shown}: "
+                         "a result set replaces its folder whole; choose a new folder")
+    return final
+
+
 @contextmanager
 def result_set(folder: str | Path, writer: str) -> Iterator[Path]:
     """Write a result folder's files as one set, swapped in whole or not at all.
@@ -843,10 +862,7 @@ def result_set(folder: str | Path, writer: str) -> Iterator[Path]:
         except DiscardResultSet:
             pass  # the outer writer decides (ts2 run discards when its scoring failed)
         return
-    cwd = Path.cwd().resolve()
-    if cwd == final.resolve() or final.resolve() in cwd.parents:
-        raise ValueError(f"expected an output folder other than the current folder or one above it, got {final}: "
-                         "a result set replaces its folder whole")
+    check_swappable(final)
     with folder_lock(final, writer):
         since = _HELD[key][2] if key in _HELD else time.time()  # Hydra's files date from the lock on
         stage = _sibling(final, f"{_NEW}{os.getpid()}")

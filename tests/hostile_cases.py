@@ -1252,6 +1252,35 @@ add(Case("reproduce-missing-column", "scores", "`ts2 reproduce` on a release cop
 
 
 
+# -- issue 42: caches fail closed, partial tables, inputs named for what they are --------------------
+def _symlink_to_cwd(d: Path) -> None:
+    (d / "here").symlink_to(Path.cwd(), target_is_directory=True)
+
+
+score_case("gzip-as-csv", "a gzip file named scores.csv", b"\x1f\x8b\x08\x00" + bytes(range(64)), 2,
+           r"scores\.csv: expected a csv text table, got a gzip-compressed file: gunzip it first")
+score_case("xlsx-as-csv", "an Excel workbook (.xlsx, a ZIP archive) named scores.csv",
+           b"PK\x03\x04" + bytes(range(64)), 2,
+           r"scores\.csv: expected a csv text table, got a ZIP archive, such as an Excel workbook")
+add(Case("env-output-dir-up-relative", "environment", "`output_dir=sub/../..` (above the current folder)",
+         {"scores.csv": scores_csv()}, ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0",
+                                        "output_dir=sub/../.."), rc=2,
+         expect=r"ts2 analyze: expected an output folder other than the current folder or one above it, "
+                r"got sub/\.\./\.\. \(-> "),
+    Case("env-output-dir-link-to-cwd", "environment", "`output_dir` a symbolic link to the current folder",
+         {"scores.csv": scores_csv()}, ("analyze", "scores={d}/scores.csv", "reference=null", "bootstrap=0",
+                                        "output_dir={d}/here"), rc=2, setup=_symlink_to_cwd,
+         expect=r"expected an output folder other than the current folder or one above it, got .*here \(-> "),
+    Case("cache-dir-is-a-file", "environment", "`TS2_CACHE_DIR` is a regular file (the mini set's cache)",
+         {"f": "x"}, ("data", "info"), rc=2, env={"TS2_CACHE_DIR": "{d}/f"},
+         expect=r"expected a folder for ts2's caches at .*/f \(TS2_CACHE_DIR, cache_dir=\), got a file"))
+score_case("partial-one-seg-scored", "joined to a 2-SEG dataset, only SEG 0 scored (`chance=10`)",
+           scores_csv({m: v[:4] for m, v in BASE_SCORES.items()}, seg_ids=["0"] * 4,
+                      nodes=[r[4] for r in BASE_META[:4]], files=[r[2] for r in BASE_META[:4]]), 0,
+           r"protocol paper: clip: 3 of 7 images without a score, in 1 of 2 SEGs", verdict="warned",
+           files={"metadata.csv": meta_csv()}, extra=("path={d}/metadata.csv", "chance=10"))
+
+
 if __name__ == "__main__":
     write_docs()
     print(f"wrote {len(CASES)} cases to {DOC}")

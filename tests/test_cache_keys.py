@@ -93,3 +93,22 @@ def test_figure_file_names_never_collide_nor_overflow():
     long = "x" * 300
     assert len(_safe(long)) <= SAFE_NAME_MAX + 9 and _safe(long) != _safe(long[:-1])
     assert _safe("clipscore") == "clipscore"
+
+
+def test_rehash_reads_an_image_rewritten_in_place_with_the_same_size_and_mtime(tmp_path):
+    import os
+
+    from PIL import Image
+
+    from metrics_adapters.cache import ScoreCache
+
+    p = tmp_path / "a.png"
+    Image.new("RGB", (8, 8), (10, 0, 0)).save(p)
+    st = os.stat(p)
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    first = cache.file_hash(p)
+    Image.new("RGB", (8, 8), (20, 0, 0)).save(p)  # same size (PNG of one flat colour), new content
+    assert os.stat(p).st_size == st.st_size
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the old modification time
+    assert cache.file_hash(p) == first  # the documented (path, size, mtime) rule
+    assert cache.file_hash(p, rehash=True) != first  # content mode sees the new image

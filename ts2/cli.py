@@ -99,8 +99,10 @@ def _check_output_override(overrides: list[str]) -> None:
     """
     value = _explicit_output_dir(overrides)
     if value is not None:
+        from seg_data.results import check_swappable
         from ts2.common import check_output_dir
 
+        check_swappable(value)  # ValueError: the current folder or one above it, however written
         check_output_dir(value)
 
 
@@ -222,6 +224,20 @@ def cfg_job_name() -> str:
     return str(HydraConfig.get().job.get("num", "?"))
 
 
+def _back_to_the_calling_folder() -> None:
+    """Under ``hydra.job.chdir=true`` Hydra runs the job inside its output folder; ts2 reads every
+    relative input path (``scores=``, ``path=``, ``results=``, ...) from the folder the command
+    ran from, so it goes back there (outputs go to the absolute output folder either way)."""
+    import os
+
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        cwd = HydraConfig.get().runtime.cwd
+        if cwd and os.getcwd() != cwd:
+            os.chdir(cwd)
+
+
 def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     """Run ``cmd`` as a Hydra app with ``overrides`` (so ``-m``, ``--cfg`` and launchers work)."""
     import hydra
@@ -232,7 +248,7 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
         # Before Hydra makes any folder: typo'd keys, keys nobody reads, option types, output_dir.
         precheck(prog, cmd.config, overrides)
         _check_output_override(overrides)
-    except ConfigError as e:
+    except (ConfigError, ValueError) as e:
         print(str(e) if prog in str(e) else f"{prog}: {e}", file=sys.stderr)
         return 2
     except OSError as e:
@@ -248,6 +264,7 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
         from ts2.common import output_dir
 
         folder = output_dir(cfg)
+        _back_to_the_calling_folder()
         rc = 1  # until the handler returns: an exception it raises is a failure too
         try:
             with folder_lock(folder, prog) if cmd.writes_folder else nullcontext():

@@ -190,7 +190,7 @@ OPTIONS: dict[str, Option] = {
     **_protocol_options(),
     # flags
     **{k: FLAG for k in ("progress", "cache", "json", "check_images", "measure_flops", "list_metrics",
-                         "retry_failed", "explorer")},
+                         "retry_failed", "explorer", "rehash")},
 }
 
 

@@ -51,7 +51,8 @@ def engine_settings(cfg: DictConfig):
                           num_workers=cfg.num_workers if cfg.num_workers == "auto" else int(cfg.num_workers),
                           decode=str(cfg.get("decode", "pil")),
                           max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
-                          progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops))
+                          progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops),
+                          rehash=bool(cfg.get("rehash", False)))
 
 
 def list_metrics() -> str:
