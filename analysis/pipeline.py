@@ -77,6 +77,7 @@ class ProtocolResult:
     excluded: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what this protocol withheld (CIs of cells with too few SEGs)
     failure_notes: tuple[str, ...] = ()  # how this protocol read failure-code cells (failure_notes())
+    missing: tuple[str, ...] = ()  # one line per metric with missing scores (missing_notes())
 
     @property
     def protocol(self) -> Protocol:
@@ -215,6 +216,45 @@ def failure_notes(inputs: AnalysisInputs, protocol: Protocol) -> tuple[str, ...]
                  for m, n in inputs.failure_counts().items())
 
 
+def missing_notes(scores: np.ndarray, structure, wt, protocol: str, metrics: Sequence[str]) -> tuple[str, ...]:
+    """One note per metric with missing scores among the analysed SEGs' images, under one protocol.
+
+    A cell is missing when it is NaN after the protocol read the table (a blank cell, a NaN, or
+    a failure code read as missing). The note counts the missing cells among the images of
+    the SEGs ``wt`` analyses, the SEGs holding one or more of them, and the walks of ``wt`` that
+    pass through one (those walks lose a step; a SEG whose walks are all lost drops out of the
+    metric's averages).
+
+    Examples
+    --------
+    >>> from analysis.scores_io import prepare_inputs, read_scores
+    >>> from analysis.walks import build_walk_table
+    >>> t = read_scores(pd.DataFrame({"seg_id": ["0"] * 4 + ["1"] * 3, "node": ["0", "1a", "1b", "2", "0", "1", "2"],
+    ...                               "m": [0.9, np.nan, 0.5, 0.2, 0.8, 0.5, 0.1]}))
+    >>> i = prepare_inputs(t)
+    >>> wt = build_walk_table(i.structure, "dag", False)
+    >>> missing_notes(i.scores, i.structure, wt, "graph", i.metrics)
+    ("protocol graph: metric 'm' has 1 of 7 cells missing (blank, NaN or a failure code read as missing), in 1 of 2 SEGs; 1 of 3 walks pass through one",)
+    """
+    kept = set(wt.seg_ids)
+    segs = [s for s in structure.segs if s.seg_id in kept]
+    seg_rows = [np.concatenate(s.rows) if s.rows else np.zeros(0, dtype=int) for s in segs]
+    n_cells = sum(len(r) for r in seg_rows)
+    out = []
+    for j, m in enumerate(metrics):
+        miss = np.isnan(scores[:, j])
+        n_miss = sum(int(miss[r].sum()) for r in seg_rows)
+        if not n_miss:
+            continue
+        n_segs = sum(bool(miss[r].any()) for r in seg_rows)
+        walks = sum(int((miss[np.where(b.rows >= 0, b.rows, 0)] & (b.rows >= 0)).any(axis=1).sum())
+                    for b in wt.buckets)
+        out.append(f"protocol {protocol}: metric {m!r} has {n_miss} of {n_cells} cells missing (blank, NaN or a "
+                   f"failure code read as missing), in {n_segs} of {len(segs)} SEGs; {walks} of {wt.n_walks} "
+                   "walks pass through one")
+    return tuple(out)
+
+
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
                  seed: int = 0, confidence: float = 0.95, chance: int = 0,
                  ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
@@ -286,7 +326,8 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
                                sorted(inputs.lower_is_better), n_perm=int(chance), seed=seed, confidence=confidence,
                                progress=progress, observed=(wv, nv))
     return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded,
-                          notes, fail_notes)
+                          notes, fail_notes, missing_notes(inputs.scores, inputs.structure, wt, protocol.name,
+                                                           inputs.metrics))
 
 
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,
@@ -357,7 +398,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
         results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
                                               int(chance), ci_method, bootstrap_scheme, int(min_segs_ci), progress)
-    notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.failure_notes + r.notes)
+    notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.failure_notes + r.missing + r.notes)
     return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
                           float(confidence), inputs.source, inputs.subset_source, notes, int(chance),
                           ci_method, bootstrap_scheme, int(min_segs_ci))

@@ -1315,6 +1315,12 @@ add(
          check=unchanged),
 )
 
+score_case("blank-cells-summary", "2 of 7 `tifa` cells blank (no error, the analysis goes on)",
+           scores_csv({"clip": BASE_SCORES["clip"], "tifa": [0.4, "", 0.5, 0.9, 0.3, "", 0.7]}), 0,
+           r"(?m)^  protocol paper: metric 'tifa' has 2 of 7 cells missing \(blank, NaN or a failure code read as "
+           r"missing\), in 2 of 2 SEGs; 2 of 3 walks pass through one$", verdict="warned",
+           check=lambda d, out: (same_as_clean("clip")(d, out),
+                                 note_in_analysis_json(d, r"metric 'tifa' has 2 of 7 cells missing")))
 
 
 if __name__ == "__main__":
