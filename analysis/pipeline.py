@@ -386,7 +386,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
     if isinstance(scores, AnalysisInputs):
         inputs = scores
     else:
-        table = scores if isinstance(scores, ScoreTable) else read_scores(scores, metrics, lower_is_better)
+        table = scores if isinstance(scores, ScoreTable) else read_scores(scores, metrics, lower_is_better, dataset)
         inputs = prepare_inputs(table, dataset, subsets)
     mms = tuple(meta_metrics) if meta_metrics is not None else tuple(META_METRICS)
     for name in mms:

@@ -259,7 +259,7 @@ def _pivot_long(df: pd.DataFrame, source: str, from_file: bool) -> tuple[pd.Data
 
 
 def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None = None,
-                lower_is_better: Iterable[str] = ()) -> ScoreTable:
+                lower_is_better: Iterable[str] = (), dataset: SEGDataset | None = None) -> ScoreTable:
     """Read and validate a wide or long score table.
 
     Parameters
@@ -272,6 +272,9 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
         Metrics where a lower score means a better image (added to any declared in a long
         table's ``higher_is_better`` column, and in a ``run.json`` beside the file: the
         directions ``ts2 score`` recorded, read with :func:`seg_data.results.run_record_beside`).
+    dataset : SEGDataset, optional
+        A wide table keyed by ``file_name`` alone gets its ``seg_id`` and ``node`` from it
+        (:func:`keys_from_dataset`).
 
     Raises
     ------
@@ -294,6 +297,8 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     if table_format(df, name) == "long":
         df, declared_lower = _pivot_long(df, name, from_file)
         from_file = False  # row numbers of the pivoted frame no longer match the file
+    if dataset is not None and "file_name" in df.columns and not {"seg_id", "node"} & set(df.columns):
+        df = keys_from_dataset(df, name, dataset, notes)
     df = _checked_keys(df, name, from_file)
     df = _drop_blank_columns(df, name, metrics, notes)
     score_cols = _score_columns(df, name, metrics, notes)
@@ -414,6 +419,50 @@ def _load_frame(source: str | Path | pd.DataFrame, allow_url: bool = False) -> t
         if new not in df.columns and old in df.columns:
             df = df.rename(columns={old: new})
     return df, name
+
+
+def keys_from_dataset(df: pd.DataFrame, name: str, dataset: SEGDataset, notes: list[str] | None = None) -> pd.DataFrame:
+    """A table keyed by ``file_name`` alone, with each image's ``seg_id`` and ``node`` from ``dataset``.
+
+    A name matches the dataset's image id exactly, else (for every row of the table at once)
+    its last path part (``000-00.jpg`` for ``images/000-00.jpg``), which is then replaced by
+    the dataset's id so the join on ``file_name`` finds it.
+
+    Raises
+    ------
+    ValueError
+        A name that is no image of the dataset, or whose last part names two of its images
+        (the file, row and name said).
+    """
+    images = dataset.image_table()
+    ids = images["file_name"].astype(str)
+    key = {f: (s, n) for f, s, n in zip(ids, images["seg_id"].astype(str), images["node"].astype(str), strict=True)}
+    names = df["file_name"].astype("string").str.strip()
+    exact = names.isin(key.keys())
+    if not exact.all():
+        base = ids.map(lambda f: f.replace("\\", "/").rsplit("/", 1)[-1])
+        counts = base.value_counts()
+        by_base = dict(zip(base, ids, strict=True))
+        for i, f in names.items():
+            if exact[i] or pd.isna(f):
+                continue
+            b = str(f).replace("\\", "/").rsplit("/", 1)[-1]
+            if counts.get(b, 0) > 1:
+                raise ValueError(f"{name}: row {i + 2}: expected a file_name naming one image of the dataset, got "
+                                 f"{f!r}, which matches {int(counts[b])} images "
+                                 f"({', '.join(sorted(ids[base == b])[:3])}); write the path as the dataset does")
+            if b not in by_base:
+                raise ValueError(f"{name}: row {i + 2}: expected a file_name of the dataset's images (e.g. {ids.iloc[0]!r}), "
+                                 f"got {f!r}, which is none of its {len(ids)} images")
+            names[i] = by_base[b]
+        if notes is not None:
+            notes.append(f"{name}: {int((~exact).sum())} file name(s) matched to the dataset's images by their last "
+                         "path part")
+    out = df.copy()
+    out["file_name"] = names
+    out.insert(0, "node", names.map(lambda f: key[f][1]))
+    out.insert(0, "seg_id", names.map(lambda f: key[f][0]))
+    return out
 
 
 def _checked_keys(df: pd.DataFrame, name: str, from_file: bool) -> pd.DataFrame:

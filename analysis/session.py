@@ -374,7 +374,7 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     if isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1:
         raise ValueError(f"expected max_walks to be a positive integer or null, got {max_walks!r}")
     source = scores if isinstance(scores, pd.DataFrame) else str(scores)
-    table = read_scores(source, metrics=_names(metrics) or None)
+    table = read_scores(source, metrics=_names(metrics) or None, dataset=dataset)
     run = None if isinstance(scores, pd.DataFrame) else run_record_beside(str(scores))
     roles_given = dict(roles or {})
     roles = _metric_roles(table.metrics, roles_given, run)

@@ -1321,6 +1321,15 @@ score_case("blank-cells-summary", "2 of 7 `tifa` cells blank (no error, the anal
            r"missing\), in 2 of 2 SEGs; 2 of 3 walks pass through one$", verdict="warned",
            check=lambda d, out: (same_as_clean("clip")(d, out),
                                  note_in_analysis_json(d, r"metric 'tifa' has 2 of 7 cells missing")))
+FN_ONLY = "file_name,clip,tifa\n" + "".join(f"{r[2].rsplit('/', 1)[-1]},{BASE_SCORES['clip'][i]},{BASE_SCORES['tifa'][i]}\n"
+                                            for i, r in enumerate(BASE_META))
+score_case("file-name-only-with-path", "a table of `file_name` (last path part only) and metrics, with `path=`",
+           FN_ONLY, 0, r"7 file name\(s\) matched to the dataset's images by their last path part", verdict="warned",
+           extra=("path={d}/metadata.csv",), files={"metadata.csv": meta_csv()}, check=same_as_clean("clip"))
+score_case("file-name-only-unknown", "a `file_name`-only table naming an image the dataset lacks, with `path=`",
+           FN_ONLY.replace("000-02.jpg", "zzz.jpg"), 2,
+           r"scores\.csv: row 4: expected a file_name of the dataset's images .*got 'zzz\.jpg', which is none of its 7",
+           extra=("path={d}/metadata.csv",), files={"metadata.csv": meta_csv()}, check=no_out)
 
 
 if __name__ == "__main__":

@@ -117,3 +117,53 @@ def test_missing_summary_on_the_release(tmp_path):
         assert (int(m[1]), int(m[2]), int(m[3]), int(m[4])) == (len(miss), int(keep.sum()), miss.seg_id.nunique(),
                                                                df[keep].seg_id.nunique())
         assert 0 < int(m[5]) < int(m[6])
+
+
+# -- a table keyed by file name alone, analysed with path= ------------------------------------------
+def _hostile():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import hostile_cases as H
+
+    return H
+
+
+def _analyse(tmp_path, name: str, text: str, meta: str):
+    import pandas as pd
+
+    from ts2.api import analyze
+
+    (tmp_path / "metadata.csv").write_text(meta)
+    (tmp_path / name).write_text(text)
+    res = analyze(str(tmp_path / name), str(tmp_path / "metadata.csv"), reference=None, bootstrap=0, chance=0,
+                  protocols=["paper", "graph"])
+    return pd.DataFrame(res.result.metametrics_frame())
+
+
+@pytest.mark.light
+@pytest.mark.parametrize("base_only", [False, True])
+def test_file_name_only_table_same_numbers_as_keyed(tmp_path, base_only):
+    import pandas as pd
+
+    H = _hostile()
+    keyed = _analyse(tmp_path, "keyed.csv", H.scores_csv(), H.meta_csv())
+    rows = [r[2].rsplit("/", 1)[-1] if base_only else r[2] for r in H.BASE_META]
+    text = "file_name,clip,tifa\n" + "".join(
+        f"{f},{H.BASE_SCORES['clip'][i]},{H.BASE_SCORES['tifa'][i]}\n" for i, f in enumerate(rows))
+    fn_only = _analyse(tmp_path, "fn.csv", text, H.meta_csv())
+    assert len(keyed) and keyed["value"].notna().any()
+    pd.testing.assert_frame_equal(fn_only, keyed)
+
+
+@pytest.mark.light
+def test_file_name_only_unknown_and_ambiguous_refused(tmp_path):
+    H = _hostile()
+    text = "file_name,clip\n" + "".join(f"{r[2]},{H.BASE_SCORES['clip'][i]}\n" for i, r in enumerate(H.BASE_META))
+    with pytest.raises(ValueError, match=r"row 3: expected a file_name of the dataset's images .*got 'nope\.jpg', "
+                                         r"which is none of its 7 images"):
+        _analyse(tmp_path, "u.csv", text.replace("images/000-01.jpg", "nope.jpg"), H.meta_csv())
+    meta = H.meta_csv([(s, p, f.replace("images/001-", "other/000-"), src, r) for s, p, f, src, r in H.BASE_META])
+    with pytest.raises(ValueError, match=r"row 2: expected a file_name naming one image of the dataset, got '000-00\.jpg', "
+                                         r"which matches 2 images \(images/000-00\.jpg, other/000-00\.jpg\)"):
+        _analyse(tmp_path, "a.csv", text.replace("images/000-00.jpg", "000-00.jpg"), meta)
