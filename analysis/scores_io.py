@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -947,13 +947,45 @@ def apply_lower_is_better(names: Iterable[str], table: ScoreTable,
     return marked[0], (marked[1] if reference is not None else None)
 
 
+def identical_to_reference(table: ScoreTable, reference: ScoreTable) -> list[str]:
+    """The columns of ``table`` that are the reference metric of the same name: on every image of
+    ``table`` both are missing or equal (to 1e-9, what a CSV round trip keeps), with at least one
+    score. A released score file with a column added is such a table: its copies of the
+    references are recognised, not analysed twice.
+
+    Examples
+    --------
+    >>> a = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["x", "y"],
+    ...                               "clip": [0.5, 0.25], "mine": [1, 0]}))
+    >>> b = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["y", "x"],
+    ...                               "clip": [0.25, 0.5]}))
+    >>> identical_to_reference(a, b)
+    ['clip']
+    """
+    if not (table.has_file_name and reference.has_file_name):
+        return []
+    ref = reference.frame.drop_duplicates("file_name").set_index("file_name")
+    out = []
+    for m in reference.metrics:
+        if m not in table.metrics:
+            continue
+        mine = table.frame[m].to_numpy(dtype=float)
+        theirs = table.frame["file_name"].map(ref[m]).to_numpy(dtype=float)
+        both = ~np.isnan(mine) & ~np.isnan(theirs)
+        if both.any() and np.array_equal(np.isnan(mine), np.isnan(theirs)) and \
+                np.allclose(mine[both], theirs[both], rtol=1e-9, atol=1e-9):
+            out.append(m)
+    return out
+
+
 def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
     """``table`` plus the metric columns of ``reference`` (e.g. TS2's released scores), joined on
     ``file_name``, so a new metric is analysed beside the published ones on the same images.
 
     A reference metric whose name ``table`` already has is kept beside the user's column as
     ``<name>_reference`` (:func:`reference_names`), with a logged warning naming both and a note
-    in the table's notes; images of ``table`` missing from ``reference`` get NaN reference scores
+    in the table's notes, unless the two are identical (:func:`identical_to_reference`): then it
+    is analysed once, and a note says so; images of ``table`` missing from ``reference`` get NaN reference scores
     (dropped per protocol, like any NaN).
 
     Raises
@@ -965,9 +997,12 @@ def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
     for t in (table, reference):
         if not t.has_file_name:
             raise ValueError(f"{t.source}: expected a 'file_name' column to join the reference scores on, got none")
+    same = identical_to_reference(table, reference)
+    notes = [f"{table.source}: column(s) {same} are identical to the reference metrics of that name in "
+             f"{reference.source}: each analysed once, as the reference"] if same else []
+    reference = replace(reference, metrics=tuple(m for m in reference.metrics if m not in same))
     names = reference_names(tuple(table.metrics) + tuple(c for c in table.frame.columns if c not in table.metrics),
                             reference.metrics)
-    notes = []
     for m, new in names.items():
         if new != m:
             msg = (f"{table.source} has a column {m!r} named like the reference metric {m!r} of {reference.source}: "
@@ -984,6 +1019,7 @@ def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
                          f"file_name), found none in common: e.g. {table.frame['file_name'].iloc[0]!r} in yours, "
                          f"{reference.frame['file_name'].iloc[0]!r} in the reference")
     return ScoreTable(joined, tuple(table.metrics) + tuple(extra),
-                      frozenset(table.lower_is_better) | frozenset(names[m] for m in reference.lower_is_better),
+                      frozenset(table.lower_is_better) | frozenset(names[m] for m in reference.lower_is_better
+                                                                   if m in names),
                       table.source, tuple(table.notes) + tuple(reference.notes) + tuple(notes),
-                      dict(table.failure_codes) | {names[m]: c for m, c in reference.failure_codes.items()})
+                      dict(table.failure_codes) | {names[m]: c for m, c in reference.failure_codes.items() if m in names})

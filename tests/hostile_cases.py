@@ -1330,6 +1330,12 @@ score_case("file-name-only-unknown", "a `file_name`-only table naming an image t
            FN_ONLY.replace("000-02.jpg", "zzz.jpg"), 2,
            r"scores\.csv: row 4: expected a file_name of the dataset's images .*got 'zzz\.jpg', which is none of its 7",
            extra=("path={d}/metadata.csv",), files={"metadata.csv": meta_csv()}, check=no_out)
+score_case("reference-copy-plus-column", "the reference table with one column added, analysed with that reference",
+           scores_csv({**BASE_SCORES, "mine": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]}), 0,
+           r"column\(s\) \['clip', 'tifa'\] are identical to the reference metrics of that name in .*ref\.csv: each "
+           r"analysed once, as the reference", verdict="warned", extra=("reference={d}/ref.csv",),
+           files={"ref.csv": scores_csv()},
+           check=lambda d, out: (same_as_clean("clip")(d, out), _metrics_are(d, ["clip", "tifa", "mine"])))
 
 
 if __name__ == "__main__":

@@ -167,3 +167,28 @@ def test_file_name_only_unknown_and_ambiguous_refused(tmp_path):
     with pytest.raises(ValueError, match=r"row 2: expected a file_name naming one image of the dataset, got '000-00\.jpg', "
                                          r"which matches 2 images \(images/000-00\.jpg, other/000-00\.jpg\)"):
         _analyse(tmp_path, "a.csv", text.replace("images/000-00.jpg", "000-00.jpg"), meta)
+
+
+# -- a column identical to the reference it is named after is that reference, once -----------------
+@pytest.mark.light
+def test_copy_of_reference_analysed_once(tmp_path):
+    import pandas as pd
+
+    from ts2.api import analyze
+
+    H = _hostile()
+    ref = tmp_path / "ref.csv"
+    ref.write_text(H.scores_csv())  # the reference: clip and tifa
+    mine = pd.read_csv(ref, dtype=str)
+    mine["mine"] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]
+    mine = mine.iloc[::-1]  # another row order: the join is on file_name
+    mine.to_csv(tmp_path / "mine.csv", index=False)
+    res = analyze(str(tmp_path / "mine.csv"), reference=str(ref), bootstrap=0, chance=0, protocols=["paper"])
+    assert list(res.result.metrics) == ["clip", "tifa", "mine"]
+    assert res.roles == {"clip": "reference", "tifa": "reference", "mine": "metric"}
+    assert sum("identical to the reference" in n for n in res.result.notes) == 1
+    # a column that differs from the reference in one cell is still kept beside it
+    mine.loc[mine.index[0], "clip"] = "0.95"
+    mine.to_csv(tmp_path / "mine2.csv", index=False)
+    res = analyze(str(tmp_path / "mine2.csv"), reference=str(ref), bootstrap=0, chance=0, protocols=["paper"])
+    assert list(res.result.metrics) == ["clip", "tifa", "mine", "clip_reference"]
