@@ -1338,6 +1338,20 @@ score_case("reference-copy-plus-column", "the reference table with one column ad
            check=lambda d, out: (same_as_clean("clip")(d, out), _metrics_are(d, ["clip", "tifa", "mine"])))
 
 
+def _no_column(name: str):
+    def check(d: Path, out: str) -> None:
+        header = (d / "out" / "scores.csv").read_text().splitlines()[0].split(",")
+        assert name not in header, f"expected no {name!r} column in scores.csv, got {header}"
+    return check
+
+
+add(Case("score-always-yes-alone", "controls", "`ts2 score metric=always_yes` alone on a dataset without questions",
+         {}, ("score", "dataset=mini", "limit=4", "metric=always_yes", "progress=false", "output_dir={d}/out"), rc=1,
+         expect=r"set metric\.questions_file=FILE, or generate them: .*metric\.questions=generate "
+                r"\+qa_lm@metric\.lm=geneval_rules\)(.|\n)*always_yes failed on every one of its 4 images: no column "
+                r"written to scores\.csv", check=_no_column("always_yes"), timeout=180))
+
+
 if __name__ == "__main__":
     write_docs()
     print(f"wrote {len(CASES)} cases to {DOC}")

@@ -192,3 +192,68 @@ def test_copy_of_reference_analysed_once(tmp_path):
     mine.to_csv(tmp_path / "mine2.csv", index=False)
     res = analyze(str(tmp_path / "mine2.csv"), reference=str(ref), bootstrap=0, chance=0, protocols=["paper"])
     assert list(res.result.metrics) == ["clip", "tifa", "mine", "clip_reference"]
+
+
+# -- each control alone on the light install (torch and the model stack blocked) ---------------------
+def _blocked(args):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_light_install import _run_blocked
+
+    return _run_blocked(args)
+
+
+HINTS = {"shuffled_image": ("; it is needed by its inner metric clipscore: for a model-free inner metric pass "
+                             "metric@metric.inner=geneval_shapes (what ts2 run uses on the light install)"),
+         "shuffled_text": ("; it is needed by its inner metric clipscore, and no model-free metric can score for "
+                           "shuffled_text on the light install: install the extra, or leave shuffled_text out")}
+
+
+@pytest.mark.light
+def test_sweep_of_controls_says_every_failed_job_and_what_to_do(tmp_path):
+    r = _blocked(["score", "-m", "dataset=mini", "limit=6", "metric=random,shuffled_image,shuffled_text",
+                  "progress=false", f"output_dir={tmp_path / 'sw'}"])
+    assert r.returncode != 0
+    for m, hint in HINTS.items():
+        assert f'ts2 score: metric {m} needs open_clip, which is not installed: pip install "ts2[models]"' + hint \
+            in r.stderr, r.stderr[-3000:]
+    assert "ts2 score: 2 job(s) of the sweep failed (each said above): job 1 (dataset=mini limit=6 " \
+           "metric=shuffled_image" in r.stderr, r.stderr[-2000:]
+    assert "; job 2 (dataset=mini limit=6 metric=shuffled_text" in r.stderr, r.stderr[-2000:]
+    assert (tmp_path / "sw" / "0" / "scores.csv").is_file()  # job 0 (random) finished and was kept
+
+
+@pytest.mark.light
+def test_shuffled_image_alone_with_the_named_override(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "si"
+    r = _blocked(["score", "dataset=mini", "limit=12", "metric=shuffled_image", "metric@metric.inner=geneval_shapes",
+                  "progress=false", f"output_dir={out}"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "IMPORTED []" in r.stdout
+    s = pd.read_csv(out / "scores.csv")["shuffled_image"]
+    assert len(s) == 12 and s.notna().all() and s.between(0, 1).all()
+
+
+@pytest.mark.light
+def test_always_yes_alone_says_the_override_and_leaves_no_empty_column(tmp_path):
+    import json
+
+    import pandas as pd
+
+    out = tmp_path / "ay"
+    r = _blocked(["score", "dataset=mini", "limit=6", "metric=always_yes", "progress=false", f"output_dir={out}"])
+    assert r.returncode == 1
+    assert "metric.questions=generate +qa_lm@metric.lm=geneval_rules" in r.stderr
+    assert "always_yes failed on every one of its 6 images: no column written to scores.csv" in r.stderr
+    assert "always_yes" not in pd.read_csv(out / "scores.csv").columns
+    run = json.loads((out / "run.json").read_text())
+    assert "always_yes" not in run["columns"] and "always_yes" not in run.get("directions", {})
+    # the override it names works
+    out2 = tmp_path / "ay2"
+    r = _blocked(["score", "dataset=mini", "limit=6", "metric=always_yes", "metric.questions=generate",
+                  "+qa_lm@metric.lm=geneval_rules", "progress=false", f"output_dir={out2}"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert pd.read_csv(out2 / "scores.csv")["always_yes"].notna().all()
