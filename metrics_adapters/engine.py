@@ -163,7 +163,7 @@ def _image_keys(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache,
     fail: dict[int, str] = {}
     bar = None
     if settings.progress and len(items) >= 500:
-        from tqdm.auto import tqdm
+        from seg_data.progress import tqdm
 
         bar = tqdm(total=len(items), desc=f"{metric.name}: hashing", unit="img", leave=False)
     try:
@@ -211,10 +211,8 @@ def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, setting
 def _inner_hint(metric: Metric) -> str:
     """For a control that wraps an inner metric (shuffled_image, shuffled_text): the override that
     gives it a model-free inner metric, so the control runs on the light install too."""
-    from .base import Metric  # here: base imports this module
-
-    inner = getattr(metric, "inner", None)
-    if not isinstance(inner, Metric):
+    inner = getattr(metric, "inner", None)  # a MetricWrapper's (base imports this module: no isinstance)
+    if not isinstance(getattr(inner, "name", None), str):
         return ""
     free = getattr(metric, "model_free_inner", None)
     if free is None:

@@ -257,3 +257,27 @@ def test_always_yes_alone_says_the_override_and_leaves_no_empty_column(tmp_path)
                   "+qa_lm@metric.lm=geneval_rules", "progress=false", f"output_dir={out2}"])
     assert r.returncode == 0, r.stderr[-3000:]
     assert pd.read_csv(out2 / "scores.csv")["always_yes"].notna().all()
+
+
+@pytest.mark.light
+def test_progress_bars_quiet_in_a_non_tty(tmp_path):
+    """stderr is a pipe here: the bars (on by default) write no carriage return."""
+    r = _blocked(["score", "dataset=mini", "limit=40", "metric=blur", f"output_dir={tmp_path / 'b'}"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "\r" not in r.stderr and "img/s]" not in r.stderr, repr(r.stderr[-500:])
+
+
+@pytest.mark.light
+def test_progress_bar_shown_on_a_terminal():
+    import io
+
+    from seg_data.progress import tqdm
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    assert list(tqdm(range(3), file=out, desc="x")) == [0, 1, 2]
+    assert "x: 100%" in out.getvalue()
+    assert tqdm(range(3), file=out, disable=True).disable
