@@ -302,9 +302,11 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     df = _checked_keys(df, name, from_file)
     df = _drop_blank_columns(df, name, metrics, notes)
     score_cols = _score_columns(df, name, metrics, notes)
-    out = df[[c for c in KEY_COLUMNS if c in df.columns]].copy()
-    for c in score_cols:
-        out[c] = _metric_values(df[c], c, name, from_file, notes)
+    values = {c: _metric_values(df[c], c, name, from_file, notes) for c in score_cols}
+    # all columns at once: one assignment per column fragments the frame (a PerformanceWarning each
+    # after 100 columns: 101 of them for a 200-metric table)
+    out = pd.concat([df[[c for c in KEY_COLUMNS if c in df.columns]].copy(),
+                     pd.DataFrame(values, index=df.index, columns=list(score_cols))], axis=1)
     lower = _lower_is_better(source, name, lower_is_better, declared_lower, score_cols)
     codes = {c: FAILURE_CODES[c] for c in score_cols if c in FAILURE_CODES}
     return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes), codes)

@@ -281,3 +281,23 @@ def test_progress_bar_shown_on_a_terminal():
     assert list(tqdm(range(3), file=out, desc="x")) == [0, 1, 2]
     assert "x: 100%" in out.getvalue()
     assert tqdm(range(3), file=out, disable=True).disable
+
+
+@pytest.mark.light
+def test_200_metric_columns_no_performance_warning(tmp_path):
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    from analysis.scores_io import read_scores
+
+    rng = np.random.default_rng(0)
+    keys = pd.DataFrame([{"seg_id": str(s), "node": n, "file_name": f"{s}-{n}.png"} for s in range(6) for n in "012"])
+    cols = pd.DataFrame(rng.uniform(size=(len(keys), 200)), columns=[f"m{j}" for j in range(200)])
+    pd.concat([keys, cols], axis=1).to_csv(tmp_path / "w.csv", index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        t = read_scores(tmp_path / "w.csv")
+    assert len(t.metrics) == 200
+    np.testing.assert_allclose(t.frame["m17"].to_numpy(), cols["m17"].to_numpy(), rtol=1e-12)
