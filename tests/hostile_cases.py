@@ -1350,6 +1350,17 @@ add(Case("score-always-yes-alone", "controls", "`ts2 score metric=always_yes` al
          expect=r"set metric\.questions_file=FILE, or generate them: .*metric\.questions=generate "
                 r"\+qa_lm@metric\.lm=geneval_rules\)(.|\n)*always_yes failed on every one of its 4 images: no column "
                 r"written to scores\.csv", check=_no_column("always_yes"), timeout=180))
+def _in_report(d: Path, text: str) -> None:
+    html = (d / "out" / "report.html").read_text()
+    assert text in html, f"expected {text!r} in report.html"
+
+
+add(Case("report-unknown-label-key", "report", "`ts2 report labels={nope: X}` (a key that names no metric)",
+         {"run/scores.csv": scores_csv()},
+         ("report", "results=[{d}/run]", "output_dir={d}/out", "figures=[]", "bootstrap=0", "chance=0",
+          "labels={nope: X, clip: CLIP}"), rc=0, verdict="warned",
+         expect=r"labels name no metric of the report: \['nope'\]; expected keys among \['clip', 'tifa'\]",
+         check=lambda d, out: _in_report(d, "labels name no metric of the report")))
 
 
 if __name__ == "__main__":
