@@ -301,3 +301,19 @@ def test_200_metric_columns_no_performance_warning(tmp_path):
         t = read_scores(tmp_path / "w.csv")
     assert len(t.metrics) == 200
     np.testing.assert_allclose(t.frame["m17"].to_numpy(), cols["m17"].to_numpy(), rtol=1e-12)
+
+
+@pytest.mark.light
+def test_deleted_working_directory_is_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    r = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m ts2 analyze '
+                        f'scores="{tmp_path}/s.csv"'], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("ts2 analyze: the current folder no longer exists (deleted or moved since this shell "
+                                "entered it); cd into an existing folder and run the command again"), r.stderr

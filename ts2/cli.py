@@ -6,6 +6,7 @@ lazy ``"module:function"`` entry, so ``ts2 data`` and ``ts2 analyze`` never impo
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import ExitStack, nullcontext
 
@@ -41,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cmd = COMMANDS[name]
     overrides = rest
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # Hydra's relative folders and the inputs' paths need it: say so in one line
+        print(f"ts2 {name}: the current folder no longer exists (deleted or moved since this shell entered it); "
+              "cd into an existing folder and run the command again", file=sys.stderr)
+        return 2
     if any(a in ("-h", "--help") for a in rest):
         return print_help(cmd, [a for a in rest if a not in ("-h", "--help")], prog=f"ts2 {name}")
     if cmd.actions:
