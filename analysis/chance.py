@@ -438,7 +438,7 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     step = max(1, max_columns // max(n_m, 1))
     chunks = range(0, n_perm, step)
     if progress:
-        from tqdm.auto import tqdm
+        from seg_data.progress import tqdm
 
         chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
     segs = _PermutedSegs(layout, cols, scores, exact, nv0, sigma, protocol, metrics, meta_metrics, open_)

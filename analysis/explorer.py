@@ -123,7 +123,7 @@ def make_thumbnails(paths: Mapping[str, Path | str | None], side: int = THUMB_SI
         notes.append(f"{absent} of {len(paths)} image(s) have no file on disk: shown without a thumbnail")
     sources: dict[str, Image.Image] = {}
     bad = []
-    from tqdm.auto import tqdm
+    from seg_data.progress import tqdm
 
     for k, p in tqdm(todo.items(), desc="thumbnails", disable=not progress or not todo, leave=False):
         try:

@@ -77,6 +77,7 @@ class ProtocolResult:
     excluded: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what this protocol withheld (CIs of cells with too few SEGs)
     failure_notes: tuple[str, ...] = ()  # how this protocol read failure-code cells (failure_notes())
+    missing: tuple[str, ...] = ()  # one line per metric with missing scores (missing_notes())
 
     @property
     def protocol(self) -> Protocol:
@@ -215,32 +216,42 @@ def failure_notes(inputs: AnalysisInputs, protocol: Protocol) -> tuple[str, ...]
                  for m, n in inputs.failure_counts().items())
 
 
-def missing_score_notes(inputs: AnalysisInputs, protocol: Protocol, seg_ids: Sequence[str], walk_seg: np.ndarray,
-                        walk_values: np.ndarray, seg_values: np.ndarray) -> tuple[str, ...]:
-    """One line per metric with missing scores under ``protocol``: how many of the analysed SEGs'
-    images have no score (a blank cell, a failure code read as missing, or no row), in how many
-    SEGs, and how many walks and SEGs are left without a value (so a drop in the SEG count is
-    never silent).
+def missing_notes(scores: np.ndarray, structure, wt, protocol: str, metrics: Sequence[str]) -> tuple[str, ...]:
+    """One note per metric with missing scores among the analysed SEGs' images, under one protocol.
 
-    ``walk_values`` is ``(metric, meta_metric, walk)``, ``seg_values`` ``(metric, meta_metric, seg)``;
-    a walk or SEG counts as without a value when every meta-metric is NaN there.
+    A cell is missing when it is NaN after the protocol read the table (a blank cell, a NaN, or
+    a failure code read as missing). The note counts the missing cells among the images of
+    the SEGs ``wt`` analyses, the SEGs holding one or more of them, and the walks of ``wt`` that
+    pass through one (those walks lose a step; a SEG whose walks are all lost drops out of the
+    metric's averages).
+
+    Examples
+    --------
+    >>> from analysis.scores_io import prepare_inputs, read_scores
+    >>> from analysis.walks import build_walk_table
+    >>> t = read_scores(pd.DataFrame({"seg_id": ["0"] * 4 + ["1"] * 3, "node": ["0", "1a", "1b", "2", "0", "1", "2"],
+    ...                               "m": [0.9, np.nan, 0.5, 0.2, 0.8, 0.5, 0.1]}))
+    >>> i = prepare_inputs(t)
+    >>> wt = build_walk_table(i.structure, "dag", False)
+    >>> missing_notes(i.scores, i.structure, wt, "graph", i.metrics)
+    ("protocol graph: metric 'm' has 1 of 7 cells missing (blank, NaN or a failure code read as missing), in 1 of 2 SEGs; 1 of 3 walks pass through one",)
     """
-    kept = set(seg_ids)
-    segs = [s for s in inputs.structure.segs if s.seg_id in kept]
-    n_images = [s.seg.n_images for s in segs]  # every image, scored or not (no row: no score)
-    rows = [np.concatenate(s.rows) if s.rows else np.zeros(0, dtype=np.int64) for s in segs]
-    walk_dead = np.isnan(walk_values).all(axis=1) if walk_values.size else np.zeros((len(inputs.metrics), 0), bool)
-    seg_dead = np.isnan(seg_values).all(axis=1) if seg_values.size else np.zeros((len(inputs.metrics), 0), bool)
-    n_cells = int(sum(n_images))
+    kept = set(wt.seg_ids)
+    segs = [s for s in structure.segs if s.seg_id in kept]
+    seg_rows = [np.concatenate(s.rows) if s.rows else np.zeros(0, dtype=int) for s in segs]
+    n_cells = sum(len(r) for r in seg_rows)
     out = []
-    for m, name in enumerate(inputs.metrics):
-        missing = [n - int(np.isfinite(inputs.scores[r, m]).sum()) for n, r in zip(n_images, rows, strict=True)]
-        n_missing = int(sum(missing))
-        if not n_missing:
+    for j, m in enumerate(metrics):
+        miss = np.isnan(scores[:, j])
+        n_miss = sum(int(miss[r].sum()) for r in seg_rows)
+        if not n_miss:
             continue
-        out.append(f"protocol {protocol.name}: {name}: {n_missing} of {n_cells} images without a score, in "
-                   f"{sum(k > 0 for k in missing)} of {len(segs)} SEGs; {int(walk_dead[m].sum())} of "
-                   f"{len(walk_seg)} walks and {int(seg_dead[m].sum())} SEGs left without a value")
+        n_segs = sum(bool(miss[r].any()) for r in seg_rows)
+        walks = sum(int((miss[np.where(b.rows >= 0, b.rows, 0)] & (b.rows >= 0)).any(axis=1).sum())
+                    for b in wt.buckets)
+        out.append(f"protocol {protocol}: metric {m!r} has {n_miss} of {n_cells} cells missing (blank, NaN or a "
+                   f"failure code read as missing), in {n_segs} of {len(segs)} SEGs; {walks} of {wt.n_walks} "
+                   "walks pass through one")
     return tuple(out)
 
 
@@ -314,9 +325,9 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
         levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
                                sorted(inputs.lower_is_better), n_perm=int(chance), seed=seed, confidence=confidence,
                                progress=progress, observed=(wv, nv))
-    missing = missing_score_notes(inputs, protocol, seg_ids, wt.walk_seg, wv, sv.values)  # the commands print notes
     return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded,
-                          missing + notes, fail_notes)
+                          notes, fail_notes, missing_notes(inputs.scores, inputs.structure, wt, protocol.name,
+                                                           inputs.metrics))
 
 
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,
@@ -375,7 +386,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
     if isinstance(scores, AnalysisInputs):
         inputs = scores
     else:
-        table = scores if isinstance(scores, ScoreTable) else read_scores(scores, metrics, lower_is_better)
+        table = scores if isinstance(scores, ScoreTable) else read_scores(scores, metrics, lower_is_better, dataset)
         inputs = prepare_inputs(table, dataset, subsets)
     mms = tuple(meta_metrics) if meta_metrics is not None else tuple(META_METRICS)
     for name in mms:
@@ -387,7 +398,7 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
         results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
                                               int(chance), ci_method, bootstrap_scheme, int(min_segs_ci), progress)
-    notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.failure_notes + r.notes)
+    notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.failure_notes + r.missing + r.notes)
     return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
                           float(confidence), inputs.source, inputs.subset_source, notes, int(chance),
                           ci_method, bootstrap_scheme, int(min_segs_ci))

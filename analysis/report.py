@@ -395,6 +395,11 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
     extra_files = dict(extra_files or {})
     if verdict is not None:
         extra_files.update({"verdict": verdict.table, "ranking": verdict.ranking, "pairs": verdict.pairs})
+    unknown = sorted(set(labels or {}) - set(merged.metrics))
+    if unknown:  # a typo'd metric name would otherwise leave its label unused without a word
+        # a note: shown in the report, and logged by ts2 report with the others
+        merged = replace(merged, notes=(*merged.notes, f"labels name no metric of the report: {unknown}; "
+                                                        f"expected keys among {merged.metrics}"))
     with result_set(output_dir, "ts2 report") as stage:
         res = _write_report(merged, stage, title, protocol, dict(labels or {}), groups, scatter,
                             n_heatmaps, extra_sections, prompts, figures, pareto, extra_files, verdict,

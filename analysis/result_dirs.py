@@ -116,6 +116,7 @@ class ResultDir:
     per_seg: pd.DataFrame | None = None
     schema: FolderSchema = field(default_factory=lambda: FolderSchema({}, {}))
     confidence: float | None = None  # the CI level of metametrics.csv (analysis.json)
+    notes: tuple[str, ...] = ()  # the notes of its analysis.json (missing scores, withheld CIs, ...)
 
     @property
     def shard(self) -> str | None:
@@ -279,7 +280,7 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
     if ps is not None and "subset" in ps.columns:
         ps["subset"] = ps["subset"].fillna("")
     return ResultDir(p, name or p.name, overrides, scores, run, mm, ps, schema,
-                     None if record is None else record.confidence)
+                     None if record is None else record.confidence, () if record is None else tuple(record.notes))
 
 
 
@@ -413,6 +414,7 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
         if reused is not None:
             if g[0].confidence is not None:
                 confidences.add(g[0].confidence)
+            notes += [f"{label}: {n}" for n in g[0].notes]  # reused numbers keep what their analysis said
             mm_parts.append(reused[0])
             if reused[1] is not None:
                 ps_parts.append(reused[1])

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -278,7 +278,7 @@ def _pivot_long(df: pd.DataFrame, source: str, from_file: bool) -> tuple[pd.Data
 
 
 def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None = None,
-                lower_is_better: Iterable[str] = ()) -> ScoreTable:
+                lower_is_better: Iterable[str] = (), dataset: SEGDataset | None = None) -> ScoreTable:
     """Read and validate a wide or long score table.
 
     Parameters
@@ -291,6 +291,9 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
         Metrics where a lower score means a better image (added to any declared in a long
         table's ``higher_is_better`` column, and in a ``run.json`` beside the file: the
         directions ``ts2 score`` recorded, read with :func:`seg_data.results.run_record_beside`).
+    dataset : SEGDataset, optional
+        A wide table keyed by ``file_name`` alone gets its ``seg_id`` and ``node`` from it
+        (:func:`keys_from_dataset`).
 
     Raises
     ------
@@ -313,12 +316,16 @@ def read_scores(source: str | Path | pd.DataFrame, metrics: Sequence[str] | None
     if table_format(df, name) == "long":
         df, declared_lower = _pivot_long(df, name, from_file)
         from_file = False  # row numbers of the pivoted frame no longer match the file
+    if dataset is not None and "file_name" in df.columns and not {"seg_id", "node"} & set(df.columns):
+        df = keys_from_dataset(df, name, dataset, notes)
     df = _checked_keys(df, name, from_file)
     df = _drop_blank_columns(df, name, metrics, notes)
     score_cols = _score_columns(df, name, metrics, notes)
-    out = df[[c for c in KEY_COLUMNS if c in df.columns]].copy()
-    for c in score_cols:
-        out[c] = _metric_values(df[c], c, name, from_file, notes)
+    values = {c: _metric_values(df[c], c, name, from_file, notes) for c in score_cols}
+    # all columns at once: one assignment per column fragments the frame (a PerformanceWarning each
+    # after 100 columns: 101 of them for a 200-metric table)
+    out = pd.concat([df[[c for c in KEY_COLUMNS if c in df.columns]].copy(),
+                     pd.DataFrame(values, index=df.index, columns=list(score_cols))], axis=1)
     lower = _lower_is_better(source, name, lower_is_better, declared_lower, score_cols)
     codes = {c: FAILURE_CODES[c] for c in score_cols if c in FAILURE_CODES}
     return ScoreTable(out, tuple(score_cols), frozenset(lower), name, tuple(notes), codes)
@@ -433,6 +440,50 @@ def _load_frame(source: str | Path | pd.DataFrame, allow_url: bool = False) -> t
         if new not in df.columns and old in df.columns:
             df = df.rename(columns={old: new})
     return df, name
+
+
+def keys_from_dataset(df: pd.DataFrame, name: str, dataset: SEGDataset, notes: list[str] | None = None) -> pd.DataFrame:
+    """A table keyed by ``file_name`` alone, with each image's ``seg_id`` and ``node`` from ``dataset``.
+
+    A name matches the dataset's image id exactly, else (for every row of the table at once)
+    its last path part (``000-00.jpg`` for ``images/000-00.jpg``), which is then replaced by
+    the dataset's id so the join on ``file_name`` finds it.
+
+    Raises
+    ------
+    ValueError
+        A name that is no image of the dataset, or whose last part names two of its images
+        (the file, row and name said).
+    """
+    images = dataset.image_table()
+    ids = images["file_name"].astype(str)
+    key = {f: (s, n) for f, s, n in zip(ids, images["seg_id"].astype(str), images["node"].astype(str), strict=True)}
+    names = df["file_name"].astype("string").str.strip()
+    exact = names.isin(key.keys())
+    if not exact.all():
+        base = ids.map(lambda f: f.replace("\\", "/").rsplit("/", 1)[-1])
+        counts = base.value_counts()
+        by_base = dict(zip(base, ids, strict=True))
+        for i, f in names.items():
+            if exact[i] or pd.isna(f):
+                continue
+            b = str(f).replace("\\", "/").rsplit("/", 1)[-1]
+            if counts.get(b, 0) > 1:
+                raise ValueError(f"{name}: row {i + 2}: expected a file_name naming one image of the dataset, got "
+                                 f"{f!r}, which matches {int(counts[b])} images "
+                                 f"({', '.join(sorted(ids[base == b])[:3])}); write the path as the dataset does")
+            if b not in by_base:
+                raise ValueError(f"{name}: row {i + 2}: expected a file_name of the dataset's images (e.g. {ids.iloc[0]!r}), "
+                                 f"got {f!r}, which is none of its {len(ids)} images")
+            names[i] = by_base[b]
+        if notes is not None:
+            notes.append(f"{name}: {int((~exact).sum())} file name(s) matched to the dataset's images by their last "
+                         "path part")
+    out = df.copy()
+    out["file_name"] = names
+    out.insert(0, "node", names.map(lambda f: key[f][1]))
+    out.insert(0, "seg_id", names.map(lambda f: key[f][0]))
+    return out
 
 
 def _checked_keys(df: pd.DataFrame, name: str, from_file: bool) -> pd.DataFrame:
@@ -917,13 +968,45 @@ def apply_lower_is_better(names: Iterable[str], table: ScoreTable,
     return marked[0], (marked[1] if reference is not None else None)
 
 
+def identical_to_reference(table: ScoreTable, reference: ScoreTable) -> list[str]:
+    """The columns of ``table`` that are the reference metric of the same name: on every image of
+    ``table`` both are missing or equal (to 1e-9, what a CSV round trip keeps), with at least one
+    score. A released score file with a column added is such a table: its copies of the
+    references are recognised, not analysed twice.
+
+    Examples
+    --------
+    >>> a = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["x", "y"],
+    ...                               "clip": [0.5, 0.25], "mine": [1, 0]}))
+    >>> b = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["y", "x"],
+    ...                               "clip": [0.25, 0.5]}))
+    >>> identical_to_reference(a, b)
+    ['clip']
+    """
+    if not (table.has_file_name and reference.has_file_name):
+        return []
+    ref = reference.frame.drop_duplicates("file_name").set_index("file_name")
+    out = []
+    for m in reference.metrics:
+        if m not in table.metrics:
+            continue
+        mine = table.frame[m].to_numpy(dtype=float)
+        theirs = table.frame["file_name"].map(ref[m]).to_numpy(dtype=float)
+        both = ~np.isnan(mine) & ~np.isnan(theirs)
+        if both.any() and np.array_equal(np.isnan(mine), np.isnan(theirs)) and \
+                np.allclose(mine[both], theirs[both], rtol=1e-9, atol=1e-9):
+            out.append(m)
+    return out
+
+
 def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
     """``table`` plus the metric columns of ``reference`` (e.g. TS2's released scores), joined on
     ``file_name``, so a new metric is analysed beside the published ones on the same images.
 
     A reference metric whose name ``table`` already has is kept beside the user's column as
     ``<name>_reference`` (:func:`reference_names`), with a logged warning naming both and a note
-    in the table's notes; images of ``table`` missing from ``reference`` get NaN reference scores
+    in the table's notes, unless the two are identical (:func:`identical_to_reference`): then it
+    is analysed once, and a note says so; images of ``table`` missing from ``reference`` get NaN reference scores
     (dropped per protocol, like any NaN).
 
     Raises
@@ -935,9 +1018,12 @@ def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
     for t in (table, reference):
         if not t.has_file_name:
             raise ValueError(f"{t.source}: expected a 'file_name' column to join the reference scores on, got none")
+    same = identical_to_reference(table, reference)
+    notes = [f"{table.source}: column(s) {same} are identical to the reference metrics of that name in "
+             f"{reference.source}: each analysed once, as the reference"] if same else []
+    reference = replace(reference, metrics=tuple(m for m in reference.metrics if m not in same))
     names = reference_names(tuple(table.metrics) + tuple(c for c in table.frame.columns if c not in table.metrics),
                             reference.metrics)
-    notes = []
     for m, new in names.items():
         if new != m:
             msg = (f"{table.source} has a column {m!r} named like the reference metric {m!r} of {reference.source}: "
@@ -954,6 +1040,7 @@ def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
                          f"file_name), found none in common: e.g. {table.frame['file_name'].iloc[0]!r} in yours, "
                          f"{reference.frame['file_name'].iloc[0]!r} in the reference")
     return ScoreTable(joined, tuple(table.metrics) + tuple(extra),
-                      frozenset(table.lower_is_better) | frozenset(names[m] for m in reference.lower_is_better),
+                      frozenset(table.lower_is_better) | frozenset(names[m] for m in reference.lower_is_better
+                                                                   if m in names),
                       table.source, tuple(table.notes) + tuple(reference.notes) + tuple(notes),
-                      dict(table.failure_codes) | {names[m]: c for m, c in reference.failure_codes.items()})
+                      dict(table.failure_codes) | {names[m]: c for m, c in reference.failure_codes.items() if m in names})

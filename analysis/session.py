@@ -374,7 +374,7 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     if isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1:
         raise ValueError(f"expected max_walks to be a positive integer or null, got {max_walks!r}")
     source = scores if isinstance(scores, pd.DataFrame) else str(scores)
-    table = read_scores(source, metrics=_names(metrics) or None)
+    table = read_scores(source, metrics=_names(metrics) or None, dataset=dataset)
     run = None if isinstance(scores, pd.DataFrame) else run_record_beside(str(scores))
     roles_given = dict(roles or {})
     roles = _metric_roles(table.metrics, roles_given, run)
@@ -420,7 +420,7 @@ def _join_reference(table, reference, required: bool, lower_is_better: Sequence[
     """``table`` with the reference score table joined (its metrics added to ``roles`` as
     ``reference``) and ``lower_is_better`` applied; ``(table, reference name or None)``. A
     reference that cannot be read or joined raises when ``required``, else logs a warning."""
-    from .scores_io import apply_lower_is_better, read_scores, with_reference
+    from .scores_io import apply_lower_is_better, identical_to_reference, read_scores, with_reference
 
     ref_table = None
     ref_name = None if reference is None else ("<frame>" if isinstance(reference, pd.DataFrame) else str(reference))
@@ -436,9 +436,10 @@ def _join_reference(table, reference, required: bool, lower_is_better: Sequence[
     table, ref_table = apply_lower_is_better(list(lower_is_better), table, ref_table)
     if ref_table is not None:
         try:
+            same = identical_to_reference(table, ref_table)  # a copy of a reference is that reference
             table = with_reference(table, ref_table)
             log.info("analysing the reference metrics of %s beside %s", ref_name, table.source)
-            roles |= {m: roles_given.get(m, "reference") for m in table.metrics if m not in roles}
+            roles |= {m: roles_given.get(m, "reference") for m in table.metrics if m not in roles or m in same}
         except ValueError as e:
             if required:  # a reference you named must join; the automatic one never fails a run
                 raise

@@ -289,7 +289,10 @@ def summary_line(rows: pd.DataFrame, alpha: float) -> str:
         if not not_above:
             line += "; above every control" + ("" if all(r["direction"] != "n/a" for r in ctrl) else " where defined")
         else:
-            line += "; not above control(s) " + ", ".join(f"{r['against']} ({r['meta_metric']})" for r in not_above)
+            # Two floors can look contradictory: a chance-adjusted value above 0 says the metric beats
+            # a null that keeps its own ties; this floor is the scored control's value, the stricter one.
+            line += ("; not above control(s) " + ", ".join(f"{r['against']} ({r['meta_metric']})" for r in not_above)
+                     + " [floor: the scored control's own value, not the chance level]")
     if any(r["against"] != "" for r in recs):
         line += f" (Holm {alpha:g})"
     return line

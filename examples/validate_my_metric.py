@@ -52,11 +52,11 @@ def main(out: Path) -> None:
     for r in own.itertuples():
         # delta_m is unbounded above: it has a chance level but no chance-adjusted value
         adjusted = "-" if np.isnan(r.adjusted) else f"{100 * r.adjusted:.1f} %"
-        print(f"colour_match {r.meta_metric}_m = {100 * r.value:.1f} [{100 * r.ci_low:.1f}, {100 * r.ci_high:.1f}] %, "
+        print(f"[{r.protocol}] colour_match {r.meta_metric}_m = {100 * r.value:.1f} [{100 * r.ci_low:.1f}, {100 * r.ci_high:.1f}] %, "
               f"chance {100 * r.chance:.1f} %, chance-adjusted {adjusted}")
     cmp = a.compare("colour_match", "geneval_shapes")
     for r in cmp[cmp["subset"] == "Avg"].itertuples():
-        print(f"colour_match - geneval_shapes, {r.meta_metric}_m: {100 * r.diff:+.1f} points "
+        print(f"[{r.protocol}] colour_match - geneval_shapes, {r.meta_metric}_m: {100 * r.diff:+.1f} points "
               f"[{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}], p = {r.p_value:.3g}")
 
     out.mkdir(parents=True, exist_ok=True)

@@ -151,7 +151,7 @@ def _score_isolated(call, b_items: list[ScoreItem], images, name: str) -> list[t
 def compute(metric: Metric, todo_items: list[ScoreItem], plan: Plan, cache: ScoreCache, settings: EngineSettings,
              work: Work) -> int:
     """Run the metric over the missing pairs; fills ``work.results``/``pair_fail``; returns pairs stored."""
-    from tqdm.auto import tqdm
+    from seg_data.progress import tqdm
 
     from .pipeline import to_model_input
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .cache import ScoreCache
-from .extras import missing_extra, require_module
+from .extras import MissingExtraError, missing_extra, require_module
 from .hub import require_models
 from .identity import fingerprint_hash
 from .images import DEFAULT_MAX_SIDE, decode_settings
@@ -163,7 +163,7 @@ def _image_keys(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache,
     fail: dict[int, str] = {}
     bar = None
     if settings.progress and len(items) >= 500:
-        from tqdm.auto import tqdm
+        from seg_data.progress import tqdm
 
         bar = tqdm(total=len(items), desc=f"{metric.name}: hashing", unit="img", leave=False)
     try:
@@ -208,6 +208,20 @@ def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, setting
     return Plan(device, precision, key, fingerprint, image_keys, item_fail, rep, cached, todo, hash_time)
 
 
+def _inner_hint(metric: Metric) -> str:
+    """For a control that wraps an inner metric (shuffled_image, shuffled_text): the override that
+    gives it a model-free inner metric, so the control runs on the light install too."""
+    inner = getattr(metric, "inner", None)  # a MetricWrapper's (base imports this module: no isinstance)
+    if not isinstance(getattr(inner, "name", None), str):
+        return ""
+    free = getattr(metric, "model_free_inner", None)
+    if free is None:
+        return (f"; it is needed by its inner metric {inner.name}, and no model-free metric can score for "
+                f"{metric.name} on the light install: install the extra, or leave {metric.name} out")
+    return (f"; it is needed by its inner metric {inner.name}: for a model-free inner metric pass "
+            f"metric@{metric.config_key}.inner={free} (what ts2 run uses on the light install)")
+
+
 def _load(metric: Metric, plan: Plan, work: Work) -> bool:
     """Load the metric; a failure fails every pending pair with the reason instead of raising,
     except a module of an optional extra that is not installed (:class:`MissingExtraError`) and a
@@ -219,7 +233,10 @@ def _load(metric: Metric, plan: Plan, work: Work) -> bool:
     t0 = time.perf_counter()
     hub = metric.hub_models()
     if hub:  # hub weights are torch models: on the light install, the extra comes before the weights
-        require_module("torch", f"metric {metric.name}")
+        try:
+            require_module("torch", f"metric {metric.name}")
+        except MissingExtraError as e:
+            raise MissingExtraError(str(e) + _inner_hint(metric), name=e.name) from e
     # Before load() imports the model stack (open_clip: 5 s): an uncached hub model on an offline
     # machine stops the run at once with one line (ModelUnavailableError, raised to the caller).
     require_models(hub, metric.config_key)
@@ -230,7 +247,7 @@ def _load(metric: Metric, plan: Plan, work: Work) -> bool:
         # same way, so stop at once with the extra to install instead of failing each image.
         missing = missing_extra(e, f"metric {metric.name}")
         if missing is not None:
-            raise missing from e
+            raise MissingExtraError(str(missing) + _inner_hint(metric), name=missing.name) from e
         work.fail_load(metric.name, e, plan.todo)
         return False
     work.load_time = time.perf_counter() - t0

@@ -6,6 +6,7 @@ Both are written atomically (a temporary sibling, then ``os.replace``).
 from __future__ import annotations
 
 import json
+import logging
 import platform
 import sys
 from collections.abc import Sequence
@@ -16,6 +17,8 @@ from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, publishe
 
 from .items import ScoreItem
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:  # type hints only (base imports the engine when a Metric is called)
     from .base import Metric
     from .run_types import MetricRun
@@ -24,7 +27,11 @@ __all__ = ["BASE_COLUMNS", "scores_frame", "write_outputs", "atomic_write_text",
 
 # -- outputs ---------------------------------------------------------------------------------------
 def scores_frame(items: Sequence[ScoreItem], runs: Sequence[MetricRun]):
-    """``seg_id, node, file_name, image_path, prompt`` + each run's columns, in item order."""
+    """``seg_id, node, file_name, image_path, prompt`` + each run's columns, in item order.
+
+    A run that failed on every item adds no column: an all-empty column would be read later as a
+    metric with its scores missing (and merged as "runs scored different images"); its failures
+    are in ``run.json``."""
     import numpy as np
     import pandas as pd
 
@@ -33,6 +40,10 @@ def scores_frame(items: Sequence[ScoreItem], runs: Sequence[MetricRun]):
     for run in runs:
         if len(run.scores) != len(items):
             raise ValueError(f"{run.name}: expected {len(items)} scores, got {len(run.scores)}")
+        if items and all(sc is None for sc in run.scores):
+            log.warning("%s failed on every one of its %d images: no column written to scores.csv (the reasons "
+                        "are in run.json)", run.name, len(items))
+            continue
         arr = np.full((len(items), len(run.columns)), np.nan)
         for i, s in enumerate(run.scores):
             if s is not None:
@@ -73,8 +84,8 @@ def write_outputs(output_dir: str | Path, items: Sequence[ScoreItem], runs: Sequ
     for m in metrics:
         df = m.finalize(df)
         added.update(m.finalize_directions())
-    directions = {c: h for r in runs for c, h in r.directions.items()} | added
-    roles = {c: r for m in metrics for c, r in m.roles().items()}
+    directions = {c: h for r in runs for c, h in r.directions.items() if c in df.columns} | added
+    roles = {c: r for m in metrics for c, r in m.roles().items() if c in df.columns}
     roles |= {c: roles.get(c, "metric") for c in directions}
     with result_set(out, "ts2 score") as stage:
         csv_path, json_path = stage / "scores.csv", stage / RUN_FILE

@@ -267,7 +267,7 @@ def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
     >>> load_seg_file(p).seg_ids  # doctest: +SKIP
     ['0', '1', '2']
     """
-    from tqdm.auto import tqdm
+    from .progress import tqdm
 
     if int(n_segs) < 1:
         raise ValueError(f"expected n_segs >= 1, got {n_segs}")

@@ -712,7 +712,7 @@ add(Case("override-data-max-walks", "overrides", "`ts2 data info max_walks=abc`"
          {"metadata.csv": meta_csv()}, validate("metadata.csv", "image_roots={a:1}"), rc=2,
          expect=r"expected image_roots to be a folder or a list of folders"),
     Case("override-no-action", "overrides", "`ts2 data` without an action", {}, ("data",), rc=2,
-         expect=r"ts2 data: expected an action, one of \['info', 'validate', 'make-synthetic'\]"),
+         expect=r"ts2 data: expected an action, one of \['info', 'validate', 'make-synthetic', 'from-labels'\]"),
     Case("override-bad-action", "overrides", "`ts2 data explode`", {}, ("data", "explode"), rc=2,
          expect=r"unknown action 'explode'"),
     Case("override-bad-command", "overrides", "`ts2 frobnicate`", {}, ("frobnicate",), rc=2,
@@ -750,13 +750,13 @@ add(Case("env-output-dir-devnull", "environment", "`output_dir=/dev/null` (a dev
          setup=lambda d: os.symlink("/dev/zero", d / "z.yaml"), timeout=20),
     Case("env-cache-dir-file", "environment", "`ts2 cache info cache_dir=` a regular file", {"f": "x"},
          ("cache", "info", "cache_dir={d}/f"), rc=2,
-         expect=r"ts2 cache: .*scores\.sqlite: expected a folder for the ts2 score cache at .*/f, got a file"),
+         expect=r"ts2 cache: expected a folder for ts2's caches at .*/f \(TS2_CACHE_DIR, cache_dir=\), got a file"),
     Case("env-cache-clear-dir-file", "environment", "`ts2 cache clear cache_dir=` a regular file", {"f": "x"},
          ("cache", "clear", "cache_dir={d}/f"), rc=2,
-         expect=r"ts2 cache: .*expected a folder for the ts2 score cache at .*/f, got a file"),
+         expect=r"ts2 cache: expected a folder for ts2's caches at .*/f \(TS2_CACHE_DIR, cache_dir=\), got a file"),
     Case("env-cache-dir-devnull", "environment", "`ts2 cache info cache_dir=/dev/null`", {},
          ("cache", "info", "cache_dir=/dev/null"), rc=2,
-         expect=r"ts2 cache: .*expected a folder for the ts2 score cache at /dev/null, got a file"),
+         expect=r"ts2 cache: expected a folder for ts2's caches at /dev/null \(TS2_CACHE_DIR, cache_dir=\), got a file"),
     Case("env-dataset-fifo", "environment", "path= a dataset.yaml that is a FIFO", {}, validate("f.yaml"), rc=2,
          expect=r"expected a SEG file .* found none", setup=lambda d: os.mkfifo(d / "f.yaml"), timeout=20))
 
@@ -1100,11 +1100,13 @@ def ctrl_c(d: Path) -> tuple[int, str]:
 
     (d / "scores.csv").write_text(scores_csv())
     p = ts2_child(d, "marker.write_text('x'); time.sleep(60)", ["analyze", f"scores={d}/scores.csv", f"output_dir={d}/out"])
-    deadline = time.monotonic() + 60
-    while not (d / "marker").exists() and p.poll() is None and time.monotonic() < deadline:
+    # Wait for a state (the handler is running), not a clock: on a loaded machine the child's
+    # imports alone can take a minute, and a SIGINT sent before its handler runs tests nothing.
+    # The case's own alarm (its timeout) still ends a child that never gets there.
+    while not (d / "marker").exists() and p.poll() is None:
         time.sleep(0.05)
     p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=60)
+    _, err = p.communicate()
     if "Traceback" in err:
         raise OSError(err[-2000:])
     return p.returncode, err.strip().splitlines()[-1]
@@ -1157,7 +1159,7 @@ add(Case("override-split-title", "overrides", "`ts2 report title=My report` (the
          expect=r"scores=http://127\.0\.0\.1:9/x\.csv to be readable, got: .*Connection refused"),
     Case("env-ctrl-c", "environment", "Ctrl-C (SIGINT) while `ts2 analyze` runs", {},
          call=labelled("SIGINT to ts2 analyze", ctrl_c), verdict="correct",
-         value=(130, "ts2 analyze: interrupted; nothing written"), timeout=120),
+         value=(130, "ts2 analyze: interrupted; nothing written"), timeout=600),
     Case("env-file-size-limit", "environment", "a 256 KiB file-size limit (RLIMIT_FSIZE) while writing", {},
          call=labelled("ts2 analyze under ulimit -f 256", file_size_limit), verdict="correct",
          value=(2, f"ts2 analyze: {{d}}/out/big.bin: EFBIG ({os.strerror(__import__('errno').EFBIG)})"), timeout=150))
@@ -1277,8 +1279,117 @@ add(Case("env-output-dir-up-relative", "environment", "`output_dir=sub/../..` (a
 score_case("partial-one-seg-scored", "joined to a 2-SEG dataset, only SEG 0 scored (`chance=10`)",
            scores_csv({m: v[:4] for m, v in BASE_SCORES.items()}, seg_ids=["0"] * 4,
                       nodes=[r[4] for r in BASE_META[:4]], files=[r[2] for r in BASE_META[:4]]), 0,
-           r"protocol paper: clip: 3 of 7 images without a score, in 1 of 2 SEGs", verdict="warned",
+           r"3 image\(s\) of dataset .* have no row in .*scores\.csv \(treated as missing scores\)", verdict="warned",
            files={"metadata.csv": meta_csv()}, extra=("path={d}/metadata.csv", "chance=10"))
+
+
+# -- issue 46 / 42 (h46): an output that is an input is refused, nothing changed on disk -------------
+def _tree(d: Path) -> dict[str, str]:
+    """Every file under ``d`` with its SHA-256 (the before/after picture of a clash case)."""
+    import hashlib
+
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file() and p.name != "before.json"}
+
+
+def _result_set_run(d: Path) -> None:
+    """A complete result set in ``{d}/run`` (a real ``ts2 analyze``), then the picture of ``d``."""
+    from ts2.cli import main
+
+    rc = main(["analyze", f"scores={d}/scores.csv", f"output_dir={d}/run", "bootstrap=0", "chance=0",
+               "reference=null", "protocols=[paper]", "ranking.enabled=false"])
+    if rc:
+        raise OSError(f"setup: ts2 analyze exited {rc}")
+    (d / "before.json").write_text(json.dumps(_tree(d)))
+
+
+def _snapshot(d: Path) -> None:
+    (d / "before.json").write_text(json.dumps(_tree(d)))
+
+
+def unchanged(d: Path, out: str) -> None:
+    before, after = json.loads((d / "before.json").read_text()), _tree(d)
+    assert after == before, f"expected nothing changed on disk, got {sorted(set(after.items()) ^ set(before.items()))}"
+
+
+CLASH = r"output clashes with an input: "
+add(
+    Case("clash-analyze-into-score-folder", "outputs", "`ts2 analyze scores=RUN/scores.csv output_dir=RUN`",
+         {"run/scores.csv": scores_csv()},
+         ("analyze", "scores={d}/run/scores.csv", "output_dir={d}/run", "bootstrap=0"), rc=2, setup=_snapshot,
+         expect=r"(?m)^ts2 analyze: " + CLASH + r"output_dir=.*/run overlaps the input scores=.*/run/scores\.csv; "
+                r"nothing was written, choose another output_dir", check=unchanged),
+    Case("clash-analyze-into-result-set", "outputs", "`ts2 analyze scores=RUN/per_seg.csv output_dir=RUN` on a "
+         "complete result set", {"scores.csv": scores_csv()},
+         ("analyze", "scores={d}/run/per_seg.csv", "output_dir={d}/run"), rc=2, setup=_result_set_run,
+         expect=r"ts2 analyze: " + CLASH + r"output_dir=.*/run overlaps the input scores=", check=unchanged),
+    Case("clash-report-into-results", "outputs", "`ts2 report results=[RUN] output_dir=RUN`", {"scores.csv": scores_csv()},
+         ("report", "results=[{d}/run]", "output_dir={d}/run"), rc=2, setup=_result_set_run,
+         expect=r"(?m)^ts2 report: " + CLASH + r"output_dir=.*/run is the input results=.*/run; nothing was written",
+         check=unchanged),
+    Case("clash-report-inside-results", "outputs", "`ts2 report results=[RUN] output_dir=RUN/sub`",
+         {"scores.csv": scores_csv()}, ("report", "results=[{d}/run]", "output_dir={d}/run/sub"), rc=2,
+         setup=_result_set_run, expect=r"ts2 report: " + CLASH + r"output_dir=.*/run/sub overlaps the input results=",
+         check=unchanged),
+    Case("clash-explore-out-scores", "outputs", "`ts2 explore results=RUN out=RUN/per_seg.csv` (issue 42)",
+         {"scores.csv": scores_csv()}, ("explore", "results=[{d}/run]", "out={d}/run/per_seg.csv", "images=false"),
+         rc=2, setup=_result_set_run,
+         expect=r"(?m)^ts2 explore: " + CLASH + r"out=.*/run/per_seg\.csv lies in the input results=.*, choose another out",
+         check=unchanged),
+    Case("clash-explore-out-html-other-set", "outputs", "`ts2 explore results=OTHER out=RUN/explorer.html` (a file of "
+         "another complete result set)", {"scores.csv": scores_csv(), "other/scores.csv": scores_csv()},
+         ("explore", "results=[{d}/other]", "out={d}/run/explorer.html", "images=false", "output_dir={d}/ex"),
+         rc=2, setup=_result_set_run,
+         expect=r"ts2 explore: " + CLASH + r"out=.*/run/explorer\.html lies in the result set .*/run; nothing was written",
+         check=unchanged),
+)
+
+score_case("blank-cells-summary", "2 of 7 `tifa` cells blank (no error, the analysis goes on)",
+           scores_csv({"clip": BASE_SCORES["clip"], "tifa": [0.4, "", 0.5, 0.9, 0.3, "", 0.7]}), 0,
+           r"(?m)^  protocol paper: metric 'tifa' has 2 of 7 cells missing \(blank, NaN or a failure code read as "
+           r"missing\), in 2 of 2 SEGs; 2 of 3 walks pass through one$", verdict="warned",
+           check=lambda d, out: (same_as_clean("clip")(d, out),
+                                 note_in_analysis_json(d, r"metric 'tifa' has 2 of 7 cells missing")))
+FN_ONLY = "file_name,clip,tifa\n" + "".join(f"{r[2].rsplit('/', 1)[-1]},{BASE_SCORES['clip'][i]},{BASE_SCORES['tifa'][i]}\n"
+                                            for i, r in enumerate(BASE_META))
+score_case("file-name-only-with-path", "a table of `file_name` (last path part only) and metrics, with `path=`",
+           FN_ONLY, 0, r"7 file name\(s\) matched to the dataset's images by their last path part", verdict="warned",
+           extra=("path={d}/metadata.csv",), files={"metadata.csv": meta_csv()}, check=same_as_clean("clip"))
+score_case("file-name-only-unknown", "a `file_name`-only table naming an image the dataset lacks, with `path=`",
+           FN_ONLY.replace("000-02.jpg", "zzz.jpg"), 2,
+           r"scores\.csv: row 4: expected a file_name of the dataset's images .*got 'zzz\.jpg', which is none of its 7",
+           extra=("path={d}/metadata.csv",), files={"metadata.csv": meta_csv()}, check=no_out)
+score_case("reference-copy-plus-column", "the reference table with one column added, analysed with that reference",
+           scores_csv({**BASE_SCORES, "mine": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]}), 0,
+           r"column\(s\) \['clip', 'tifa'\] are identical to the reference metrics of that name in .*ref\.csv: each "
+           r"analysed once, as the reference", verdict="warned", extra=("reference={d}/ref.csv",),
+           files={"ref.csv": scores_csv()},
+           check=lambda d, out: (same_as_clean("clip")(d, out), _metrics_are(d, ["clip", "tifa", "mine"])))
+
+
+def _no_column(name: str):
+    def check(d: Path, out: str) -> None:
+        header = (d / "out" / "scores.csv").read_text().splitlines()[0].split(",")
+        assert name not in header, f"expected no {name!r} column in scores.csv, got {header}"
+    return check
+
+
+add(Case("score-always-yes-alone", "controls", "`ts2 score metric=always_yes` alone on a dataset without questions",
+         {}, ("score", "dataset=mini", "limit=4", "metric=always_yes", "progress=false", "output_dir={d}/out"), rc=1,
+         expect=r"set metric\.questions_file=FILE, or generate them: .*metric\.questions=generate "
+                r"\+qa_lm@metric\.lm=geneval_rules\)(.|\n)*always_yes failed on every one of its 4 images: no column "
+                r"written to scores\.csv", check=_no_column("always_yes"), timeout=180))
+def _in_report(d: Path, text: str) -> None:
+    html = (d / "out" / "report.html").read_text()
+    assert text in html, f"expected {text!r} in report.html"
+
+
+add(Case("report-unknown-label-key", "report", "`ts2 report labels={nope: X}` (a key that names no metric)",
+         {"run/scores.csv": scores_csv()},
+         ("report", "results=[{d}/run]", "output_dir={d}/out", "figures=[]", "bootstrap=0", "chance=0",
+          "labels={nope: X, clip: CLIP}"), rc=0, verdict="warned",
+         expect=r"labels name no metric of the report: \['nope'\]; expected keys among \['clip', 'tifa'\]",
+         check=lambda d, out: _in_report(d, "labels name no metric of the report")))
 
 
 if __name__ == "__main__":

@@ -133,9 +133,9 @@ def test_through_ts2_analyze(synthetic, tmp_path):
     """``ts2 analyze human=FILE`` routes to human_main (a lost routing fails here, never skips)."""
     from ts2.cli import main
 
-    rc = main(["analyze", f"human={synthetic}", f"output_dir={tmp_path}", "bootstrap=20", "++human_permutations=20"])
+    rc = main(["analyze", f"human={synthetic}", f"output_dir={tmp_path / 'out'}", "bootstrap=20", "++human_permutations=20"])
     assert rc == 0
-    res = pd.read_csv(tmp_path / "human_metametrics.csv")
+    res = pd.read_csv(tmp_path / "out" / "human_metametrics.csv")
     assert not math.isnan(res[(res.metric == "oracle") & (res.statistic == "kendall_b")].value.iloc[0])
 
 

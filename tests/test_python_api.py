@@ -283,9 +283,10 @@ def test_example_script_runs(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout
     for mm in ("rank", "sep", "delta"):
-        assert re.search(rf"colour_match {mm}_m = -?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\] %, chance -?\d+\.\d %, "
-                         r"chance-adjusted (-?\d+\.\d %|-)", text), mm
-        assert re.search(rf"colour_match - geneval_shapes, {mm}_m: [+-]\d+\.\d points", text), mm
+        for proto in ("paper", "graph"):  # each line says its protocol (issue 46: they looked printed twice)
+            assert len(re.findall(rf"(?m)^\[{proto}\] colour_match {mm}_m = -?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\] %, "
+                                  r"chance -?\d+\.\d %, chance-adjusted (-?\d+\.\d %|-)$", text)) == 1, (mm, proto)
+            assert re.search(rf"(?m)^\[{proto}\] colour_match - geneval_shapes, {mm}_m: [+-]\d+\.\d points", text), mm
     assert (tmp_path / "ex" / "histograms.png").stat().st_size > 1000
     assert (tmp_path / "ex" / "report" / "report.html").is_file()
     assert (tmp_path / "ex" / "report" / "metametrics.csv").is_file()

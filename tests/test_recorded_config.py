@@ -93,5 +93,5 @@ def test_explore_out_never_writes_into_a_result_set(tmp_path, capsys, name):
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     rc = main(["explore", f"results={run}", f"out={run / name}", "images=false"])
     err = capsys.readouterr().err
-    assert rc == 2 and "expected out= outside every result set" in err and "Traceback" not in err
+    assert rc == 2 and "output clashes with an input" in err and "Traceback" not in err
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before

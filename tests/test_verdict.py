@@ -96,7 +96,8 @@ def test_summary_line_and_direction_check(toy_result, caplog):
     t = v.table.set_index(["metric", "against", "meta_metric"])
     assert t.loc[("mine", "ctrl", "rank"), "direction"] == "above"
     assert t.loc[("mine", "ctrl", "sep"), "direction"] != "above"
-    assert lines["mine"].endswith("not above control(s) ctrl (sep) (Holm 0.05)")
+    assert lines["mine"].endswith("not above control(s) ctrl (sep) [floor: the scored control's own value, not the "
+                                  "chance level] (Holm 0.05)")
     assert "lower_is_better" not in lines["mine"]
     assert lines["rev"].endswith("analyse it with lower_is_better=[rev]")
     # a metric analysed as lower-is-better that still reads reversed is told the other way round

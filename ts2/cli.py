@@ -6,6 +6,7 @@ lazy ``"module:function"`` entry, so ``ts2 data`` and ``ts2 analyze`` never impo
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import ExitStack, nullcontext
 
@@ -41,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cmd = COMMANDS[name]
     overrides = rest
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # Hydra's relative folders and the inputs' paths need it: say so in one line
+        print(f"ts2 {name}: the current folder no longer exists (deleted or moved since this shell entered it); "
+              "cd into an existing folder and run the command again", file=sys.stderr)
+        return 2
     if any(a in ("-h", "--help") for a in rest):
         return print_help(cmd, [a for a in rest if a not in ("-h", "--help")], prog=f"ts2 {name}")
     if cmd.actions:
@@ -218,6 +225,14 @@ def _in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def _job_label() -> str:
+    """``job N (key=value ...)`` of the running sweep job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    return f"job {hc.job.get('num', '?')} ({' '.join(str(o) for o in hc.overrides.task)})"
+
+
 def cfg_job_name() -> str:
     from hydra.core.hydra_config import HydraConfig
 
@@ -259,6 +274,7 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
         return 130
     handler = _one_line_errors(resolve(cmd.target), prog, cmd.writes_folder)
     result: dict[str, int] = {"rc": 0}
+    failed: list[str] = []  # the failed jobs of a sweep run in this process, each said at the end
 
     def task(cfg) -> None:
         from ts2.common import output_dir
@@ -278,6 +294,7 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
             rc = 2
         result["rc"] = max(result["rc"], rc)
         if rc and _in_multirun():
+            failed.append(_job_label())
             # Launchers such as joblib run jobs in other processes, where `result` is not ours:
             # raising marks the job failed, and Hydra fails the multirun after all jobs ran.
             raise JobFailed(f"{prog} job {cfg_job_name()} exited with code {rc}")
@@ -295,6 +312,9 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
                 stack.enter_context(folder_lock(folder, prog))
             hydra.main(version_base="1.3", config_path="pkg://conf", config_name=cmd.config)(task)()
     except SystemExit as e:  # hydra exits on bad overrides (and failed multirun jobs) with its message
+        if failed:  # Hydra's message names the first failed job only
+            print(f"{prog}: {len(failed)} job(s) of the sweep failed (each said above): {'; '.join(failed)}",
+                  file=sys.stderr)
         return max(int(e.code or 0), result["rc"])
     except FolderLockedError as e:  # only the lock above: `task` answers its own
         print(f"{prog}: {e}", file=sys.stderr)

@@ -324,6 +324,101 @@ def _check_output_dir(prog: str, cfg, overrides: list[str]) -> None:
         raise ConfigError(f"{prog}: cannot create output_dir {out} ({anc}: {e.strerror or e}); {how}") from e
 
 
+# Keys whose values are read by a command (files or folders): an output may not overwrite them.
+INPUT_KEYS = ("scores", "reference", "results", "human", "path", "image_roots")
+# Keys naming what a command writes: a folder (swapped in whole) and a single file (`ts2 explore out=`).
+_OUTPUT_FOLDER, _OUTPUT_FILE = "output_dir", "out"
+
+
+def _paths_of(cfg, key: str) -> list[Path]:
+    """The existing paths a key of ``cfg`` names (one value or a list; ``auto``/``null`` none)."""
+    try:
+        value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=True)
+    except Exception:  # noqa: BLE001 - an unresolvable value is reported by its own check
+        return []
+    if value is None:
+        return []
+    values = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    if isinstance(values, dict):
+        values = list(values.values())
+    items = values if isinstance(values, list) else [values]
+    found = []
+    for v in items:
+        if isinstance(v, (str, Path)) and str(v) not in ("", "auto", "none", "null"):
+            p = Path(str(v)).expanduser()
+            if p.exists():
+                found.append(p.resolve())
+    return found
+
+
+def _within(inner: Path, outer: Path) -> bool:
+    return inner == outer or outer in inner.parents
+
+
+def _set_holding(inner: Path, outer: Path | None = None) -> Path | None:
+    """The result set (a folder with a manifest or run record) that holds ``inner``, looking up
+    from its folder to ``outer`` (to the root when None), or None."""
+    from seg_data.results import MANIFEST, RUN_FILE
+
+    d = inner if inner.is_dir() else inner.parent
+    while True:
+        if (d / MANIFEST).is_file() or (d / RUN_FILE).is_file():
+            return d
+        if d == outer or d == d.parent:
+            return None
+        d = d.parent
+
+
+def output_clash(outputs: dict[str, Path | None], inputs: dict[str, list[Path]]) -> str | None:
+    """Why writing ``outputs`` would change an input, or None (the one rule for every command).
+
+    An output folder (``output_dir``, written as a result set: swapped in whole, its old set
+    removed) clashes with an input that is the folder, a file directly in it (a name the command
+    may write), one that lies in a result set inside it, or
+    with an input result set holding it. An output file (``out=``) clashes with an input that
+    is the file or holds it, and with any file of a result set: writing there leaves that set
+    incomplete. Paths are compared resolved (symlinks, ``..``); a user's own files in an output
+    folder are kept by :func:`seg_data.results.result_set`, so they do not clash.
+    """
+    folder, file = outputs.get(_OUTPUT_FOLDER), outputs.get(_OUTPUT_FILE)
+    for key, paths in inputs.items():
+        for p in paths:
+            if folder is not None and (p == folder or p.parent == folder or (_within(p, folder) and _set_holding(p, folder))
+                                       or (_within(folder, p) and p.is_dir() and _set_holding(folder, p))):
+                return f"output_dir={folder} {'is' if p == folder else 'overlaps'} the input {key}={p}"
+            if file is not None and _within(file, p):
+                return f"out={file} {'is' if p == file else 'lies in'} the input {key}={p}"
+    if file is not None and _set_holding(file) is not None:
+        return f"out={file} lies in the result set {_set_holding(file)}"
+    return None
+
+
+def check_output_clash(prog: str, cfg) -> None:
+    """Refuse a command line whose output would overwrite one of its inputs (:func:`output_clash`),
+    before Hydra writes anything.
+
+    Raises
+    ------
+    ConfigError
+        ``output clashes with an input: ...; choose another output_dir/out``.
+    """
+    outputs: dict[str, Path | None] = {}
+    for key in (_OUTPUT_FOLDER, _OUTPUT_FILE):
+        try:
+            v = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=True)
+        except Exception:  # noqa: BLE001 - resolved by Hydra later (e.g. the ${now:} of the default)
+            v = None
+        outputs[key] = Path(str(v)).expanduser().resolve() if v not in (None, "") else None
+    if str(OmegaConf.select(cfg, "hydra.run.dir", default="")) == ".":  # writes no folder of its own
+        outputs[_OUTPUT_FOLDER] = None
+    inputs = {k: _paths_of(cfg, k) for k in INPUT_KEYS if k in cfg}
+    why = output_clash(outputs, inputs)
+    if why:
+        which = "out" if why.startswith("out=") else "output_dir"
+        raise ConfigError(f"{prog}: output clashes with an input: {why}; nothing was written, "
+                          f"choose another {which}")
+
+
 def precheck(prog: str, config_name: str, args: list[str]):
     """Compose ``config_name`` with the overrides in ``args`` and check them; return the config.
 
@@ -369,4 +464,5 @@ def precheck(prog: str, config_name: str, args: list[str]):
         raise ConfigError(str(e)) from e
     if not multirun:
         _check_output_dir(prog, cfg, overrides)
+        check_output_clash(prog, cfg)
     return cfg

@@ -52,6 +52,6 @@ def _quiet(fn: Callable[[], float]) -> float:
 def _progress(it, progress: bool, desc: str):
     if not progress:
         return it
-    from tqdm.auto import tqdm
+    from seg_data.progress import tqdm
 
     return tqdm(it, desc=desc, leave=False)

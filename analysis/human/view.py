@@ -110,7 +110,7 @@ def run_human_view(hj, output_dir: str | Path, n_boot: int = 1000, seed: int = 0
     -------
     HumanViewOutputs
     """
-    from tqdm.auto import tqdm
+    from seg_data.progress import tqdm
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..base import Metric, MetricError, ScoreItem
 from ..hub import under
@@ -113,6 +113,10 @@ class ShuffledText(MetricWrapper):
     (config ``shuffled_text_tifa``).
     """
 
+    # No model-free metric reads a shuffled prompt (geneval_shapes cannot parse one): the light
+    # install's message says so instead of naming an override that fails on every image.
+    model_free_inner: ClassVar[str | None] = None
+
     def __init__(self, name: str = "shuffled_text", inner: Metric | Any = None, seed: int = 0) -> None:
         super().__init__(name, inner)
         self.seed = int(seed)
@@ -187,6 +191,9 @@ class ShuffledImage(MetricWrapper):
     """
 
     needs_images = False
+
+    # The inner metric ts2 run gives it on the light install (conf/run.yaml).
+    model_free_inner: ClassVar[str | None] = "geneval_shapes"
 
     def __init__(self, name: str = "shuffled_image", inner: Metric | Any = None, dataset: Any = None, seed: int = 0,
                  pool: Sequence[Sequence[str]] | None = None, path: str | None = None,

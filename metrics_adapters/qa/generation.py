@@ -327,7 +327,7 @@ class QuestionGenerator:
 
         Failures do not raise: they come back as results with ``questions=None`` and are logged.
         """
-        from tqdm.auto import tqdm
+        from seg_data.progress import tqdm
 
         uniq = list(dict.fromkeys(str(p) for p in prompts))
         done: dict[str, GenerationResult] = {}

@@ -350,7 +350,10 @@ class QAMetric(Metric):
                 log.info("%s: questions from %s", self.name, cand)
                 return
         raise MetricError(f"{self.name}: expected {self.default_questions_file} beside the dataset (no "
-                          f"questions_file given), found none; set metric.questions_file=FILE or metric.questions=generate")
+                          f"questions_file given), found none; set {self.config_key}.questions_file=FILE, or generate "
+                          f"them: {self.config_key}.questions=generate (with a question LM; model-free, for prompts "
+                          f"like the mini dataset's: {self.config_key}.questions=generate "
+                          f"+qa_lm@{self.config_key}.lm=geneval_rules)")
 
     def _load_questions(self, path: Path) -> dict[str, QuestionSet]:
         """A question file, with :attr:`parent_overrides` applied (the new graph is validated)."""

@@ -125,6 +125,9 @@ def main(cfg: DictConfig) -> int:
     analysis.write(out)
     for note in analysis.result.notes:
         log.warning("%s", note)
+    missing = [n for r in analysis.result.protocols.values() for n in r.missing]
+    if missing:  # on stdout too: a blanked column changes the numbers below without an error
+        sys.stdout.write("missing scores:\n" + "".join(f"  {n}\n" for n in missing))
     text = analysis.summary(verdict=False)
     sys.stdout.write(text + f"\nwrote {out}/metametrics.csv, per_seg.csv, table.md|tex|csv"
                      + "".join(f", {k}.csv" for k in analysis.extra) + "\n")

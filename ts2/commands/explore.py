@@ -97,20 +97,6 @@ def recorded_dataset(cfg: DictConfig, results: list[str]):
     return None
 
 
-def _refuse_result_set_file(target: Path, results: list[str]) -> None:
-    """``out=`` must not write into a result set (a folder with ts2's manifest, or one read as input):
-    replacing one of its files would leave it looking interrupted, and ``ts2 report`` refuses such
-    a folder. Raises ValueError naming the folder."""
-    from seg_data.results import INCOMPLETE_MARKER, MANIFEST
-
-    folder = target.absolute().parent.resolve()
-    inputs = {p.absolute().resolve() for p in expand_result_paths(results)}
-    if folder in inputs or (folder / MANIFEST).is_file() or (folder / INCOMPLETE_MARKER).exists():
-        raise ValueError(f"expected out= outside every result set, got {target}: {folder} is a ts2 result folder"
-                         f"{' and an input of this command' if folder in inputs else ''}, and writing into it would "
-                         "spoil it; write the page elsewhere (out=explorer.html) or into a new output_dir")
-
-
 def main(cfg: DictConfig) -> int:
     from analysis.explorer import write_explorer
 
@@ -122,8 +108,6 @@ def main(cfg: DictConfig) -> int:
                    title=str(cfg.title), images=bool(cfg.images), thumb_side=int(cfg.thumbnail_size),
                    progress=bool(cfg.progress))
     try:
-        if cfg.get("out"):
-            _refuse_result_set_file(Path(str(cfg.out)).expanduser(), results)
         dataset = recorded_dataset(cfg, results)
         merged = merged_results(results, protocols=_as_list(cfg.protocols), bootstrap=0, chance=0,
                                 dataset=dataset, subsets=str(cfg.subsets))  # the explorer shows values, no CIs
