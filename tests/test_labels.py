@@ -322,3 +322,29 @@ def test_built_folder_scores_and_the_python_door_gives_the_same_segs(tmp_path, c
     scored = pd.read_csv(res / "scores.csv", dtype={"seg_id": str})
     assert len(scored) == ds.n_images == 10 and scored["random"].notna().all()
     assert set(zip(scored.seg_id, scored.node, strict=True)) == {(s.seg_id, n) for s in ds for n in s.nodes}
+
+
+def test_generator_subsets_and_one_seg_per_prompt_and_generator(tmp_path, capsys):
+    rows = []
+    for gen in ("sdxl", "dalle3"):
+        for i, fails in enumerate([(), ("two (counting)",), ("two (counting)", "red (color)")]):
+            for el in ("two (counting)", "red (color)"):
+                for r in range(3):
+                    rows.append({"prompt": "two red cats", "image": f"{gen}/{i}.png", "element": el, "rater": f"r{r}",
+                                 "label": int(el not in fails), "category": el.split("(")[1][:-1], "generator": gen})
+    path = tmp_path / "l.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    records, _ = read_labels("csv", path)
+    mixed, _ = build_segs(records, LabelSettings(subset_by="generator"))
+    assert mixed.seg_ids == ["0"] and mixed["0"].subset == "mixed" and mixed["0"].n_images == 6
+    per, summary = build_segs(records, LabelSettings(subset_by="generator", group_by="prompt_generator"))
+    assert [s.subset for s in per] == ["sdxl", "dalle3"] and [s.metadata["generator"] for s in per] == ["sdxl", "dalle3"]
+    assert all(s.nodes == ["0", "1", "2"] and set(s.graph.edges) == {("0", "1"), ("1", "2")} for s in per)
+    assert summary.n_prompts == 1 and summary.n_segs == 2
+    out = tmp_path / "out"
+    assert main(["data", "from-labels", "format=csv", f"labels={path}", "images=false", f"out={out}",
+                 "subset_by=generator", "group_by=prompt_generator"]) == 0
+    assert "SEGs per subset: dalle3: 1, sdxl: 1" in capsys.readouterr().out
+    assert main(["data", "from-labels", "format=csv", f"labels={path}", "images=false", f"out={tmp_path / 'x'}",
+                 "group_by=model"]) == 2
+    assert "group_by=model: expected one of prompt, prompt_generator" in capsys.readouterr().err

@@ -186,6 +186,7 @@ OPTIONS: dict[str, Option] = {
     "fail_below": Option("float", min=0, max=1, min_exclusive=True),
     "min_raters": POSITIVE,
     "subset_by": Option("choice", choices_from="seg_data.labels.build:SUBSET_BY"),
+    "group_by": Option("choice", choices_from="seg_data.labels.build:GROUP_BY"),
     # the options of the protocol group (protocol.tie_method=...) and the protocols list
     **_protocol_options(),
     # flags

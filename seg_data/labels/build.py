@@ -27,9 +27,10 @@ from ..model import SEG, ImageRecord, SEGDataset
 from .records import LabelFormatError, LabelRecord
 
 __all__ = ["LabelSettings", "BuildSummary", "build_segs", "node_names", "covering_edges", "failed_elements",
-           "SUBSET_BY", "DROP_NO_ROOT", "DROP_ONE_NODE"]
+           "SUBSET_BY", "GROUP_BY", "DROP_NO_ROOT", "DROP_ONE_NODE"]
 
-SUBSET_BY = ("category", "none")
+SUBSET_BY = ("category", "generator", "none")
+GROUP_BY = ("prompt", "prompt_generator")
 DROP_NO_ROOT = "no image without a failed element"
 DROP_ONE_NODE = "a single node"
 
@@ -46,12 +47,17 @@ class LabelSettings:
         Elements with fewer rater labels on an image are refused (default 1).
     subset_by : str
         ``category``: a SEG's subset is the one category all its failed elements share, or
-        ``mixed``; ``none``: no subsets.
+        ``mixed``; ``generator``: the one generator all its images come from, or ``mixed``;
+        ``none``: no subsets.
+    group_by : str
+        ``prompt``: one SEG per prompt; ``prompt_generator``: one SEG per prompt and generator
+        (each SEG holds one model's images, so ``subset_by=generator`` compares generators).
     """
 
     fail_below: float = 0.5
     min_raters: int = 1
     subset_by: str = "category"
+    group_by: str = "prompt"
 
     def __post_init__(self) -> None:
         if not 0 < self.fail_below <= 1:
@@ -60,6 +66,8 @@ class LabelSettings:
             raise ValueError(f"expected min_raters >= 1, got {self.min_raters!r}")
         if self.subset_by not in SUBSET_BY:
             raise ValueError(f"expected subset_by to be one of {list(SUBSET_BY)}, got {self.subset_by!r}")
+        if self.group_by not in GROUP_BY:
+            raise ValueError(f"expected group_by to be one of {list(GROUP_BY)}, got {self.group_by!r}")
 
 
 @dataclass(frozen=True)
@@ -188,9 +196,12 @@ def _agreement(records: Iterable[LabelRecord], fail_below: float) -> tuple[int, 
     return judged, same / pairs, unanimous / judged, at
 
 
-def _subset(failed: Iterable[frozenset[str]], categories: dict[str, str | None], how: str) -> str | None:
+def _subset(failed: Iterable[frozenset[str]], categories: dict[str, str | None], generators: set[str | None],
+            how: str) -> str | None:
     if how == "none":
         return None
+    if how == "generator":
+        return None if generators == {None} else next(iter(generators)) if len(generators) == 1 else "mixed"
     cats = {categories.get(e) for s in failed for e in s}
     cats.discard(None)
     if not cats:
@@ -220,8 +231,12 @@ def _one_seg(seg_id: str, prompt: str, group: list[LabelRecord], settings: Label
                     edge_errors={(names[a], names[b]): sorted(b - a) for a, b in edges},
                     node_errors={names[s]: sorted(s) for s in order})
     failed = set().union(*order)
-    meta = {"elements": {e: categories.get(e) for e in sorted(failed)}}
-    return SEG(seg_id=seg_id, prompt=prompt, graph=g, subset=_subset(order, categories, settings.subset_by),
+    meta: dict = {"elements": {e: categories.get(e) for e in sorted(failed)}}
+    generators = {r.generator for r in group}
+    if len(generators) == 1 and None not in generators:
+        meta["generator"] = next(iter(generators))
+    subset = _subset(order, categories, generators, settings.subset_by)
+    return SEG(seg_id=seg_id, prompt=prompt, graph=g, subset=subset,
                metadata=meta)
 
 
@@ -260,12 +275,13 @@ def build_segs(records: Sequence[LabelRecord], settings: LabelSettings | None = 
         if r.image in seen:
             raise LabelFormatError(f"{r.where}: expected each image once, got {r.image!r} again (first: {seen[r.image]})")
         seen[r.image] = r.where
-        groups.setdefault(r.prompt, []).append(r)
+        key = (r.prompt, r.generator) if settings.group_by == "prompt_generator" else (r.prompt, None)
+        groups.setdefault(key, []).append(r)
     segs: list[SEG] = []
     dropped: Counter = Counter({DROP_NO_ROOT: 0, DROP_ONE_NODE: 0})
     used: list[LabelRecord] = []
     n_dropped_images = 0
-    for index, (prompt, group) in enumerate(groups.items()):
+    for index, ((prompt, _), group) in enumerate(groups.items()):
         # the SEG id is the prompt's index among all prompts: stable across thresholds
         seg = _one_seg(str(index), prompt, group, settings, images_dir, source)
         if isinstance(seg, str):
@@ -278,12 +294,12 @@ def build_segs(records: Sequence[LabelRecord], settings: LabelSettings | None = 
     subsets = Counter(s.subset for s in segs if s.subset is not None)
     judged, pairwise, unanimous, at = _agreement(used, settings.fail_below)
     summary = BuildSummary(
-        n_prompts=len(groups), n_segs=len(segs), n_images=sum(s.n_images for s in segs),
+        n_prompts=len({prompt for prompt, _ in groups}), n_segs=len(segs), n_images=sum(s.n_images for s in segs),
         n_images_dropped=n_dropped_images, nodes_per_level=dict(sorted(levels.items())),
         dropped_prompts=dict(dropped), segs_per_subset=dict(sorted(subsets.items())), n_judgments=judged,
         rater_pairwise_agreement=pairwise, rater_unanimous=unanimous, at_threshold=at,
         settings={"fail_below": settings.fail_below, "min_raters": settings.min_raters,
-                  "subset_by": settings.subset_by})
+                  "subset_by": settings.subset_by, "group_by": settings.group_by})
     ds = SEGDataset(segs, name=name, root=images_dir,
                     metadata={"format": "ts2-from-labels", "label_source": source, "build": summary.to_dict()})
     return ds, summary

@@ -149,7 +149,7 @@ def from_labels(cfg: DictConfig) -> int:
         return 2
     try:
         settings = LabelSettings(fail_below=float(cfg.fail_below), min_raters=int(cfg.min_raters),
-                                 subset_by=str(cfg.subset_by))
+                                 subset_by=str(cfg.subset_by), group_by=str(cfg.group_by))
         ds, summary = build(str(cfg.format), cfg.labels, cfg.out, images=None if images is False else images,
                             settings=settings)
     except (LabelFormatError, FileExistsError, FileNotFoundError, ValueError, RuntimeError) as e:
