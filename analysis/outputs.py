@@ -94,31 +94,33 @@ def per_seg_csv(result: AnalysisResult) -> str:
 
 def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, pd.DataFrame] | None = None,
                   roles: dict[str, str] | None = None, dataset: str | None = None,
-                  score_files: list[str] | tuple[str, ...] = ()) -> list[Path]:
+                  score_files: list[str] | tuple[str, ...] = (), dataset_path: str | None = None) -> list[Path]:
     """Write every output of ``result`` (and ``extra`` frames as ``<name>.csv``) to ``out_dir``,
     as one set (:func:`seg_data.results.result_set`: a killed writer leaves a folder that reads
     as interrupted). ``roles`` (metric -> role, default ``metric``) and the ``dataset`` name go
     into ``analysis.json``, with the absolute paths of the ``score_files`` read (the user's table,
-    then any reference table), so a report can draw their per-image scores."""
+    then any reference table), so a report can draw their per-image scores, and the dataset's
+    folder ``dataset_path`` (so ``ts2 explore`` finds prompts and images without ``path=``)."""
     with result_set(out_dir, "ts2 analyze") as stage:
-        paths = _write_outputs(result, stage, extra, roles or {}, dataset, score_files)
+        paths = _write_outputs(result, stage, extra, roles or {}, dataset, score_files, dataset_path)
         return [published_path(p) for p in paths]
 
 
 def _write_outputs(result: AnalysisResult, out: Path, extra: dict[str, pd.DataFrame] | None,
-                   roles: dict[str, str], dataset: str | None, score_files) -> list[Path]:
+                   roles: dict[str, str], dataset: str | None, score_files, dataset_path=None) -> list[Path]:
     paths = [write_frame(result.metametrics_frame(), out / "metametrics.csv"),
              atomic_write_text(out / "per_seg.csv", per_seg_csv(result))]
     paths += write_tables(result, out)
     for name, frame in (extra or {}).items():
         paths.append(write_frame(frame, out / f"{name}.csv"))
-    p = atomic_write_text(out / ANALYSIS_FILE, analysis_record(result, roles, dataset, score_files).to_json())
+    p = atomic_write_text(out / ANALYSIS_FILE, analysis_record(result, roles, dataset, score_files,
+                                                                       dataset_path).to_json())
     paths.append(p)
     return paths
 
 
 def analysis_record(result: AnalysisResult, roles: dict[str, str] | None = None, dataset: str | None = None,
-                    score_files: list[str] | tuple[str, ...] = ()) -> AnalysisRecord:
+                    score_files: list[str] | tuple[str, ...] = (), dataset_path: str | None = None) -> AnalysisRecord:
     """The ``analysis.json`` record of ``result`` (:class:`seg_data.results.AnalysisRecord`): its
     settings, protocol options, SEG counts and exclusions per protocol, notes, the metrics'
     ``roles`` (default ``metric``), the ``dataset`` name and the ``score_files`` read, with their
@@ -128,6 +130,7 @@ def analysis_record(result: AnalysisResult, roles: dict[str, str] | None = None,
     return AnalysisRecord(
         source=result.source, metrics=tuple(result.metrics), lower_is_better=frozenset(result.lower_is_better),
         roles={m: roles.get(m, "metric") for m in result.metrics}, dataset=dataset,
+        dataset_path=None if dataset_path is None else str(Path(dataset_path).resolve()),
         score_files=tuple(str(Path(f).resolve()) for f in score_files),
         inputs=input_fingerprints(score_files), meta_metrics=tuple(result.meta_metrics),
         protocols={name: pr.protocol.to_dict() for name, pr in protocols},

@@ -79,6 +79,7 @@ class Analysis:
     roles: Mapping[str, str] = field(default_factory=dict)
     dataset_name: str | None = None
     score_files: tuple[str, ...] = ()
+    dataset_path: str | None = None  # the dataset's folder, recorded in analysis.json
     prompts: Mapping[str, str] = field(default_factory=dict)
     permutations: int = 9999
     table_meta_metrics: tuple[str, ...] = ("rank", "sep", "delta")
@@ -262,7 +263,8 @@ class Analysis:
         from .outputs import write_outputs
 
         return write_outputs(self.result, output_dir, dict(self.extra), roles=dict(self.roles),
-                             dataset=self.dataset_name, score_files=list(self.score_files))
+                             dataset=self.dataset_name, score_files=list(self.score_files),
+                             dataset_path=self.dataset_path)
 
     def to_report(self, output_dir: str | Path, *, title: str = "TS2 report", figures: Sequence[str] | None = None,
                   labels: Mapping[str, str] | None = None, flops: Mapping[str, float] | None = None,
@@ -400,7 +402,7 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
         files.append(ref_name)
     return Analysis(result=result, scores=table.frame, extra=extra, roles=roles,
                     dataset_name=getattr(dataset, "name", None) or (run.dataset if run else None),
-                    score_files=tuple(files), prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
+                    score_files=tuple(files), dataset_path=_dataset_folder(dataset), prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
                     permutations=int(permutations), table_meta_metrics=tuple(_names(table_meta_metrics)),
                     ranking_alpha=float(rk.get("alpha", 0.05)), verdict_result=vd)
 
@@ -413,6 +415,12 @@ def _metric_roles(metrics: Sequence[str], given: Mapping[str, str], run) -> dict
     if bad:
         raise ValueError(f"expected roles among {list(ROLES)}, got {bad}")
     return {m: given.get(m, run.roles.get(m, "metric") if run else "metric") for m in metrics}
+
+
+def _dataset_folder(dataset) -> str | None:
+    """The folder a dataset was read from (None for a generated or in-memory one)."""
+    root = getattr(dataset, "root", None)
+    return None if root is None else str(Path(root).resolve())
 
 
 def _join_reference(table, reference, required: bool, lower_is_better: Sequence[str], roles: dict[str, str],

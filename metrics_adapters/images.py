@@ -12,9 +12,10 @@ Policy (part of every image metric's cache key through :data:`DECODE_POLICY`):
     image is 16-bit data (PNG/TIFF stored as ``I``) and scaled as above; otherwise it is scaled
     by the full range of the stored sample type, ``round(v * 255 / (2**32 - 1))`` for unsigned
     32-bit files (TIFF ``SampleFormat`` 1) and ``round(v * 255 / (2**31 - 1))`` for signed ones;
-  * ``F`` (float grey): NaN or infinite values are refused; values in [0, 1] are scaled by 255,
-    values in [0, 255] (some above 1) are taken as they are (rounded), anything else (negative,
-    above 255) is refused. An all-[0, 1] image is always read as the [0, 1] convention;
+  * ``F`` (float grey): NaN, infinite or negative values are refused; values in [0, 1] are scaled
+    by 255, values in [0, 255] (some above 1) are taken as they are (rounded), and an image with
+    values above 255 (a float TIFF of 0..1000) is scaled by its maximum, ``round(v * 255 / max)``.
+    An all-[0, 1] image is always read as the [0, 1] convention;
   * ``1``, ``L``, ``P``, ``RGB``, ``CMYK``, ``YCbCr`` and the alpha modes through Pillow's
     conversion; any other mode (``LAB``, ``HSV``, ...) is refused;
 
@@ -158,9 +159,11 @@ def _grey_to_8bit(a: np.ndarray, mode: str, raw_mode: str | None = None) -> np.n
             kinds = " and ".join(k for k, m in (("NaN", np.isnan(a)), ("infinite", np.isinf(a))) if m.any())
             raise _ValueRangeError(f"expected finite values in a float (mode F) image, got {int(bad.sum())} {kinds} pixel(s)")
         lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
-        if lo < 0 or hi > 255:
-            raise _ValueRangeError(f"expected float (mode F) pixel values in [0, 1] or [0, 255], got values in [{lo:g}, {hi:g}]")
-        return np.rint(a * 255.0 if hi <= 1.0 else a).astype(np.uint8)
+        if lo < 0:
+            raise _ValueRangeError(f"expected float (mode F) pixel values of 0 or more (read as [0, 1], [0, 255], or "
+                                   f"scaled by their maximum), got values in [{lo:g}, {hi:g}]")
+        scale = 255.0 if hi <= 1.0 else (1.0 if hi <= 255.0 else 255.0 / hi)
+        return np.rint(a * scale).astype(np.uint8)
     raise _ValueRangeError(f"expected a high-bit-depth grey mode (I;16*, I, F), got {mode!r}")
 
 

@@ -343,6 +343,7 @@ class AnalysisRecord:
     min_segs_ci: int | None = None
     notes: tuple[str, ...] = ()
     chance_null: str | None = None
+    dataset_path: str | None = None  # the dataset's folder, absolute (ts2 explore draws its images)
     format: str = ANALYSIS_FORMAT
     path: Path | None = None
     raw: dict = field(repr=False, default_factory=dict)
@@ -372,6 +373,8 @@ class AnalysisRecord:
             "ci_method": self.ci_method, "bootstrap_scheme": self.bootstrap_scheme,
             "chance_permutations": self.chance_permutations, "min_segs_ci": self.min_segs_ci,
             "notes": list(self.notes)}
+        if self.dataset_path is not None:
+            out["dataset_path"] = self.dataset_path
         if self.chance_null is not None:
             out["chance_null"] = self.chance_null
         return out
@@ -446,7 +449,8 @@ def read_analysis_record(path: str | Path) -> AnalysisRecord:
         confidence=None if conf is None else float(conf), ci_method=raw.get("ci_method"),
         bootstrap_scheme=raw.get("bootstrap_scheme"), chance_permutations=int(raw.get("chance_permutations") or 0),
         min_segs_ci=raw.get("min_segs_ci"), notes=tuple(str(n) for n in _json_list(raw, "notes", p)),
-        chance_null=raw.get("chance_null"), format=fmt, path=p, raw=raw)
+        chance_null=raw.get("chance_null"), format=fmt, path=p, raw=raw,
+        dataset_path=None if raw.get("dataset_path") is None else str(raw["dataset_path"]))
 
 
 @dataclass(frozen=True)

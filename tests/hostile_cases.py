@@ -1059,7 +1059,9 @@ for cid, what, name, make, grey in [
         ("tiff-int32-16bit", "a signed 32-bit TIFF holding 16-bit values (25700: 100)", "i32.tif",
          lambda p: tiff_32bit(p, [[25700] * 8] * 8, 2), 100),
         ("tiff-float-unit", "a float TIFF with values in [0, 1] (0.5: 128, not black)", "f01.tif", _float_tiff(0.5), 128),
-        ("tiff-float-bytes", "a float TIFF with values in [0, 255] (99.6: 100)", "f255.tif", _float_tiff(99.6), 100)]:
+        ("tiff-float-bytes", "a float TIFF with values in [0, 255] (99.6: 100)", "f255.tif", _float_tiff(99.6), 100),
+        ("tiff-float-range", "a float TIFF of 1000.0 (above 255: scaled by its maximum, 255)", "big.tif",
+         _float_tiff(1000.0), 255)]:
     add(Case(f"image-{cid}", "images", what, {}, SCORE, rc=0, verdict="correct", setup=image_dataset(name, make),
              check=grey_scored(name, grey), timeout=120))
 for cid, what, name, make, reason in [
@@ -1067,8 +1069,8 @@ for cid, what, name, make, reason in [
          lambda p: tiff_32bit(p, [[-5] + [10] * 7] * 8, 2), r"expected non-negative values .* minimum of -5"),
         ("tiff-float-nan", "a float TIFF of NaN", "nan.tif", _float_tiff(float("nan")), r"expected finite values .* NaN"),
         ("tiff-float-inf", "a float TIFF of +inf", "inf.tif", _float_tiff(float("inf")), r"expected finite values .* infinite"),
-        ("tiff-float-range", "a float TIFF of 1000.0", "big.tif", _float_tiff(1000.0),
-         r"in \[0, 1\] or \[0, 255\], got values in \[1000, 1000\]")]:
+        ("tiff-float-negative", "a float TIFF of -1.0", "neg.tif", _float_tiff(-1.0),
+         r"pixel values of 0 or more .*, got values in \[-1, -1\]")]:
     image_case(cid, what, name, make, "warned", FAILED.format(name) + ".*" + reason)
 
 

@@ -317,3 +317,25 @@ def test_deleted_working_directory_is_one_line(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip() == ("ts2 analyze: the current folder no longer exists (deleted or moved since this shell "
                                 "entered it); cd into an existing folder and run the command again"), r.stderr
+
+
+@pytest.mark.light
+def test_analysis_json_records_the_dataset_folder_for_explore(tmp_path):
+    import json
+
+    from omegaconf import OmegaConf
+
+    from ts2.cli import main
+    from ts2.commands.explore import recorded_dataset
+
+    H = _hostile()
+    data = tmp_path / "my data é"  # a space and a non-ASCII letter in the recorded path
+    data.mkdir()
+    (data / "metadata.csv").write_text(H.meta_csv())
+    (tmp_path / "s.csv").write_text(H.scores_csv())
+    out = tmp_path / "out"
+    assert main(["analyze", f"scores={tmp_path / 's.csv'}", f"path='{data / 'metadata.csv'}'", f"output_dir={out}",
+                 "bootstrap=0", "chance=0", "reference=null"]) == 0
+    assert json.loads((out / "analysis.json").read_text())["dataset_path"] == str(data.resolve())
+    ds = recorded_dataset(OmegaConf.create({}), [str(out)])
+    assert ds is not None and [s.prompt for s in ds] == ["a red cube", "two cats"]

@@ -231,11 +231,17 @@ def test_float_in_byte_range_is_taken_as_is(tmp_path):
     np.testing.assert_array_equal(np.asarray(decode_image(tmp_path / "f.tif")), _grey([[0, 2, 99, 255]]))
 
 
+def test_float_above_255_is_scaled_by_its_maximum(tmp_path):
+    """Issue 46: a float TIFF of 0..1000 is a valid image: round(v * 255 / 1000)."""
+    values = np.array([[0.0, 250.0, 500.0, 1000.0]], dtype=np.float32)
+    Image.fromarray(values, mode="F").save(tmp_path / "f.tif")
+    np.testing.assert_array_equal(np.asarray(decode_image(tmp_path / "f.tif")), _grey([[0, 64, 128, 255]]))
+
+
 @pytest.mark.parametrize("values, reason", [
     ([0.5, np.nan], r"finite values .* got 1 NaN pixel"),
     ([0.5, np.inf], r"finite values .* got 1 infinite pixel"),
-    ([-0.5, 0.5], r".* \[0, 1\] or \[0, 255\], got values in \[-0.5, 0.5\]"),
-    ([0.0, 300.0], r".* \[0, 1\] or \[0, 255\], got values in \[0, 300\]"),
+    ([-0.5, 0.5], r"float \(mode F\) pixel values of 0 or more .*, got values in \[-0.5, 0.5\]"),
 ])
 def test_float_out_of_range_or_not_finite_is_a_per_image_failure(tmp_path, values, reason):
     Image.fromarray(np.array([values], dtype=np.float32), mode="F").save(tmp_path / "bad.tif")

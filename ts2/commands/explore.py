@@ -19,7 +19,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.result_dirs import expand_result_paths, merged_results
-from seg_data.results import RUN_FILE, read_run_record, result_set
+from seg_data.results import ANALYSIS_FILE, RUN_FILE, read_analysis_record, read_run_record, result_set
 from ts2.commands.report import _as_list
 from ts2.common import load_dataset, output_dir
 
@@ -66,6 +66,14 @@ def _dataset_from_record(ds: object, run: Path, roots: dict):
     return resolve(f"{module}:{name}")(**args, **roots)  # one of our own targets (the allow-list), not the file's
 
 
+def _analysed_dataset_folder(p: Path) -> str | None:
+    """The dataset folder an ``analysis.json`` in ``p`` recorded, when it still exists."""
+    if not (p / ANALYSIS_FILE).is_file():
+        return None
+    folder = read_analysis_record(p / ANALYSIS_FILE).dataset_path
+    return folder if folder and Path(folder).exists() else None
+
+
 def recorded_dataset(cfg: DictConfig, results: list[str]):
     """The dataset to draw: ``path=``/``dataset=`` when given, else the one the first result's
     ``run.json`` recorded (its ``path``, or a dataset of the ``dataset`` config group with plain
@@ -74,6 +82,10 @@ def recorded_dataset(cfg: DictConfig, results: list[str]):
     if cfg.get("path") or cfg.get("dataset") is not None:
         return load_dataset(cfg)
     for p in expand_result_paths(results):
+        folder = _analysed_dataset_folder(p)
+        if folder is not None:  # a path (data, never code): the analysis read its dataset there
+            log.info("dataset: %s (from %s)", folder, p / ANALYSIS_FILE)
+            return load_dataset(OmegaConf.create({"path": folder, "image_roots": cfg.get("image_roots")}))
         run = p / RUN_FILE
         if not run.is_file():
             continue
