@@ -384,11 +384,15 @@ def test_linear_null_variance_equals_the_variance_over_every_permutation(protoco
 
 
 @pytest.mark.parametrize("progress", ["true", "false"])
-def test_progress_false_silences_the_chance_level_bars(capsys, tmp_path, progress):
+def test_progress_false_silences_the_chance_level_bars(capsys, tmp_path, monkeypatch, progress):
     # `ts2 analyze progress=false` prints no progress bar; the chance levels' permutation bar
-    # used to show whatever the option said.
+    # used to show whatever the option said. Bars show only on a terminal (seg_data.progress):
+    # stderr is one here.
+    import seg_data.progress
+
     from ts2.cli import main
 
+    monkeypatch.setattr(seg_data.progress, "interactive", lambda stream=None: True)
     rc = main(["analyze", f"scores={MINI}", "dataset=mini", "bootstrap=0", "chance=3", "ranking.enabled=false",
                "protocol=paper", f"progress={progress}", f"output_dir={tmp_path / 'out'}"])
     _, err = capsys.readouterr()
