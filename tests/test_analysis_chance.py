@@ -389,7 +389,6 @@ def test_progress_false_silences_the_chance_level_bars(capsys, tmp_path, monkeyp
     # used to show whatever the option said. Bars show only on a terminal (seg_data.progress):
     # stderr is one here.
     import seg_data.progress
-
     from ts2.cli import main
 
     monkeypatch.setattr(seg_data.progress, "interactive", lambda stream=None: True)
