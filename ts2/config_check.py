@@ -459,7 +459,7 @@ def precheck(prog: str, config_name: str, args: list[str]):
     _check_interpolations(prog, cfg)  # first: an unset ${oc.env:...} would break the checks below
     _check_work(prog, cfg)  # before the fixed bounds: the memory a bootstrap needs says more
     try:
-        check_options(cfg, prog)
+        check_options(cfg, prog, config_name)
     except OptionError as e:
         raise ConfigError(str(e)) from e
     if not multirun:

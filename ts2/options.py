@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Option", "OPTIONS", "check_options", "OptionError"]
+__all__ = ["Option", "OPTIONS", "CONFIG_OPTIONS", "check_options", "OptionError"]
 
 
 class OptionError(ValueError):
@@ -180,8 +180,7 @@ OPTIONS: dict[str, Option] = {
     "max_questions": POSITIVE,
     "chunk_size": POSITIVE,
     "style": Option("choice", choices=("tifa", "dsg")),
-    # data from-labels (seg_data.labels): `images` is also make-synthetic's flag
-    "images": Option("bool_or_folder"),
+    # data from-labels (seg_data.labels); its `images=DIR` is declared in CONFIG_OPTIONS
     "format": Option("choice", choices_from="seg_data.labels:FORMATS"),
     "fail_below": Option("float", min=0, max=1, min_exclusive=True),
     "min_raters": POSITIVE,
@@ -191,12 +190,17 @@ OPTIONS: dict[str, Option] = {
     **_protocol_options(),
     # flags
     **{k: FLAG for k in ("progress", "cache", "json", "check_images", "measure_flops", "list_metrics",
-                         "retry_failed", "explorer", "rehash")},
+                         "retry_failed", "explorer", "rehash", "images")},
 }
 
+# Declarations one primary config makes differently: `ts2 data` takes `images` as make-synthetic's
+# flag or from-labels' folder; every other command's `images` stays a flag.
+CONFIG_OPTIONS: dict[str, dict[str, Option]] = {"data": {"images": Option("bool_or_folder")}}
 
-def check_options(cfg, command: str) -> None:
-    """Check every declared option present in ``cfg`` (a dotted name is a nested key).
+
+def check_options(cfg, command: str, config: str | None = None) -> None:
+    """Check every declared option present in ``cfg`` (a dotted name is a nested key), with the
+    declarations of :data:`CONFIG_OPTIONS` for the primary ``config`` taking precedence.
 
     Raises
     ------
@@ -208,7 +212,7 @@ def check_options(cfg, command: str) -> None:
 
     absent = object()
     problems = []
-    for key, opt in OPTIONS.items():
+    for key, opt in {**OPTIONS, **CONFIG_OPTIONS.get(config or "", {})}.items():
         try:
             value = OmegaConf.select(cfg, key, default=absent, throw_on_resolution_failure=True)
         except Exception:  # noqa: BLE001 - an interpolation only Hydra's runtime resolves: not ours to check
