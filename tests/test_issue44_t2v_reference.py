@@ -20,9 +20,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from omegaconf import OmegaConf
-
 from conftest import shared_path
+from omegaconf import OmegaConf
 
 pytestmark = pytest.mark.shared
 
