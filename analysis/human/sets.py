@@ -303,3 +303,25 @@ small{color:#666} details{margin:.4em 0} summary{cursor:pointer;font-weight:600}
 def _page(body: str) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Human-judgment sets</title>"
             f"<style>{_CSS}</style></head><body><h2>Metrics against human-judgment sets</h2>{body}</body></html>")
+
+
+def families_markdown() -> str:
+    """The docs' table of supported sets (docs/human.md), from the registry and :data:`KIND_STATISTICS`.
+
+    One row per family of :data:`seg_data.human.HUMAN_SETS`: name, kind, format, size and license as
+    stated by the source, how to get it, and the statistics that apply (with a rater ceiling when
+    the set has several raters).
+    """
+    from seg_data.human import families
+
+    from .view import KIND_STATISTICS
+
+    lines = ["| set (`human=`) | kind | format | size | license (as stated by the source) | how to get it | "
+             "statistics that apply |", "|---|---|---|---|---|---|---|"]
+    for f in families():
+        stats, groupings = KIND_STATISTICS[f.kind]
+        applies = f"{', '.join(stats)} ({' and '.join(groupings)}); raters: {f.raters}"
+        hub = f"; offline: `{f.name}:DIR`" if f.hub_repo else ""
+        lines.append(f"| `{f.name}` ({f.title}) | {f.kind} | {f.file_format} | {f.size} | {f.license} | "
+                     f"{f.get}{hub} | {applies} |")
+    return "\n".join(lines) + "\n"

@@ -40,6 +40,7 @@ FAMILY = HumanSetFamily(
     license="Apache-2.0 (linzhiqiu/t2v_metrics, which ships it in datasets/)",
     get="t2v_metrics repository, datasets/dsg_tifa160_anns.csv (+ tifa160.json for prompt texts); "
         "metric scores: human_scores= a TIFA v1.0 JSON or a score CSV by image key",
+    raters="5 people (worker_id)",
 )
 
 COLUMNS = ("model_type", "source_id", "worker_id", "answer")

@@ -48,6 +48,7 @@ FAMILY = HumanSetFamily(
     license="Apache-2.0 (BaiqiL/GenAI-Bench card)",
     get="hub BaiqiL/GenAI-Bench-1600 (genai_image.json, genai_skills.json)",
     hub_repo="BaiqiL/GenAI-Bench-1600", hub_files=("genai_image.json", "genai_skills.json"),
+    raters="3 annotation slots",
 )
 
 RATINGS = "genai_image.json"

@@ -38,6 +38,7 @@ FAMILY = HumanSetFamily(
     license="Apache-2.0 (hub card)",
     get="hub ymhao/HPDv2 (test.json)",
     hub_repo="ymhao/HPDv2", hub_files=("test.json",),
+    raters="annotators (user_hash)",
 )
 
 FILE = "test.json"

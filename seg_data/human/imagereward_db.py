@@ -47,6 +47,7 @@ FAMILY = HumanSetFamily(
     license="Apache-2.0 (hub card)",
     get="hub THUDM/ImageRewardDB (metadata-test.parquet)",
     hub_repo="THUDM/ImageRewardDB", hub_files=("metadata-test.parquet",),
+    raters="one ranking per prompt",
 )
 
 FILE = "metadata-test.parquet"

@@ -72,6 +72,8 @@ class HumanSetFamily:
         Hugging Face dataset repository of the files (None: not on the hub as files ts2 reads).
     hub_files : tuple of str
         The files of ``hub_repo`` the loader reads (downloaded by :func:`fetch_human_set`).
+    raters : str
+        Who the raters are (the rater ceiling needs two or more): people, annotation slots, or one.
     """
 
     name: str
@@ -83,6 +85,7 @@ class HumanSetFamily:
     get: str
     hub_repo: str | None = None
     hub_files: tuple[str, ...] = ()
+    raters: str = "one"
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ FAMILY = HumanSetFamily(
     license="CC-BY-4.0 (hub card; gated: test set only, research use)",
     get="hub yonatanbitton/SeeTRUE (gated: accept the terms, then hf download); also t2v_metrics datasets/",
     hub_repo="yonatanbitton/SeeTRUE", hub_files=("SeeTRUE.csv",),
+    raters="one label per pair",
 )
 
 COLUMNS = ("image", "text", "label", "dataset_source")

@@ -46,6 +46,7 @@ FAMILY = HumanSetFamily(
     license="MIT (hub card)",
     get="hub DataHammer/T2I-Eval-Bench (scores.json, t2i-eval-bench.json)",
     hub_repo="DataHammer/T2I-Eval-Bench", hub_files=("scores.json", "t2i-eval-bench.json"),
+    raters="3 annotators",
 )
 
 SCORES = "scores.json"

@@ -14,6 +14,7 @@ FAMILY = HumanSetFamily(
     size="800 images (160 prompts x 5 generators), 2 ratings each, 10 released metric scores",
     license="Apache License 2.0 (setup.py of github.com/Yushi-Hu/tifa)",
     get="github.com/Yushi-Hu/tifa (human_annotations/); ../shared/human/ for developers",
+    raters="2 annotation slots (not persons)",
 )
 
 

@@ -12,6 +12,7 @@ FAMILY = HumanSetFamily(
     file_format="CSV, one row per rating: item_id, prompt, [prompt_id, image,] rater, rating, <metric columns>",
     size="any", license="yours",
     get="write it (seg_data.human.save_human_csv, make_synthetic_human for an example)",
+    raters="your raters",
 )
 
 
