@@ -357,3 +357,30 @@ def test_the_report_section_in_headless_chromium(many):
         assert (many / "human_report.png").stat().st_size > 10_000
     finally:
         d.quit()
+
+
+def test_analyze_with_scores_and_human_sets_then_the_report_shows_both(tmp_path):
+    """``ts2 analyze scores=... human=[A,B]``: the SEG view, and the sets in <out>/human; ``ts2 report human=`` puts
+    the sets' section beside the SEG view."""
+    pytest.importorskip("torch")
+    from ts2.cli import main
+
+    scores = tmp_path / "scores"
+    assert main(["score", "dataset=mini", "metric=geneval_shapes", "+metric@metrics.random=random", "progress=false",
+                 f"output_dir={scores}"]) == 0
+    lat = fx.write_genai_bench(tmp_path / "genai")
+    s = fx.write_scores(tmp_path / "s.csv", lat)
+    pd.read_csv(s).rename(columns={"good": "geneval_shapes"}).to_csv(s, index=False)
+    hp = fx.write_hpdv2(tmp_path / "hpd")
+    s2 = fx.write_scores(tmp_path / "s2.csv", hp)
+    pd.read_csv(s2).rename(columns={"good": "geneval_shapes"}).to_csv(s2, index=False)
+    out = tmp_path / "an"
+    assert main(["analyze", f"scores={scores / 'scores.csv'}", "dataset=mini", "bootstrap=0", "chance=0",
+                 f"human=[genai_bench:{tmp_path / 'genai'},{tmp_path / 'hpd'}]", f"human_scores=[{s},{s2}]",
+                 "human_permutations=20", "progress=false", f"output_dir={out}"]) == 0
+    assert (out / "metametrics.csv").is_file() and (out / "human" / "human_sets.csv").is_file()
+    report = tmp_path / "report"
+    assert main(["report", f"results=[{scores}]", f"human={out / 'human'}", "dataset=mini", "bootstrap=0",
+                 "protocols=[graph]", "figure_protocol=graph", f"output_dir={report}"]) == 0
+    page = (report / "report.html").read_text()
+    assert "Human-judgment sets" in page and "genai_bench" in page and "hpdv2" in page
