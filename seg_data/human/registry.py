@@ -209,8 +209,8 @@ def resolve_human(spec: str | Path) -> tuple[str, Path | None]:
         return text, None
     if sep and name.isidentifier() and len(name) > 1:
         raise KeyError(f"unknown human-judgment set {name!r} in {text!r}; expected one of {list(HUMAN_SETS)}")
-    raise FileNotFoundError(f"expected a human-judgment file at {p}, found none (or a set name, one of "
-                            f"{list(HUMAN_SETS)}, optionally NAME:PATH)")
+    raise FileNotFoundError(f"expected a human-judgment file (or folder) at {p}, found none (or a set name, one "
+                            f"of {list(HUMAN_SETS)}, optionally NAME:PATH)")
 
 
 def fetch_human_set(name: str, revision: str | None = None, cache_dir: str | Path | None = None) -> Path:
@@ -260,7 +260,7 @@ def load_human_set(spec: str | Path, scores: str | Path | None = None, revision:
     if path is None:
         path = fetch_human_set(name, revision, cache_dir)
     hj = family_module(name).load(path)
-    if name not in ("tifa_v1", "ts2_csv"):
+    if name != "ts2_csv":  # your own CSV keeps its file name; a known set its family name
         hj = replace(hj, name=name)
     if scores is not None:
         hj = attach_scores(hj, scores)

@@ -114,6 +114,12 @@ def main(cfg: DictConfig) -> int:
 
     out = output_dir(cfg)
     try:
+        if cfg.get("human"):  # a wrong human= entry fails before the SEG view's work, not after it
+            from seg_data.human import resolve_human
+            from ts2.commands.analyze_human import human_entries
+
+            for entry in human_entries(cfg.get("human")):
+                resolve_human(entry)
         dataset = None
         if cfg.get("path") or cfg.get("dataset") is not None:
             from ts2.common import load_dataset

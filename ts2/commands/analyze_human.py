@@ -34,7 +34,7 @@ def _get(cfg, key, default):
     return default if v is None else v
 
 
-def _entries(value) -> list[str]:
+def human_entries(value) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str | Path):
@@ -65,7 +65,7 @@ def load_sets(cfg) -> list:
     """
     from seg_data.human import load_human_set
 
-    entries = _entries(cfg.get("human"))
+    entries = human_entries(cfg.get("human"))
     sets = [load_human_set(e, s) for e, s in zip(entries, _score_files(cfg, len(entries)), strict=True)]
     names = [h.name for h in sets]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -83,7 +83,7 @@ def human_main(cfg) -> int:
         0 on success, 2 on bad input (missing/malformed file, unknown set or metric, a failed
         hub download), logged.
     """
-    if not _entries(cfg.get("human")):
+    if not human_entries(cfg.get("human")):
         log.error("expected human=SET or human=[A,B,...] (a file or folder, NAME:PATH, or a set name from "
                   "the hub), got none")
         return 2
