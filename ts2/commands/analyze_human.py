@@ -127,19 +127,6 @@ def _view_kwargs(cfg) -> dict:
             "cluster_statistics": stats}
 
 
-def human_view(hj, cfg, out: str | Path, source: str = ""):
-    """The human view of one loaded set ``hj`` with the settings of ``cfg`` (keys of
-    ``conf/analyze.yaml``), written into ``out`` as one result set. Returns
-    :class:`analysis.human.view.HumanViewOutputs` with published paths.
-
-    Raises
-    ------
-    ValueError
-        ``metrics`` names a metric the set lacks, or the set has no metric column.
-    """
-    return human_views([hj], cfg, out).views[0]
-
-
 def human_views(sets: list, cfg, out: str | Path):
     """The human view of every set (one folder each when there are several) and the tables across them,
     written into ``out`` as one result set. Returns :class:`analysis.human.sets.HumanSetsOutputs`
