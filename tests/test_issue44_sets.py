@@ -384,3 +384,38 @@ def test_analyze_with_scores_and_human_sets_then_the_report_shows_both(tmp_path)
                  "protocols=[graph]", "figure_protocol=graph", f"output_dir={report}"]) == 0
     page = (report / "report.html").read_text()
     assert "Human-judgment sets" in page and "genai_bench" in page and "hpdv2" in page
+
+
+def test_a_malformed_imagereward_json_record_names_the_file_and_record(tmp_path):
+    rows, _ = fx.imagereward_records()
+    rows[2]["rank"] = 0
+    (tmp_path / "ir.json").write_text(json.dumps(rows))
+    with pytest.raises(ValueError, match=r"ir\.json, record 2: expected a rank from 1 to image_amount_in_total"):
+        SH.load_human_set(tmp_path / "ir.json")
+
+
+def test_a_new_family_is_one_module_and_one_registry_line(tmp_path, monkeypatch):
+    """How EvalMuse-40K's loader will join: a module with FAMILY, detect and load, and its line in HUMAN_SETS."""
+    import sys
+
+    from seg_data.human import registry
+
+    (tmp_path / "toy_family.py").write_text(
+        "import pandas as pd\n"
+        "from seg_data.human.base import HumanJudgments\n"
+        "from seg_data.human.registry import HumanSetFamily\n"
+        "FAMILY = HumanSetFamily(name='toy', title='Toy', kind='likert', file_format='toy.tsv', size='2',\n"
+        "                        license='none', get='here')\n"
+        "def detect(sniff):\n"
+        "    return sniff.suffix == '.tsv'\n"
+        "def load(path):\n"
+        "    idx = pd.Index(['a', 'b'], name='item_id')\n"
+        "    items = pd.DataFrame({'prompt_id': ['p', 'p'], 'prompt': ['x', 'x'], 'image': ['', ''],\n"
+        "                          'human': [1.0, 3.0], 'n_ratings': [1, 1]}, index=idx)\n"
+        "    return HumanJudgments(items, pd.DataFrame({'r': [1.0, 3.0]}, index=idx), (), str(path))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "HUMAN_SETS", {**registry.HUMAN_SETS, "toy": "toy_family"})
+    (tmp_path / "x.tsv").write_text("anything")
+    hj = registry.load_human_set(tmp_path / "x.tsv")
+    assert hj.name == "toy" and hj.n_items == 2 and registry.family("toy").title == "Toy"
+    sys.modules.pop("toy_family", None)
