@@ -674,7 +674,8 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, settings
     ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
     ``ts2 analyze human=...``, or its folder), the report also shows the SEG view and the human
     view of the same metrics side by side (both rank orders, Kendall's tau between them) and
-    writes ``views.csv``. With ``verdict`` (default), the report opens with the verdict of every
+    writes ``views.csv``; a folder of ``ts2 analyze human=[A,B,...]`` (``human_sets.csv``) adds the
+    section of all its sets (:func:`analysis.human.sets.human_sets_html`). With ``verdict`` (default), the report opens with the verdict of every
     metric under evaluation against the references and controls (:mod:`analysis.verdict`) and
     writes ``verdict.csv``, ``ranking.csv`` and ``pairs.csv``. With ``explorer``, ``explorer.html``
     (:mod:`analysis.explorer`) is written beside ``report.html`` and linked from it. Returns
@@ -693,14 +694,21 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, settings
     merged = merged_results(results, settings, flops=flops, dataset=dataset)
     extra_files = {}
     if human is not None:
-        protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
-                                       str(merged.metametrics["protocol"].iloc[0]))
-        cmp = rp.views_frame(merged.metametrics, rp.read_human_results(human), protocol, seg_meta_metric,
-                             human_statistic, human_grouping)
-        extra_files["views"] = cmp.table
-        extra_sections = [*extra_sections, ("SEG view and human view",
-                                            rp.views_html(cmp, protocol, seg_meta_metric, human_statistic,
-                                                          human_grouping))]
+        from .human.sets import human_sets_html, read_human_sets
+
+        sets = read_human_sets(human)  # ts2 analyze human=[...]: the sets' section too
+        hp = Path(human)
+        if sets is None or hp.is_file() or (hp / "human_metametrics.csv").is_file():
+            protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
+                                           str(merged.metametrics["protocol"].iloc[0]))
+            cmp = rp.views_frame(merged.metametrics, rp.read_human_results(human), protocol, seg_meta_metric,
+                                 human_statistic, human_grouping)
+            extra_files["views"] = cmp.table
+            extra_sections = [*extra_sections, ("SEG view and human view",
+                                                rp.views_html(cmp, protocol, seg_meta_metric, human_statistic,
+                                                              human_grouping))]
+        if sets is not None:
+            extra_sections = [*extra_sections, ("Human-judgment sets", human_sets_html(*sets))]
     prompts = None
     if dataset is not None:
         prompts = {s.seg_id: s.prompt for s in dataset}

@@ -129,7 +129,8 @@ def compare_views(seg: Mapping[str, float], human: Mapping[str, float], seg_high
 def view_values(results: pd.DataFrame, statistic: str = "kendall_b", grouping: str = "global") -> dict[str, float]:
     """Metric -> value of one statistic from a long results table such as ``human_metametrics.csv``.
 
-    Rows of the pseudo-metric ``human`` (inter-annotator agreement) are left out.
+    Rows of the pseudo-metrics ``human`` (inter-annotator agreement) and ``rater_ceiling`` are
+    left out, and so are per-category rows (``subset`` other than ``all``).
 
     Raises
     ------
@@ -146,8 +147,12 @@ def view_values(results: pd.DataFrame, statistic: str = "kendall_b", grouping: s
     need = {"metric", "statistic", "grouping", "value"}
     if not need <= set(results.columns):
         raise ValueError(f"expected columns {sorted(need)}, got {list(results.columns)}")
+    from .human.view import ALL, HUMAN_ROWS
+
     sub = results[(results["statistic"] == statistic) & (results["grouping"] == grouping)
-                  & (results["metric"] != "human")]
+                  & ~results["metric"].isin(HUMAN_ROWS)]
+    if "subset" in sub.columns:  # the per-category rows are breakdowns, not the view
+        sub = sub[sub["subset"].fillna(ALL) == ALL]
     if sub.empty:
         raise ValueError(f"expected rows with statistic {statistic!r} and grouping {grouping!r}, found none "
                          f"(statistics: {sorted(set(results['statistic']))}, groupings: {sorted(set(results['grouping']))})")

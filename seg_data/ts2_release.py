@@ -170,15 +170,10 @@ def load_ts2(path: str | Path | None = None, check_images: bool = False, revisio
 
 def download_ts2(revision: str | None = None, cache_dir: str | Path | None = None) -> Path:
     """Download the TS2 dataset snapshot and return the folder holding ``metadata.csv``."""
-    from huggingface_hub import snapshot_download
+    from .hub_data import download_dataset
 
-    try:
-        local = Path(snapshot_download(repo_id=HF_REPO_ID, repo_type="dataset", revision=revision,
-                                       cache_dir=None if cache_dir is None else str(cache_dir)))
-    except Exception as e:  # network errors come in many classes; say what to do instead
-        raise RuntimeError(
-            f"could not download {HF_REPO_ID} from the Hugging Face hub ({type(e).__name__}: {e}); "
-            "pass path=DIR with a local copy of the release (metadata.csv + images/)") from e
+    local = download_dataset(HF_REPO_ID, "pass path=DIR with a local copy of the release (metadata.csv + images/)",
+                             revision=revision, cache_dir=cache_dir)
     hits = sorted(local.rglob("metadata.csv"), key=lambda p: len(p.parts))
     if not hits:
         raise FileNotFoundError(f"expected metadata.csv in the downloaded snapshot {local}, found none")

@@ -39,7 +39,8 @@ def test_writes_results_with_expected_columns(run):
     assert rc == 0
     res = pd.read_csv(out / "human_metametrics.csv")
     assert list(res.columns) == RESULT_COLUMNS
-    stats = set(H.STATISTICS) | {"pairwise_acc_epsilon"}
+    stats = set(H.KIND_STATISTICS["likert"][0]) | {"pairwise_acc_epsilon"}
+    assert set(res.subset) == {"all"}  # the synthetic set has no categories
     for m in hj.metrics:
         for g in H.GROUPINGS:
             sub = res[(res.metric == m) & (res.grouping == g)]
@@ -91,7 +92,7 @@ def test_table_and_paired_tests(run):
     assert f"{100 * res.loc[('oracle', 'kendall_b', 'global'), 'value']:.1f}" in line
     tests = pd.read_csv(out / "human_paired_tests.csv")
     assert len(tests[["metric_a", "metric_b"]].drop_duplicates()) == 3  # 3 metrics -> 3 pairs
-    assert set(tests.test) == {"williams", "permutation"}
+    assert set(tests.test) == {"williams", "permutation", "bootstrap"}  # bootstrap: pairwise accuracy
     assert (tests[tests.test == "permutation"].n_resamples == 40).all()
     assert tests.p_value.between(0, 1).all()
     best = tests[(tests.metric_a == "oracle") & (tests.metric_b == "random") & (tests.test == "williams")]
@@ -117,7 +118,7 @@ def test_metric_selection_bootstrap_off_and_bad_input(synthetic, tmp_path):
                             "metrics": ["random", "oracle"], "human_permutations": 0, "progress": False})
     assert human_main(cfg) == 0
     res = pd.read_csv(tmp_path / "a" / "human_metametrics.csv")
-    assert set(res.metric) == {"human", "random", "oracle"}
+    assert set(res.metric) == {"human", "rater_ceiling", "random", "oracle"}
     assert res.ci_low.isna().all()
     assert (pd.read_csv(tmp_path / "a" / "human_paired_tests.csv").test == "williams").all()  # permutations off
     bad = OmegaConf.create({"human": str(synthetic), "output_dir": str(tmp_path / "b"), "metrics": ["tifa"]})

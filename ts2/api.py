@@ -299,21 +299,33 @@ def reproduce(path: str | Path | None = None, output_dir: str | Path | None = No
     return reproduce_from_config(cfg, Path(str(cfg.output_dir)))
 
 
-def human(source: str | Path | pd.DataFrame, output_dir: str | Path | None = None, **options: Any):
-    """``ts2 analyze human=FILE``: how each metric agrees with people (TIFA v1.0 JSON, our long
-    CSV, or a DataFrame in that CSV's format). ``options``: ``metrics``, ``bootstrap``, ``seed``,
-    ``confidence``, ``human_permutations``, ``progress`` (``conf/analyze.yaml``). Writes into
-    ``output_dir`` (default: the command's timestamped folder) and returns
-    :class:`analysis.human.view.HumanViewOutputs` (``.results``, ``.tests`` DataFrames)."""
-    from seg_data.human import human_from_frame, load_human
-    from ts2.commands.analyze_human import human_view
+def human(source, output_dir: str | Path | None = None, **options: Any):
+    """``ts2 analyze human=SET`` / ``human=[A,B,...]``: how each metric agrees with people.
 
-    ov = _overrides("analyze", options)
+    ``source``: one set (a path, ``NAME:PATH``, a set ``NAME`` from the hub, or a DataFrame in our
+    long CSV's format) or a list of sets (not DataFrames). ``options``: ``human_scores`` (a score
+    file, or a list: one per set), ``metrics``, ``bootstrap``, ``seed``, ``confidence``,
+    ``human_permutations``, ``human_clusters``, ``progress`` (``conf/analyze.yaml``). Writes into
+    ``output_dir`` (default: the command's timestamped folder). Returns, for one set,
+    :class:`analysis.human.view.HumanViewOutputs` (``.results``, ``.tests`` DataFrames); for a list,
+    :class:`analysis.human.sets.HumanSetsOutputs` (``.long``, ``.summary``, ``.views``)."""
+    from seg_data.human import human_from_frame
+    from ts2.commands.analyze_human import human_views, load_sets
+
+    many = isinstance(source, list | tuple)
+    frame = None if many or not hasattr(source, "columns") else source
+    entries = list(source) if many else [None if frame is not None else str(source)]
+    ov = _overrides("analyze", {"human": None if frame is not None else [str(e) for e in entries], **options})
     if output_dir is not None:
         ov.append(f"output_dir={_value(str(output_dir))}")
     cfg = _compose("analyze", ov, "ts2.human")
-    if hasattr(source, "columns"):
-        hj, where = human_from_frame(source), "<frame>"
+    if frame is not None:
+        from seg_data.human import attach_scores
+
+        hj = human_from_frame(frame)
+        scores = cfg.get("human_scores")
+        sets = [attach_scores(hj, str(scores)) if isinstance(scores, str) else hj]
     else:
-        hj, where = load_human(source), str(source)
-    return human_view(hj, cfg, Path(str(cfg.output_dir)), source=where)
+        sets = load_sets(cfg)
+    res = human_views(sets, cfg, Path(str(cfg.output_dir)))
+    return res if many else res.views[0]

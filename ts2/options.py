@@ -173,6 +173,9 @@ OPTIONS: dict[str, Option] = {
     # nested keys are declared by their dotted path
     "ranking.enabled": FLAG,
     "ranking.alpha": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
+    "human_clusters.alpha": Option("float", min=0, max=1, min_exclusive=True, max_exclusive=True),
+    "human_clusters.statistics": Option("names", choices_from="analysis.human.correlation:STATISTICS",
+                                        what="statistic"),
     # data / questions
     "n_segs": Option("int", min=1, max=MAX_SYNTHETIC_SEGS, cap=True),
     "images_per_node": Option("int", min=1, nullable=True),

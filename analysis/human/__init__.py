@@ -10,10 +10,11 @@ Two groupings
                   how wrong they are), free of between-prompt difficulty differences.
 
 Statistics (registry :data:`STATISTICS`; each ``f(metric, human) -> float``)
-    ``spearman``, ``kendall_b``, ``kendall_c``, ``pearson`` (scipy.stats), and ``pairwise_acc``:
+    ``spearman``, ``kendall_b``, ``kendall_c``, ``pearson`` (scipy.stats), ``pairwise_acc``:
     the tie-calibrated pairwise accuracy ``acc_eq`` of Deutsch, Foster & Freitag (2023), "Ties
     Matter: Meta-Evaluating Modern Metrics with Pairwise Accuracy and Tie Calibration" (see
-    :func:`tie_calibrated_pairwise_accuracy`).
+    :func:`tie_calibrated_pairwise_accuracy`), and ``roc_auc`` for 0/1 labels (SeeTRUE). Which
+    apply to a set depends on its kind (:data:`KIND_STATISTICS`).
 
 Conventions shared by all functions
     * Higher metric score and higher human rating both mean "better"; a metric where lower is
@@ -27,7 +28,9 @@ Conventions shared by all functions
 Modules (one concern each; everything public is re-exported here, ``from analysis import human as H``)
     :mod:`.correlation` statistics, registry, within-prompt grouping; :mod:`.pairwise` tie-calibrated
     pairwise accuracy; :mod:`.agreement` Krippendorff's alpha; :mod:`.bootstrap` prompt-bootstrap
-    intervals; :mod:`.paired` Williams' and permutation tests; :mod:`.tables` metric-metric
+    intervals; :mod:`.ceiling` the leave-one-rater-out human ceiling; :mod:`.paired` Williams' and
+    permutation tests (the significance clusters' tests); :mod:`.sets` many sets in one table;
+    :mod:`.tables` metric-metric
     correlations and the TIFA-like tables; :mod:`.view` the whole human view as one call
     (:func:`run_human_view`, the library side of ``ts2 analyze human=FILE``).
 
@@ -42,7 +45,9 @@ from .bootstrap import (
                         cluster_bootstrap,
                         draw_clusters,
 )
+from .ceiling import RaterCeiling, leave_one_rater_out, rater_ceiling
 from .correlation import (
+                        GLOBAL_ONLY,
                         GROUPINGS,
                         STATISTICS,
                         GroupedCorrelation,
@@ -52,9 +57,17 @@ from .correlation import (
                         kendall_tau_b,
                         kendall_tau_c,
                         pearson,
+                        roc_auc,
                         spearman,
 )
-from .paired import PairedTest, permutation_test, williams_test_metrics
+from .paired import (
+                        PairedTest,
+                        bootstrap_paired_pvalue,
+                        paired_test,
+                        pairwise_acc_permutation_test,
+                        permutation_test,
+                        williams_test_metrics,
+)
 from .pairwise import (
                         PairwiseAccuracy,
                         grouped_pairwise_accuracy,
@@ -69,18 +82,20 @@ from .tables import (
                         table_to_markdown,
                         write_human_table,
 )
-from .view import HumanViewOutputs, run_human_view
+from .view import KIND_STATISTICS, HumanViewOutputs, run_human_view, significance_table
 
 __all__ = [
-    "STATISTICS", "GROUPINGS", "get_statistic",
-    "spearman", "kendall_tau_b", "kendall_tau_c", "pearson", "pairwise_accuracy",
+    "STATISTICS", "GROUPINGS", "GLOBAL_ONLY", "KIND_STATISTICS", "get_statistic",
+    "spearman", "kendall_tau_b", "kendall_tau_c", "pearson", "pairwise_accuracy", "roc_auc",
+    "RaterCeiling", "leave_one_rater_out", "rater_ceiling",
     "PairwiseAccuracy", "tie_calibrated_pairwise_accuracy", "grouped_pairwise_accuracy",
     "GroupedCorrelation", "grouped_correlation", "human_statistic",
     "krippendorff_alpha",
     "BootstrapCI", "draw_clusters", "cluster_bootstrap", "bootstrap_human_statistic",
     "bootstrap_krippendorff_alpha",
-    "PairedTest", "williams_test_metrics", "permutation_test",
+    "PairedTest", "williams_test_metrics", "permutation_test", "pairwise_acc_permutation_test", "paired_test",
+    "bootstrap_paired_pvalue",
     "metric_correlation_matrix", "metric_correlation_pvalues",
     "STATISTIC_LABELS", "human_table", "table_to_markdown", "write_human_table",
-    "HumanViewOutputs", "run_human_view",
+    "HumanViewOutputs", "run_human_view", "significance_table",
 ]

@@ -12,9 +12,9 @@ import numpy as np
 from ..stats import Interval, cluster_draws, draw_counts, group_means, percentile_ci
 from ._common import _as_pair, _groups_codes, _progress
 from .agreement import krippendorff_alpha
-from .correlation import GROUPINGS, get_statistic, grouped_correlation, human_statistic
+from .correlation import GLOBAL_ONLY, GROUPINGS, get_statistic, human_statistic
 from .pairwise import _candidates, _pair_arrays, _within_group_pairs
-from .vectorized import bootstrap_statistics
+from .vectorized import bootstrap_statistics, grouped_statistics
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +209,8 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
     BootstrapCI
     """
     get_statistic(statistic)
-    if grouping not in GROUPINGS:
-        raise ValueError(f"expected grouping in {list(GROUPINGS)}, got {grouping!r}")
+    if grouping not in GROUPINGS or (grouping != "global" and statistic in GLOBAL_ONLY):
+        raise ValueError(f"expected grouping in {list(GROUPINGS)} ('global' for {statistic!r}), got {grouping!r}")
     x, y, keep = _as_pair(metric, human, nan_policy)
     codes, uniq = _groups_codes(np.asarray(groups, dtype=object), len(keep))
     # Re-code after dropping NaN items so that every group has at least one item.
@@ -220,21 +220,55 @@ def bootstrap_human_statistic(metric, human, groups, statistic: str = "kendall_b
     if n_boot <= 0:
         return BootstrapCI(value=value, low=math.nan, high=math.nan, n_boot=0, n_invalid=0, confidence=confidence)
     draws = draw_clusters(G, n_boot, seed)
-    desc = f"{statistic}/{grouping}"
-    if statistic == "pairwise_acc":
-        reps = _bootstrap_pairwise(x, y, codes, G, draws, grouping, progress, desc)
-    elif grouping == "prompt":
-        # A replicate is the mean of the drawn prompts' values (undefined ones left out): the
-        # SEG view's group mean with one group, all prompts (a slice: the same sums as ever).
-        per = grouped_correlation(x, y, uniq[codes], statistic).per_group
-        per = np.where(np.isfinite(per), per, np.nan)[None, :]
-        reps = group_means(per, [("prompts", slice(None))], draw_counts(draws, G))[0][:, 0, 0]
-    else:
-        # Pooled: every replicate from per-prompt sums, equal to ``fn`` on the resampled items.
-        reps = bootstrap_statistics(x, y, codes, G, draw_counts(draws, G), statistic)
+    reps = bootstrap_replicates(x, y, codes, G, draws, statistic, grouping, progress)
     ci = percentile_ci(reps, confidence)
     return BootstrapCI(value=value, low=ci.low, high=ci.high, n_boot=n_boot, n_invalid=ci.n_invalid,
                        confidence=confidence)
+
+
+def bootstrap_replicates(x: np.ndarray, y: np.ndarray, codes: np.ndarray, n_groups: int, draws: np.ndarray,
+                         statistic: str, grouping: str, progress: bool = False) -> np.ndarray:
+    """The statistic on every cluster-bootstrap replicate of finite items ``x, y`` (no NaN check).
+
+    ``codes`` (0..``n_groups``-1) may leave groups empty (a rater's items, :mod:`.ceiling`): a
+    drawn empty group adds nothing, so the replicates of several item subsets coded alike share
+    their draws. Each replicate equals the statistic on the resampled items (see
+    :func:`bootstrap_human_statistic`; tested against that in tests/test_human_vectorized.py).
+
+    Returns
+    -------
+    ndarray, shape (n_boot,)
+    """
+    desc = f"{statistic}/{grouping}"
+    if statistic == "pairwise_acc":
+        return _bootstrap_pairwise(x, y, codes, n_groups, draws, grouping, progress, desc)
+    counts = draw_counts(draws, n_groups)
+    if statistic == "roc_auc":
+        return _bootstrap_auc(x, y, codes, counts)
+    if grouping == "prompt":
+        # A replicate is the mean of the drawn prompts' values (undefined ones left out): the
+        # SEG view's group mean with one group, all prompts (a slice: the same sums as ever).
+        per = grouped_statistics(x, y, codes, n_groups, statistic)[None, :]
+        return group_means(per, [("prompts", slice(None))], counts)[0][:, 0, 0]
+    # Pooled: every replicate from per-prompt sums, equal to ``fn`` on the resampled items.
+    return bootstrap_statistics(x, y, codes, n_groups, counts, statistic)
+
+
+def _bootstrap_auc(x: np.ndarray, y: np.ndarray, codes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """ROC AUC per replicate, an item weighted by its prompt's draw count: the share of
+    (positive, negative) copy pairs ordered right, ties one half, as on the resampled items."""
+    _, inv = np.unique(x, return_inverse=True)
+    pos, neg = y == 1, y == 0
+    n_vals = int(inv.max()) + 1 if len(inv) else 0
+    reps = np.full(len(counts), np.nan)
+    for b, w_g in enumerate(counts):
+        w = w_g[codes]
+        neg_at = np.bincount(inv[neg], weights=w[neg], minlength=n_vals)
+        below = np.cumsum(neg_at) - neg_at
+        wp, wn = w[pos].sum(), neg_at.sum()
+        if wp > 0 and wn > 0:
+            reps[b] = float((w[pos] * (below[inv[pos]] + 0.5 * neg_at[inv[pos]])).sum() / (wp * wn))
+    return reps
 
 
 def bootstrap_krippendorff_alpha(reliability_data, groups, level: str = "interval", n_boot: int = 1000,

@@ -85,6 +85,35 @@ def pearson(metric, human, nan_policy: str = "raise") -> float:
     return _quiet(lambda: ss.pearsonr(x, y).statistic)
 
 
+def roc_auc(metric, labels, nan_policy: str = "raise") -> float:
+    """ROC AUC of a metric separating 0/1 labels (SeeTRUE's statistic), the Mann-Whitney form.
+
+    ``AUC = (sum of the positives' average ranks - n1 (n1 + 1) / 2) / (n1 n0)``: the probability
+    that a random positive scores above a random negative, ties counted one half (equal to the
+    trapezoidal area of ``sklearn.metrics.roc_auc_score``). NaN when a class is absent.
+
+    Raises
+    ------
+    ValueError
+        A label that is not 0 or 1, unequal lengths, NaN with ``nan_policy="raise"``.
+
+    Examples
+    --------
+    >>> roc_auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])
+    0.75
+    """
+    x, y, _ = _as_pair(metric, labels, nan_policy)
+    bad = ~np.isin(y, (0.0, 1.0))
+    if bad.any():
+        raise ValueError(f"expected 0/1 labels for ROC AUC, got {y[bad][0]!r} at position {int(np.flatnonzero(bad)[0])}")
+    pos = y == 1
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    if n1 == 0 or n0 == 0:
+        return math.nan
+    ranks = ss.rankdata(x)
+    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
 # -- registry -----------------------------------------------------------------------------------
 STATISTICS: Mapping[str, Callable[..., float]] = {
     "spearman": spearman,
@@ -92,7 +121,11 @@ STATISTICS: Mapping[str, Callable[..., float]] = {
     "kendall_c": kendall_tau_c,
     "pearson": pearson,
     "pairwise_acc": pairwise_accuracy,
+    "roc_auc": roc_auc,
 }
+
+#: Statistics of a pair of items' order only (not of a per-group mean): no within-prompt form.
+GLOBAL_ONLY = frozenset({"roc_auc"})
 
 
 def get_statistic(name: str) -> Callable[..., float]:
@@ -165,6 +198,8 @@ def grouped_correlation(metric, human, groups, statistic: str = "kendall_b",
     if statistic == "pairwise_acc":
         raise ValueError("expected a correlation statistic, got 'pairwise_acc' (its tie threshold is shared "
                          "across groups): use grouped_pairwise_accuracy")
+    if statistic in GLOBAL_ONLY:
+        raise ValueError(f"expected a correlation statistic, got {statistic!r}, which has no within-prompt form here")
     x, y, keep = _as_pair(metric, human, nan_policy)
     codes, uniq = _groups_codes(np.asarray(groups, dtype=object), len(keep))
     codes = codes[keep]

@@ -66,6 +66,7 @@ STATISTIC_LABELS: Mapping[str, str] = {
     "kendall_c": "Kendall's τ_c",
     "pearson": "Pearson's r",
     "pairwise_acc": "Pairwise acc_eq",
+    "roc_auc": "ROC AUC",
 }
 
 

@@ -272,3 +272,34 @@ def swapped_kendall_b_diffs(a, b, h, codes, n_groups: int, flips: np.ndarray) ->
     y_tied = np.full(len(s), float(T_h.sum()))
     size = np.full(len(s), n)
     return _tau_from_counts(cmd1, tie1, y_tied, size) - _tau_from_counts(cmd2, tie2, y_tied, size)
+
+
+# -- pooled Pearson under prompt swaps (paired permutation test) -----------------------------------
+def swapped_pearson_diffs(a, b, h, codes, n_groups: int, flips: np.ndarray) -> np.ndarray:
+    """``r(a', h) - r(b', h)`` (Pearson) for every row of ``flips``, pooled over all items.
+
+    Row ``k`` swaps all scores of prompt ``g`` between the two metrics where ``flips[k, g]``
+    (as :func:`swapped_kendall_b_diffs`). Pearson's r needs only the sums of x, x^2 and x h, and a
+    swapped prompt contributes b's sums instead of a's: each is linear in the flips, so every
+    permutation is a few matrix-vector products (equal to ``scipy.stats.pearsonr`` to rounding).
+    """
+    a, b, h = (np.asarray(v, dtype=float) for v in (a, b, h))
+    n = float(len(a))
+    s = flips.astype(float)
+
+    def per_group(v):
+        return np.bincount(codes, weights=v, minlength=n_groups)
+
+    hc = h - h.mean()
+    shh = float((hc * hc).sum())
+    sums = {k: (per_group(v_a), per_group(v_b)) for k, v_a, v_b in
+            (("x", a, b), ("xx", a * a, b * b), ("xh", a * hc, b * hc))}
+
+    def corr(first: bool) -> np.ndarray:
+        f = s if first else 1.0 - s  # the prompts where this side holds b's scores
+        sx, sxx, sxh = ((ga.sum() + f @ (gb - ga)) for ga, gb in sums.values())
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = sxh / np.sqrt((sxx - sx * sx / n) * shh)
+        return np.clip(r, -1.0, 1.0)
+
+    return corr(True) - corr(False)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as ss
 
-__all__ = ["holm", "sign_flip_pvalues", "SIGN_CHUNK_ELEMENTS", "WilliamsResult", "williams_test"]
+__all__ = ["holm", "sign_flip_pvalues", "SIGN_CHUNK_ELEMENTS", "WilliamsResult", "williams_test",
+           "significance_clusters"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,44 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
     out[order] = np.maximum.accumulate(scaled)
     return out
+
+
+def significance_clusters(pvalues: np.ndarray, alpha: float = 0.05) -> np.ndarray:
+    """Cluster ranks of items sorted best first, from their pairwise p-values (mt-metrics-eval's rule).
+
+    ``pvalues[i, j]`` (``i < j``, upper triangle used) tests whether item ``i`` (better) and item
+    ``j`` differ. Walking down the order, item ``i`` opens a new cluster when it is significantly
+    worse (``p < alpha``) than some item of the current cluster; otherwise it joins it. So a
+    cluster holds items none of which is significantly better than another of the same cluster,
+    and each is significantly worse than something in a cluster above
+    (``AssignRanks`` of google-research/mt-metrics-eval, ``data.py``, with the project's
+    ``p < alpha``). Pass Holm-adjusted p-values (:func:`holm`) for a family-wise ``alpha``. A NaN
+    p-value (an undefined test) is not significant.
+
+    Returns
+    -------
+    ndarray of int, shape (n,)
+        1 for the top cluster, 2 for the next, ...
+
+    Examples
+    --------
+    >>> p = np.array([[0, .5, .01, .001], [0, 0, .2, .01], [0, 0, 0, .3], [0, 0, 0, 0]])
+    >>> significance_clusters(p).tolist()
+    [1, 1, 2, 2]
+    """
+    p = np.asarray(pvalues, dtype=float)
+    if p.ndim != 2 or p.shape[0] != p.shape[1]:
+        raise ValueError(f"expected a square matrix of p-values, got shape {p.shape}")
+    n = p.shape[0]
+    ranks = np.zeros(n, dtype=int)
+    rank, start = 1, 0
+    for i in range(n):
+        col = p[start:i, i]
+        if np.any(col[np.isfinite(col)] < alpha):
+            rank += 1
+            start = i
+        ranks[i] = rank
+    return ranks
 
 
 #: Sign-matrix (and statistic) elements held at a time: 64 MiB of float64 signs, half as much of

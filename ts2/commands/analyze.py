@@ -4,8 +4,9 @@ Writes ``metametrics.csv``, ``per_seg.csv``, ``table.md/.tex/.csv``, ``analysis.
 ``verdict.csv`` (:mod:`analysis.verdict`) and, when asked, ``compare.csv`` / ``ranking.csv`` /
 ``pairs.csv`` into ``output_dir``, and prints a short summary ending with one verdict line per
 metric under evaluation. The work is :func:`analysis.session.run_analysis` (also behind
-``ts2.analyze``); this handler parses the config, calls it and prints. ``human=FILE`` hands over to
-:mod:`ts2.commands.analyze_human`. Imports neither torch nor :mod:`metrics_adapters`.
+``ts2.analyze``); this handler parses the config, calls it and prints. ``human=SET`` (or a list)
+hands over to :mod:`ts2.commands.analyze_human`; with ``scores=`` too, the human sets are
+analysed after the SEG view, into ``<output_dir>/human``. Imports neither torch nor :mod:`metrics_adapters`.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def analysis_from_config(cfg: DictConfig, scores, dataset=None, roles=None):
 
 
 def main(cfg: DictConfig) -> int:
-    if cfg.get("human"):
+    if cfg.get("human") and not cfg.get("scores"):
         from ts2.commands.analyze_human import human_main
 
         return human_main(cfg)
@@ -113,6 +114,12 @@ def main(cfg: DictConfig) -> int:
 
     out = output_dir(cfg)
     try:
+        if cfg.get("human"):  # a wrong human= entry fails before the SEG view's work, not after it
+            from seg_data.human import resolve_human
+            from ts2.commands.analyze_human import human_entries
+
+            for entry in human_entries(cfg.get("human")):
+                resolve_human(entry)
         dataset = None
         if cfg.get("path") or cfg.get("dataset") is not None:
             from ts2.common import load_dataset
@@ -134,4 +141,16 @@ def main(cfg: DictConfig) -> int:
     lines = analysis.verdict_lines()
     if lines:  # the last lines of the output: one verdict per metric under evaluation
         sys.stdout.write("\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n")
+    if cfg.get("human"):  # both views in one call: the human sets beside, in <output_dir>/human
+        return _human_beside(cfg, out)
     return 0
+
+
+def _human_beside(cfg: DictConfig, out) -> int:
+    from ts2.commands.analyze_human import human_main
+
+    human_cfg = OmegaConf.merge(cfg, {"output_dir": str(out / "human")})
+    rc = human_main(human_cfg)
+    if rc == 0:
+        sys.stdout.write(f"both views: ts2 report results={out} human={out / 'human'}\n")
+    return rc

@@ -1,9 +1,11 @@
-"""Human-judgment sets: images of prompts rated by people, optionally with automatic metric scores.
+"""The human-judgment record (:class:`HumanJudgments`) and the two formats of ts2's own: TIFA v1.0 JSON, our CSV.
 
 These feed the *human view* of a metric (its correlation with people's ratings) that sits beside
-the SEG view (how well it orders images along semantic error graphs).
+the SEG view (how well it orders images along semantic error graphs). The other families of sets
+(TIFA160 per rater, SeeTRUE, GenAI-Bench, ...) have one module each in this package, all returning
+the same :class:`HumanJudgments` (registry: :mod:`seg_data.human.registry`).
 
-Two file formats are read, both into one :class:`HumanJudgments`:
+Two file formats are read here, both into one :class:`HumanJudgments`:
 
 TIFA v1.0 JSON (``.json``)
     The file released with TIFA (Hu et al., 2023), ``tifa_v1_human_annotations_with_scores.json``:
@@ -51,7 +53,7 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -59,8 +61,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "HumanJudgments", "load_human", "load_tifa_json", "load_human_csv", "human_from_frame", "save_human_csv",
-    "TIFA_METRIC_LABELS", "TIFA_REQUIRED_KEYS", "CSV_REQUIRED_COLUMNS", "make_synthetic_human",
+    "HumanJudgments", "load_tifa_json", "load_human_csv", "human_from_frame", "save_human_csv",
+    "TIFA_METRIC_LABELS", "TIFA_REQUIRED_KEYS", "CSV_REQUIRED_COLUMNS", "make_synthetic_human", "KINDS",
 ]
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,12 @@ TIFA_METRIC_LABELS: Mapping[str, str] = MappingProxyType({
 
 _ITEM_BASE_COLUMNS = ("prompt_id", "prompt", "image", "human", "n_ratings")
 
+#: What a set's human judgment is, which decides the statistics that apply to it
+#: (:data:`analysis.human.sets.KIND_STATISTICS`): ``likert`` ratings (a mean over raters, pooled and
+#: within prompts), ``binary`` labels (0/1, ROC AUC) and ``ranked`` images (a rank within their
+#: prompt only: statistics within prompts).
+KINDS = ("likert", "binary", "ranked")
+
 
 @dataclass(frozen=True)
 class HumanJudgments:
@@ -106,12 +114,23 @@ class HumanJudgments:
     metric_labels : mapping
         Display names of metrics (e.g. ``bleu`` -> ``BLEU-4``); metrics without one display as
         their column name.
+    kind : {"likert", "binary", "ranked"}
+        What ``human`` is (:data:`KINDS`). For ``ranked`` sets ``human`` and the ratings are
+        negated ranks (higher = better, comparable only within a prompt); for ``binary`` sets
+        ``human`` is a 0/1 label.
+    categories : pandas.DataFrame, optional
+        Same index as ``items``; one boolean column per subset an item belongs to, named
+        ``facet=value`` (``skill=counting``, ``dataset_source=editbench``); an item may belong to
+        several (GenAI-Bench skills). Empty (no columns) when the set has none.
+    name : str
+        The set's short name in tables (default: the file name).
 
     Raises
     ------
     ValueError
         If ``items`` and ``ratings`` do not line up, a base column is missing, item ids repeat,
-        an item has no rating, or a metric named in ``metrics`` is not a column.
+        an item has no rating, a metric named in ``metrics`` is not a column, ``kind`` is unknown,
+        a binary set's ``human`` is not 0/1, or ``categories`` is not a boolean table like ``items``.
     """
 
     items: pd.DataFrame
@@ -119,6 +138,9 @@ class HumanJudgments:
     metrics: tuple[str, ...]
     source: str = "<memory>"
     metric_labels: Mapping[str, str] = field(default_factory=dict)
+    kind: str = "likert"
+    categories: pd.DataFrame | None = None
+    name: str = ""
 
     def __post_init__(self) -> None:
         missing = [c for c in _ITEM_BASE_COLUMNS if c not in self.items.columns]
@@ -136,6 +158,26 @@ class HumanJudgments:
         if empty.any():
             raise ValueError(f"{self.source}: expected at least one rating per item, item "
                              f"{self.ratings.index[empty.to_numpy()][0]!r} has none")
+        self._check_kind_and_categories()
+
+    def _check_kind_and_categories(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.source}: expected kind in {list(KINDS)}, got {self.kind!r}")
+        if self.kind == "binary":
+            h = self.items["human"].to_numpy(dtype=float)
+            bad = ~np.isin(h, (0.0, 1.0))
+            if bad.any():
+                raise ValueError(f"{self.source}: expected 0/1 labels in a binary set, item "
+                                 f"{self.items.index[bad][0]!r} has {h[bad][0]!r}")
+        cats = self.categories
+        if cats is None:
+            object.__setattr__(self, "categories", pd.DataFrame(index=self.items.index))
+        elif not cats.index.equals(self.items.index):
+            raise ValueError(f"{self.source}: expected categories indexed like items (same ids, same order)")
+        elif any(not pd.api.types.is_bool_dtype(cats[c]) for c in cats.columns):
+            raise ValueError(f"{self.source}: expected boolean category columns, got dtypes {dict(cats.dtypes)}")
+        if not self.name:
+            object.__setattr__(self, "name", Path(str(self.source)).stem or "human")
 
     # -- views ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -201,32 +243,15 @@ class HumanJudgments:
         for m in ms:
             self.scores(m)
         base = [c for c in self.items.columns if c not in self.metrics]
-        return HumanJudgments(self.items[base + list(ms)].copy(), self.ratings.copy(), ms,
-                              self.source, dict(self.metric_labels))
+        return replace(self, items=self.items[base + list(ms)].copy(), ratings=self.ratings.copy(), metrics=ms,
+                       metric_labels=dict(self.metric_labels), categories=self.categories.copy())
+
+    def subsets(self) -> dict[str, np.ndarray]:
+        """Category name (``facet=value``) -> boolean item mask, in column order (empty without categories)."""
+        return {str(c): self.categories[c].to_numpy(dtype=bool) for c in self.categories.columns}
 
 
 # -- loaders ----------------------------------------------------------------------------------
-def load_human(path: str | Path) -> HumanJudgments:
-    """Load a human-judgment set by suffix: ``.json`` = TIFA v1.0, ``.csv`` = our long CSV.
-
-    Raises
-    ------
-    FileNotFoundError
-        Nothing at ``path``.
-    ValueError
-        Unknown suffix, or a malformed file (the message names the file and record/row).
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"expected a human-judgment file (.json TIFA v1.0 or .csv) at {p}, found none")
-    suffix = p.suffix.lower()
-    if suffix == ".json":
-        return load_tifa_json(p)
-    if suffix == ".csv":
-        return load_human_csv(p)
-    raise ValueError(f"{p}: expected a .json (TIFA v1.0) or .csv (ts2 human CSV) file, got {p.suffix!r}")
-
-
 def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
