@@ -122,3 +122,29 @@ def write_scores(path: Path, latent: dict[str, float], key: str = "item_id", see
     pd.DataFrame({key: ids, "good": q + rng.normal(scale=0.3, size=len(q)),
                   "weak": q + rng.normal(scale=1.5, size=len(q)), "random": rng.random(len(q))}).to_csv(path, index=False)
     return path
+
+
+EVALMUSE_CATEGORIES = ("object", "counting", "color", "spatial")
+
+
+def write_evalmuse(folder: Path, n_prompts: int = 6, per_prompt: int = 5, seed: int = 4) -> dict[str, float]:
+    """``train_list.json`` as EvalMuse-40K releases it: a list of image records with ``total_score`` (one 1-5 score per
+    rater, 2-3 raters), ``element_score`` a dict literal *in a string*, ``model``, and fields the loader ignores."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    recs, latent = [], {}
+    for p in range(n_prompts):
+        cats = EVALMUSE_CATEGORIES[: 2 + p % 3]
+        elements = [f"thing{p}_{c} ({c})" for c in cats]
+        for k in range(per_prompt):
+            q = float(rng.normal())
+            path = f"images/{p:04d}/gen{k % 3}_{k}.png"
+            latent[path] = q
+            n_raters = 3 if (p + k) % 4 else 2
+            labels = {e: [int(rng.random() < 0.5 + 0.4 * np.tanh(q)) for _ in range(n_raters)] for e in elements}
+            recs.append({"prompt": f"evalmuse prompt {p}", "img_path": path, "model": f"gen{k % 3}",
+                         "total_score": [_likert(q, rng) for _ in range(n_raters)], "element_score": str(labels),
+                         "promt_meaningless": [0] * n_raters, "split_confidence": [1] * n_raters,
+                         "attribute_confidence": [1] * n_raters})
+    (folder / "train_list.json").write_text(json.dumps(recs, indent=1))
+    return latent

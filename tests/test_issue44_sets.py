@@ -258,8 +258,8 @@ def test_malformed_shared_formats_name_file_and_row(tmp_path):
 
 
 def test_registry_answers_unknown_names_and_offline_hub_with_the_hint(monkeypatch, tmp_path):
-    with pytest.raises(KeyError, match="unknown human-judgment set 'evalmuse'.*expected one of"):
-        SH.load_human_set(f"evalmuse:{tmp_path}")
+    with pytest.raises(KeyError, match="unknown human-judgment set 'richhf'.*expected one of"):
+        SH.load_human_set(f"richhf:{tmp_path}")
     with pytest.raises(FileNotFoundError, match="expected a human-judgment file .* at"):
         SH.load_human_set(tmp_path / "nope.csv")
     import huggingface_hub
@@ -268,7 +268,7 @@ def test_registry_answers_unknown_names_and_offline_hub_with_the_hint(monkeypatc
         raise huggingface_hub.errors.LocalEntryNotFoundError("offline")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
-    for name in ("genai_bench", "t2i_eval_bench", "hpdv2", "imagereward_db", "seetrue"):
+    for name in ("genai_bench", "t2i_eval_bench", "hpdv2", "imagereward_db", "seetrue", "evalmuse"):
         fam = SH.family(name)
         with pytest.raises(RuntimeError, match=rf"could not download {fam.hub_repo} .*hf download {fam.hub_repo} "
                                                rf".*--repo-type dataset --local-dir DIR\) and pass human={name}:DIR"):
@@ -395,7 +395,7 @@ def test_a_malformed_imagereward_json_record_names_the_file_and_record(tmp_path)
 
 
 def test_a_new_family_is_one_module_and_one_registry_line(tmp_path, monkeypatch):
-    """How EvalMuse-40K's loader will join: a module with FAMILY, detect and load, and its line in HUMAN_SETS."""
+    """How a family joins (EvalMuse-40K's did): a module with FAMILY, detect and load, and its line in HUMAN_SETS."""
     import sys
 
     from seg_data.human import registry
@@ -419,3 +419,65 @@ def test_a_new_family_is_one_module_and_one_registry_line(tmp_path, monkeypatch)
     hj = registry.load_human_set(tmp_path / "x.tsv")
     assert hj.name == "toy" and hj.n_items == 2 and registry.family("toy").title == "Toy"
     sys.modules.pop("toy_family", None)
+
+
+# -- EvalMuse-40K: the label file from-labels reads, seen as overall ratings ---------------------------------
+def test_evalmuse_fixture_loads_overall_scores_slots_and_element_categories(tmp_path):
+    fx.write_evalmuse(tmp_path / "em")
+    raw = json.loads((tmp_path / "em" / "train_list.json").read_text())
+    for spec in (tmp_path / "em", tmp_path / "em" / "train_list.json", f"evalmuse:{tmp_path / 'em'}"):
+        hj = SH.load_human_set(spec)
+        assert hj.name == "evalmuse" and hj.kind == "likert"
+    assert hj.n_items == 30 and hj.n_prompts == 6 and hj.raters == ("r0", "r1", "r2")
+    two = next(r for r in raw if len(r["total_score"]) == 2)
+    assert hj.items.loc[two["img_path"], "human"] == pytest.approx(np.mean(two["total_score"]))
+    assert hj.items.loc[two["img_path"], "n_ratings"] == 2 and np.isnan(hj.ratings.loc[two["img_path"], "r2"])
+    assert hj.ratings.loc[raw[7]["img_path"]].iloc[:2].tolist() == [float(v) for v in raw[7]["total_score"][:2]]
+    # prompts 0-5 hold the first 2, 3, 4, 2, 3, 4 categories: counting in all, color in 4 of 6, spatial in 2 of 6
+    cats = hj.categories.sum()
+    assert cats["element=object"] == 30 and cats["element=counting"] == 30
+    assert cats["element=color"] == 20 and cats["element=spatial"] == 10
+    assert cats["generator=gen0"] == 12 and hj.items.loc["images/0003/gen1_1.png", "prompt_id"] == "3"
+
+
+def test_evalmuse_prompt_ids_are_the_seg_ids_from_labels_gives(tmp_path):
+    from seg_data.labels import from_labels
+
+    fx.write_evalmuse(tmp_path / "em")
+    hj = SH.load_human_set(tmp_path / "em")
+    ds, _ = from_labels("evalmuse", tmp_path / "em" / "train_list.json", tmp_path / "segs")
+    assert len(ds.segs) >= 3
+    for seg in ds.segs:
+        assert set(hj.items.loc[[img.image_id for _, img in seg.iter_images()], "prompt_id"]) == {seg.seg_id}
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda recs: recs[3].pop("total_score"), r"train_list\.json: record 3 \(img_path '[^']+'\): expected 'total_score'"),
+    (lambda recs: recs[5].update(total_score=[4, 9]), r"record 5 .*expected 'total_score' values from 1 to 5, got 9"),
+    (lambda recs: recs[2].update(element_score="{'a (b)': [1, 2]}"), r"record 2 "),
+])
+def test_a_malformed_evalmuse_record_names_the_file_and_record(tmp_path, edit, expected):
+    fx.write_evalmuse(tmp_path / "em")
+    f = tmp_path / "em" / "train_list.json"
+    recs = json.loads(f.read_text())
+    edit(recs)
+    f.write_text(json.dumps(recs))
+    with pytest.raises(ValueError, match=expected):
+        SH.load_human_set(f"evalmuse:{tmp_path / 'em'}")
+
+
+def test_evalmuse_in_ts2_analyze_gives_per_category_rows_and_a_ceiling(tmp_path):
+    from ts2.commands.analyze_human import human_main
+
+    latent = fx.write_evalmuse(tmp_path / "em", n_prompts=12)
+    scores = fx.write_scores(tmp_path / "s.csv", latent, key="image")
+    cfg = OmegaConf.create({"human": [f"evalmuse:{tmp_path / 'em'}"], "human_scores": [str(scores)], "bootstrap": 0,
+                            "human_permutations": 20, "output_dir": str(tmp_path / "out"), "progress": False})
+    assert human_main(cfg) == 0
+    long = pd.read_csv(tmp_path / "out" / "human_sets.csv")
+    assert set(long.set) == {"evalmuse"} and (long.metric == "rater_ceiling").any()
+    assert {"element=spatial", "generator=gen2"} <= set(long.subset.dropna())
+    hj = SH.load_human_set(f"evalmuse:{tmp_path / 'em'}", scores)
+    row = long[(long.metric == "good") & (long.statistic == "pearson") & (long.grouping == "global")
+               & (long.subset == "all")]
+    assert row.value.iloc[0] == pytest.approx(np.corrcoef(hj.scores("good"), hj.human)[0, 1])

@@ -62,7 +62,7 @@ import pandas as pd
 
 __all__ = [
     "HumanJudgments", "load_tifa_json", "load_human_csv", "human_from_frame", "save_human_csv",
-    "TIFA_METRIC_LABELS", "TIFA_REQUIRED_KEYS", "CSV_REQUIRED_COLUMNS", "make_synthetic_human", "KINDS",
+    "TIFA_METRIC_LABELS", "TIFA_REQUIRED_KEYS", "CSV_REQUIRED_COLUMNS", "make_synthetic_human", "KINDS", "slot_ratings",
 ]
 
 log = logging.getLogger(__name__)
@@ -361,12 +361,30 @@ def _tifa_frames(rows: list[dict], ratings: list[list[float]],
             items[m] = math.nan
     items = items[list(_ITEM_BASE_COLUMNS) + list(metrics)]
     items[list(metrics)] = items[list(metrics)].astype(float)
-    width = max(len(r) for r in ratings)
+    return items, slot_ratings(ratings, items.index), metrics
+
+
+def slot_ratings(ratings: Sequence[Sequence[float]], index: pd.Index, prefix: str = "r",
+                 start: int = 0) -> pd.DataFrame:
+    """Per-image rating lists as an items x slots table (the i-th rating of every image is slot i).
+
+    Releases that list each image's ratings without saying who gave them (TIFA v1.0, GenAI-Bench,
+    EvalMuse, T2I-Eval-Bench) can only be read as annotation *slots*; an image with fewer ratings
+    than the widest gets NaN in the slots it lacks.
+
+    Examples
+    --------
+    >>> slot_ratings([[5, 4], [3]], pd.Index(["a", "b"], name="item_id"))
+              r0   r1
+    item_id
+    a        5.0  4.0
+    b        3.0  NaN
+    """
+    width = max((len(r) for r in ratings), default=0)
     mat = np.full((len(ratings), width), np.nan)
     for i, r in enumerate(ratings):
         mat[i, : len(r)] = r
-    rating_df = pd.DataFrame(mat, index=items.index, columns=[f"r{j}" for j in range(width)])
-    return items, rating_df, metrics
+    return pd.DataFrame(mat, index=index, columns=[f"{prefix}{j + start}" for j in range(width)])
 
 
 def _parse_float(value: str, where: str, column: str, allow_missing: bool) -> float:

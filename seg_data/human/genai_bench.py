@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import HumanJudgments
+from .base import HumanJudgments, slot_ratings
 from .registry import HumanSetFamily, Sniff
 
 log = logging.getLogger(__name__)
@@ -135,11 +135,7 @@ def load(path: str | Path) -> HumanJudgments:
     if not index.is_unique:
         raise ValueError(f"{ratings_file}: expected each model once per prompt, got {index[index.duplicated()][0]!r} twice")
     items = pd.DataFrame(rows, index=index)
-    width = max(len(r) for r in ratings)
-    mat = np.full((len(ratings), width), np.nan)
-    for i, r in enumerate(ratings):
-        mat[i, : len(r)] = r
-    rating_df = pd.DataFrame(mat, index=index, columns=[f"r{j}" for j in range(width)])
+    rating_df = slot_ratings(ratings, index)
     cats = _skills(folder / SKILLS, items["prompt_id"])
     log.debug("loaded %d GenAI-Bench images, %d prompts, %d skills from %s", len(items),
               items["prompt_id"].nunique(), cats.shape[1], ratings_file)

@@ -12,7 +12,7 @@ Every family is a module of this package that defines
 
 :data:`HUMAN_SETS` maps each family's name to its module, in detection order (the first family
 whose ``detect`` accepts a path reads it); modules are imported only when used. Adding a family
-(the EvalMuse-40K reader, say) is one module with those three names and one line here.
+is one module with those three names and one line here (EvalMuse-40K's joined that way).
 
 A ``human=`` entry (:func:`resolve_human`) is
 
@@ -48,6 +48,7 @@ HUMAN_SETS: Mapping[str, str] = MappingProxyType({
     "t2i_eval_bench": "seg_data.human.t2i_eval_bench",
     "hpdv2": "seg_data.human.hpdv2",
     "imagereward_db": "seg_data.human.imagereward_db",
+    "evalmuse": "seg_data.human.evalmuse",
     "ts2_csv": "seg_data.human.ts2_csv",
 })
 
@@ -174,7 +175,7 @@ def _detect(path: Path) -> str:
     if sniff.is_dir:
         raise ValueError(f"{path}: expected a folder holding the files of a known human-judgment set "
                          f"({', '.join(f'{f.name}: {f.file_format}' for f in families())}), got {sorted(sniff.names)[:10]}")
-    raise ValueError(f"{path}: expected a .json (TIFA v1.0, GenAI-Bench, T2I-Eval-Bench, HPDv2), .csv (ts2 human CSV, "
+    raise ValueError(f"{path}: expected a .json (TIFA v1.0, GenAI-Bench, T2I-Eval-Bench, HPDv2, EvalMuse), .csv (ts2 human CSV, "
                      f"TIFA160 DSG ratings, SeeTRUE) or .parquet (ImageRewardDB) file of a known human-judgment set, "
                      f"got {path.suffix!r}" + (f" with columns {list(sniff.columns)}" if sniff.columns else "")
                      + "; name the family as NAME:PATH, NAME one of " + ", ".join(HUMAN_SETS))

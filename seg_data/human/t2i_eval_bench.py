@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import HumanJudgments
+from .base import HumanJudgments, slot_ratings
 from .registry import HumanSetFamily, Sniff
 
 log = logging.getLogger(__name__)
@@ -134,11 +134,7 @@ def load(path: str | Path) -> HumanJudgments:
     index = pd.Index(ids, name="item_id")
     if not index.is_unique:
         raise ValueError(f"{scores_file}: expected unique ids, got {index[index.duplicated()][0]!r} twice")
-    width = max(len(a) for a in annots)
-    mat = np.full((len(annots), width), np.nan)
-    for i, a in enumerate(annots):
-        mat[i, : len(a)] = a
-    ratings = pd.DataFrame(mat, index=index, columns=[f"annotator_{j + 1}" for j in range(width)])
+    ratings = slot_ratings(annots, index, prefix="annotator_", start=1)
     caption = [str(samples.get(k, {}).get("image_caption", "")) for k in ids]
     items = pd.DataFrame({
         "prompt_id": [c if c else f"image:{k}" for k, c in zip(ids, caption, strict=True)],
