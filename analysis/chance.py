@@ -45,6 +45,12 @@ How it is computed, and why it is fast:
   order and ties along a walk, so columns whose SEGs have the same missing cells and the same
   pattern of ties (every continuous, complete metric) have one permutation null; its walk values
   and SEG means are computed once per such class (:func:`null_classes`) and shared.
+- **Each column's draws are its own.** The permutations of a column come from a random stream
+  seeded by ``seed`` and the column's tie pattern (:func:`column_streams`), and columns are taken
+  in blocks of at most :data:`BLOCK_COLUMNS` with a fixed number of permutations per step, so a
+  column's chance level is the same bits whichever other columns are analysed beside it: that is
+  what lets the analysis store (:mod:`analysis.column_store`) keep one column's levels and reuse
+  them when another column changes.
 - A lower-is-better delta read as a magnitude (``|delta|``, the paper's rule) is a folded
   normal: its signed expectation is exactly 0, so its chance level is ``sd * sqrt(2/pi)`` and its
   band the folded normal's quantiles.
@@ -67,8 +73,14 @@ from .metametrics import get_meta_metric
 from .protocols import Protocol
 from .walks import Structure, WalkTable
 
-__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "permute_within_segs", "null_classes", "linear_null_variance",
+__all__ = ["ChanceLevels", "NULL_DESCRIPTION", "BLOCK_COLUMNS", "permute_within_segs", "null_classes",
+           "null_patterns", "sorted_within_segs", "column_streams", "permutation_keys", "chance_steps", "linear_null_variance",
            "chance_levels", "chance_adjusted"]
+
+#: Most metric columns whose permutations go through the kernels together. Fixed (not the number
+#: of metrics) so that the permutations per step, and with them every rounding, are the same
+#: whatever columns are analysed beside a column.
+BLOCK_COLUMNS = 20
 
 #: The null the chance levels are the expectation under (the tables and the report name it).
 NULL_DESCRIPTION = "each metric's own scores permuted within each SEG (its ties and missing cells kept)"
@@ -90,13 +102,14 @@ class ChanceLevels:
 
 
 def permute_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray], n_perm: int,
-                        rng: np.random.Generator) -> np.ndarray:
+                        rng: np.random.Generator | None = None, keys: np.ndarray | None = None) -> np.ndarray:
     """``n_perm`` copies of the score matrix, each column's valid scores shuffled within every SEG.
 
-    The permutations :func:`chance_levels` uses, made whole: ``keys = rng.random((n_rows, n_perm *
-    n_metrics))`` and, within each SEG, :func:`analysis.compute.permute_by_keys` (valid scores in
-    the order of their keys, into the valid rows in order). The chance levels permute each batch
-    of SEGs where it is used (:class:`analysis.compute.SegPermutation`) from the same keys.
+    Within each SEG, :func:`analysis.compute.permute_by_keys` (valid scores in the order of their
+    keys, into the valid rows in order). With the keys of :func:`permutation_keys` these are the
+    permutations :func:`chance_levels` uses, made whole (it permutes each batch of SEGs where it is
+    used, :class:`analysis.compute.SegPermutation`, from the same keys); with ``rng`` the keys are
+    ``rng.random((n_rows, n_perm * n_metrics))``.
 
     Parameters
     ----------
@@ -105,7 +118,9 @@ def permute_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray], n_pe
     seg_rows : sequence of int arrays
         The rows of each SEG (rows of no SEG are left as they are).
     n_perm : int
-    rng : numpy Generator
+    rng : numpy Generator, optional
+    keys : ndarray, shape (n_rows, n_perm * n_metrics), optional
+        Sort keys (given instead of ``rng``).
 
     Returns
     -------
@@ -121,7 +136,10 @@ def permute_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray], n_pe
     """
     x = np.asarray(scores, dtype=float)
     n_rows, n_m = x.shape
-    keys = rng.random((n_rows, n_perm * n_m))
+    if keys is None:
+        if rng is None:
+            raise ValueError("expected rng or keys for the permutations, got neither")
+        keys = rng.random((n_rows, n_perm * n_m))
     out = np.tile(x, (1, n_perm))
     for rows in seg_rows:
         rows = np.asarray(rows, dtype=np.int64)
@@ -139,6 +157,99 @@ def _sorted_ties(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> list[np.
     return out
 
 
+def null_patterns(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> list[bytes]:
+    """Each column's permutation null, as bytes: in every SEG its missing cells and the pattern of
+    ties among its sorted valid scores (what an order-only meta-metric's null depends on)."""
+    x = np.asarray(scores, dtype=float)
+    order = np.concatenate([np.asarray(r, dtype=np.int64) for r in seg_rows]) if seg_rows else np.zeros(0, np.int64)
+    nan = np.isnan(x[order])
+    ties = _sorted_ties(x, seg_rows)
+    eq = np.concatenate(ties) if ties else np.zeros((0, x.shape[1]), dtype=bool)
+    return [nan[:, j].tobytes() + eq[:, j].tobytes() for j in range(x.shape[1])]
+
+
+def sorted_within_segs(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
+    """Each column's valid scores sorted within every SEG, into the SEG's valid rows in the order
+    ``seg_rows`` lists them (missing cells and rows of no SEG stay as they are).
+
+    What :func:`chance_levels` permutes: the same multiset in every SEG, so the same null; and two
+    columns with one :func:`null_patterns` entry become order-isomorphic, so the same keys give
+    them the same order-only statistics.
+
+    Examples
+    --------
+    >>> x = np.array([[3.0, 1.0], [1.0, np.nan], [2.0, 5.0], [9.0, 0.0]])
+    >>> sorted_within_segs(x, [np.array([2, 0, 1]), np.array([3])]).tolist()
+    [[2.0, 5.0], [3.0, nan], [1.0, 1.0], [9.0, 0.0]]
+    """
+    x = np.asarray(scores, dtype=float)
+    out = x.copy()
+    if not len(seg_rows):
+        return out
+    rows = np.concatenate([np.asarray(r, dtype=np.int64) for r in seg_rows])
+    seg = np.repeat(np.arange(len(seg_rows)), [len(r) for r in seg_rows])
+    pos = np.arange(len(rows))
+    for j in range(x.shape[1]):
+        v = x[rows, j]
+        nan = np.isnan(v)
+        src = np.lexsort((v, seg))  # by SEG, then value (NaN last)
+        dst = np.lexsort((pos, nan, seg))  # by SEG, valid rows first, in the order listed
+        out[rows[dst], j] = v[src]
+    return out
+
+
+def column_streams(patterns: Sequence[bytes], seed: int) -> list[np.random.Generator]:
+    """One random stream per column, seeded by ``seed`` and the column's :func:`null_patterns` entry.
+
+    Columns with one pattern share one stream (so one permutation null is computed once per
+    class and is the same for every member); a column's stream does not depend on the other
+    columns, which keeps its chance level the same whatever is analysed beside it.
+
+    Examples
+    --------
+    >>> a, b, c = column_streams([b"x", b"x", b"y"], seed=0)
+    >>> a is b, bool(column_streams([b"x"], 0)[0].random() == a.random()), bool(a.random() == c.random())
+    (True, True, False)
+    """
+    import hashlib
+
+    made: dict[bytes, np.random.Generator] = {}
+    for pattern in patterns:
+        if pattern not in made:
+            words = np.frombuffer(hashlib.blake2b(pattern, digest_size=16).digest(), dtype="<u4").tolist()
+            made[pattern] = np.random.default_rng([int(seed), 16, *words])  # 16: a stream apart from the bootstrap's
+    return [made[pattern] for pattern in patterns]
+
+
+def permutation_keys(streams: Sequence[np.random.Generator], n_rows: int, p: int) -> np.ndarray:
+    """The next ``p`` permutations' sort keys, ``(n_rows, p * n_metrics)``: column ``q * n_metrics +
+    j`` permutes metric ``j``, drawn from ``streams[j]`` one permutation after another (so a stream
+    gives the same keys however the permutations are split into steps). Columns sharing a stream
+    (equal :func:`null_patterns`) share one draw."""
+    n_m = len(streams)
+    out = np.empty((n_rows, p * n_m))
+    drawn: dict[int, np.ndarray] = {}
+    for j, stream in enumerate(streams):
+        k = drawn.get(id(stream))
+        if k is None:
+            k = drawn[id(stream)] = stream.random((p, n_rows)).T
+        out[:, j::n_m] = k
+    return out
+
+
+def chance_steps(n_perm: int, n_walks: int, n_meta_metrics: int, max_columns: int | None = None
+                 ) -> tuple[int, list[int]]:
+    """Block width and permutations per step of :func:`chance_levels`: ``max_columns`` permuted
+    columns at once (default: at most 200, and as many as keep each ``(columns, meta-metrics,
+    walks)`` array of a step under 5 million values, 40 MB), in blocks of at most
+    :data:`BLOCK_COLUMNS` metrics; neither depends on how many metrics are analysed."""
+    if max_columns is None:
+        max_columns = min(200, 5_000_000 // max(n_meta_metrics * n_walks, 1))
+    width = max(1, min(BLOCK_COLUMNS, max_columns))
+    step = max(1, max_columns // width)
+    return width, [min(step, n_perm - lo) for lo in range(0, n_perm, step)]
+
+
 def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarray:
     """For each metric column, the first column with the same permutation null for order-only
     meta-metrics: in every SEG the same missing cells and the same pattern of ties among the
@@ -151,14 +262,8 @@ def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarr
     >>> null_classes(x, [np.array([0, 1, 2])]).tolist()  # untied, untied, tied, a hole
     [0, 0, 2, 3]
     """
-    x = np.asarray(scores, dtype=float)
-    order = np.concatenate([np.asarray(r, dtype=np.int64) for r in seg_rows]) if seg_rows else np.zeros(0, np.int64)
-    nan = np.isnan(x[order])
-    ties = _sorted_ties(x, seg_rows)
-    eq = np.concatenate(ties) if ties else np.zeros((0, x.shape[1]), dtype=bool)
     first: dict[bytes, int] = {}
-    return np.array([first.setdefault(nan[:, j].tobytes() + eq[:, j].tobytes(), j) for j in range(x.shape[1])],
-                    dtype=np.int64)
+    return np.array([first.setdefault(b, j) for j, b in enumerate(null_patterns(scores, seg_rows))], dtype=np.int64)
 
 
 class _Columns:
@@ -389,13 +494,14 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
         null expectation need none for their level, every band needs at least two. No default
         here: the commands' default is ``chance`` in ``conf/analysis/default.yaml``.
     seed : int
-        Seeds the permutations (``default_rng([seed, 16])``, a stream apart from the bootstrap's).
+        Seeds the permutations: each column's stream is seeded by ``seed`` and its tie pattern
+        (:func:`column_streams`), apart from the bootstrap's.
     confidence : float
         Level of the band.
     max_columns : int, optional
-        Permuted columns analysed at once (memory bound); default: at most 200, and as many as
-        keep each ``(columns, meta-metrics, walks)`` array of a step under 5 million values
-        (40 MB); at least one permutation of every metric.
+        Permuted columns analysed at once (memory bound; :func:`chance_steps`); default: at most
+        200, and as many as keep each ``(columns, meta-metrics, walks)`` array of a step under 5
+        million values (40 MB). Columns go in blocks of at most :data:`BLOCK_COLUMNS`.
     observed : (walk values, valid counts), optional
         :func:`analysis.compute.walk_values` of the unpermuted scores, when the caller has them.
 
@@ -416,75 +522,124 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     """
     if n_perm < 1:
         raise ValueError(f"expected at least one permutation for the chance levels, got {n_perm}")
-    from scipy.stats import norm
-
     n_m, n_k = len(metrics), len(meta_metrics)
     by_id = {s.seg_id: s for s in structure.segs}
     # in the walk table's SEG order (SEG j of every per-SEG array)
     seg_rows = [np.concatenate(by_id[i].rows) if by_id[i].rows else np.zeros(0, np.int64) for i in walk_table.seg_ids]
     wv0, nv0 = walk_values(walk_table, scores, protocol, meta_metrics) if observed is None else observed
-    layout = NodeLayout(walk_table, structure)
-    cols = _Columns(null_classes(scores, seg_rows), meta_metrics)
-    exact = cols.null_means(layout, scores, protocol, meta_metrics)
-    exact[np.isnan(wv0)] = np.nan  # a walk left out stays out under every permutation (missing cells stay)
-    unknown = np.isnan(exact) & ~np.isnan(wv0)  # walks whose expectation is estimated
-    open_ = [k for k in range(n_k) if unknown[:, k].any()]
-    sv0 = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics)
-    groups = sv0.groups()
-    rng = np.random.default_rng([seed, 16])
-    raw, est = _Moments(), _Moments()
-    if max_columns is None:
-        max_columns = min(200, 5_000_000 // max(n_k * walk_table.n_walks, 1))
-    step = max(1, max_columns // max(n_m, 1))
-    chunks = range(0, n_perm, step)
+    width, steps = chance_steps(n_perm, walk_table.n_walks, n_k, max_columns)
+    null = _Null(NodeLayout(walk_table, structure), structure, protocol, tuple(meta_metrics), steps, float(confidence),
+                 int(seed))
+    patterns = null_patterns(scores, seg_rows)
+    flip = np.array([m in set(lower_is_better) for m in metrics], dtype=bool)
+    blocks = [np.arange(lo, min(lo + width, n_m)) for lo in range(0, n_m, width)]
+    bar = None
     if progress:
         from seg_data.progress import tqdm
 
-        chunks = tqdm(chunks, desc=f"chance levels ({protocol.name})", leave=False)
-    segs = _PermutedSegs(layout, cols, scores, exact, nv0, sigma, protocol, metrics, meta_metrics, open_)
-    linear = segs.linear
-    for lo in chunks:
-        p = min(step, n_perm - lo)
-        keys = rng.random((scores.shape[0], p * n_m))  # as permute_within_segs draws them
-        batch_raw, batch_est = segs.batch(keys, p)
-        raw.add(batch_raw)
-        est.add(batch_est)
-    # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.
-    seg_exact = seg_means(unknown.astype(float), np.ones_like(nv0), walk_table.walk_seg, walk_table.n_segs, "uniform") == 0
-    level, counts = group_means(est.mean, groups)
+        bar = tqdm(total=len(blocks) * len(steps), desc=f"chance levels ({protocol.name})", leave=False)
+    try:
+        parts = [null.levels(scores[:, b], wv0[b], nv0[b], sigma[b], [metrics[i] for i in b], flip[b],
+                             [patterns[i] for i in b], bar) for b in blocks]
+    finally:
+        if bar is not None:
+            bar.close()
+    if not parts:
+        empty = np.zeros((0, n_k, len(compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics,
+                                                           meta_metrics).groups())))
+        return ChanceLevels(empty, empty, empty, int(n_perm), float(confidence), empty)
+    mean, low, high, mc = (np.concatenate([part[i] for part in parts]) for i in range(4))
+    return ChanceLevels(mean, low, high, int(n_perm), float(confidence), mc)
 
-    def sums(v: np.ndarray) -> np.ndarray:  # over each group's SEGs with a value
-        return group_means(v, groups)[0] * counts
 
-    raw_var = raw.var()
-    for k in linear:
-        raw_var[:, k] = linear_null_variance(layout, scores, structure, nv0, sigma, protocol, metrics, meta_metrics[k])
-    var_raw = sums(raw_var)
-    var_est = sums(np.where(seg_exact, 0.0, est.var()))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sd = np.sqrt(var_raw) / counts
-        mc = np.sqrt(var_est) / counts / np.sqrt(n_perm)
-    z = norm.ppf(0.5 + confidence / 2)
-    low, high = level - z * sd, level + z * sd
-    for k, name in enumerate(meta_metrics):
-        spec = get_meta_metric(name)
-        lo_b = -np.inf if spec.minimum is None else spec.minimum
-        hi_b = np.inf if spec.maximum is None else spec.maximum
-        low[:, k], high[:, k] = np.clip(low[:, k], lo_b, hi_b), np.clip(high[:, k], lo_b, hi_b)
-    if protocol.lower_is_better_delta == "magnitude":
-        flip = np.array([m in set(lower_is_better) for m in metrics], dtype=bool)
+@dataclass(frozen=True)
+class _Null:
+    """What every block of columns shares in :func:`chance_levels`: the node layout, the protocol,
+    the permutations per step; :meth:`levels` computes one block's levels, bands and errors."""
+
+    layout: NodeLayout
+    structure: Structure
+    protocol: Protocol
+    meta_metrics: tuple[str, ...]
+    steps: list[int]
+    confidence: float
+    seed: int
+
+    def levels(self, scores: np.ndarray, wv0: np.ndarray, nv0: np.ndarray, sigma: np.ndarray, metrics: list[str],
+               flip: np.ndarray, patterns: list[bytes], bar) -> tuple[np.ndarray, ...]:
+        """``(level, low, high, mc_error)``, each ``(len(metrics), meta-metric, group)``, of one block."""
+        from scipy.stats import norm
+
+        layout, protocol, meta_metrics = self.layout, self.protocol, self.meta_metrics
+        walk_table = layout.table
+        n_k = len(meta_metrics)
+        streams = column_streams(patterns, self.seed)  # fresh per block: a column's draws are its own
+        cols = _Columns(_classes_of(streams), meta_metrics)
+        exact = cols.null_means(layout, scores, protocol, meta_metrics)
+        exact[np.isnan(wv0)] = np.nan  # a walk left out stays out under every permutation (missing cells stay)
+        unknown = np.isnan(exact) & ~np.isnan(wv0)  # walks whose expectation is estimated
+        open_ = [k for k in range(n_k) if unknown[:, k].any()]
+        groups = compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics, meta_metrics).groups()
+        raw, est = _Moments(), _Moments()
+        # Permuted from each SEG's scores in sorted order (a uniform permutation of them is one of the
+        # original arrangement): columns of one tie pattern then read the same order under the same
+        # keys, so a class's permuted values are its members' own, whichever member comes first.
+        by_id = {x.seg_id: x for x in self.structure.segs}
+        seg_rows = [np.concatenate(by_id[i].rows) if by_id[i].rows else np.zeros(0, np.int64)
+                    for i in walk_table.seg_ids]
+        segs = _PermutedSegs(layout, cols, sorted_within_segs(scores, seg_rows), exact, nv0, sigma, protocol,
+                             metrics, meta_metrics, open_)
+        linear = segs.linear
+        n_perm = sum(self.steps)
+        for p in self.steps:
+            batch_raw, batch_est = segs.batch(permutation_keys(streams, scores.shape[0], p), p)
+            raw.add(batch_raw)
+            est.add(batch_est)
+            if bar is not None:
+                bar.update(1)
+        # SEG values with no estimated walk are exact: no Monte-Carlo variance, whatever n_perm.
+        seg_exact = seg_means(unknown.astype(float), np.ones_like(nv0), walk_table.walk_seg, walk_table.n_segs,
+                              "uniform") == 0
+        level, counts = group_means(est.mean, groups)
+
+        def sums(v: np.ndarray) -> np.ndarray:  # over each group's SEGs with a value
+            return group_means(v, groups)[0] * counts
+
+        raw_var = raw.var()
+        for k in linear:
+            raw_var[:, k] = linear_null_variance(layout, scores, self.structure, nv0, sigma, protocol, metrics,
+                                                 meta_metrics[k])
+        var_raw = sums(raw_var)
+        var_est = sums(np.where(seg_exact, 0.0, est.var()))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sd = np.sqrt(var_raw) / counts
+            mc = np.sqrt(var_est) / counts / np.sqrt(n_perm)
+        z = norm.ppf(0.5 + self.confidence / 2)
+        low, high = level - z * sd, level + z * sd
         for k, name in enumerate(meta_metrics):
-            if not get_meta_metric(name).normalised or not flip.any():
-                continue
-            new = _folded(level[flip, k], sd[flip, k], confidence)
-            # The spread is itself estimated (var of a variance estimate ~ 2 var^2 / (n - 1)): its
-            # relative error, halved for the sd (delta method), carries to the level.
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rel = 0.0 if k in linear else \
-                    np.sqrt(2.0 * sums(raw_var ** 2)[flip, k] / max(n_perm - 1, 1)) / (2.0 * var_raw[flip, k])
-            mc[flip, k] = np.sqrt(mc[flip, k] ** 2 + (new[0] * np.where(var_raw[flip, k] > 0, rel, 0.0)) ** 2)
-            level[flip, k], low[flip, k], high[flip, k] = new
-    return ChanceLevels(level, low, high, int(n_perm), float(confidence), mc)
+            spec = get_meta_metric(name)
+            lo_b = -np.inf if spec.minimum is None else spec.minimum
+            hi_b = np.inf if spec.maximum is None else spec.maximum
+            low[:, k], high[:, k] = np.clip(low[:, k], lo_b, hi_b), np.clip(high[:, k], lo_b, hi_b)
+        if protocol.lower_is_better_delta == "magnitude" and flip.any():
+            for k, name in enumerate(meta_metrics):
+                if not get_meta_metric(name).normalised:
+                    continue
+                new = _folded(level[flip, k], sd[flip, k], self.confidence)
+                # The spread is itself estimated (var of a variance estimate ~ 2 var^2 / (n - 1)): its
+                # relative error, halved for the sd (delta method), carries to the level.
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    rel = 0.0 if k in linear else \
+                        np.sqrt(2.0 * sums(raw_var ** 2)[flip, k] / max(n_perm - 1, 1)) / (2.0 * var_raw[flip, k])
+                mc[flip, k] = np.sqrt(mc[flip, k] ** 2 + (new[0] * np.where(var_raw[flip, k] > 0, rel, 0.0)) ** 2)
+                level[flip, k], low[flip, k], high[flip, k] = new
+        return level, low, high, mc
+
+
+def _classes_of(streams: Sequence[np.random.Generator]) -> np.ndarray:
+    """For each column, the first column sharing its stream (its permutation-null class)."""
+    first: dict[int, int] = {}
+    return np.array([first.setdefault(id(g), j) for j, g in enumerate(streams)], dtype=np.int64)
 
 
 def chance_adjusted(value, chance, maximum: float | None):

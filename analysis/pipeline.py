@@ -21,13 +21,12 @@ from seg_data import SEGDataset
 
 from .aggregate import (
     SegValues,
-    compute_seg_values,
     group_means,
     normaliser_moments,
     score_std,
 )
-from .chance import ChanceLevels, chance_adjusted, chance_levels
-from .compute import walk_values
+from .chance import ChanceLevels, chance_adjusted
+from .column_store import ChanceRequest, ColumnStore, column_results
 from .metametrics import META_METRICS, get_meta_metric
 from .protocols import Protocol, get_protocol
 from .release import TS2_LAST_SEG, is_ts2_release
@@ -258,11 +257,14 @@ def missing_notes(scores: np.ndarray, structure, wt, protocol: str, metrics: Seq
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
                  seed: int = 0, confidence: float = 0.95, chance: int = 0,
                  ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
-                 min_segs_ci: int = MIN_SEGS_CI, progress: bool = True) -> ProtocolResult:
+                 min_segs_ci: int = MIN_SEGS_CI, progress: bool = True,
+                 store: ColumnStore | None = None) -> ProtocolResult:
     """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked.
 
     A cell computed from fewer than ``min_segs_ci`` SEGs gets no CI (NaN), recorded in the
     result's ``notes``. ``progress``: a progress bar over the chance levels' permutations.
+    ``store``: per-column SEG values and chance levels are read from it where it has them and kept
+    in it otherwise (:mod:`analysis.column_store`; the same bits either way).
     """
     if ci_method not in CI_METHODS:
         raise ValueError(f"expected ci_method one of {list(CI_METHODS)}, got {ci_method!r}")
@@ -274,9 +276,11 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
     kept = set(seg_ids)  # once: a set per SEG made this quadratic (8 s at 7,800 SEGs)
     excluded = tuple(i for i in inputs.structure.seg_ids if i not in kept)
     wt = build_walk_table(inputs.structure, protocol.walks, protocol.root_duplication, seg_ids, inputs.max_walks)
-    wv, nv = walk_values(wt, inputs.scores, protocol, meta_metrics)
     sigma = score_std(inputs.scores, inputs.structure, seg_ids, protocol.delta_norm)
-    sv = compute_seg_values(wt, wv, nv, sigma, protocol, inputs.metrics, meta_metrics)
+    want_chance = ChanceRequest(int(chance), int(seed), float(confidence), tuple(sorted(inputs.lower_is_better)),
+                                progress) if chance and wt.n_segs else None
+    sv, levels = column_results(store, inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics,
+                                meta_metrics, want_chance)
     groups = sv.groups()
     est, counts = group_means(sv.values, groups)
     n_m, n_k, n_s = sv.values.shape
@@ -320,11 +324,6 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
         if withheld.any():
             notes = (_withheld_note(protocol.name, withheld, counts, inputs.metrics, meta_metrics,
                                     [name for name, _ in groups], min_segs_ci),)
-    levels = None
-    if chance and n_s:
-        levels = chance_levels(inputs.scores, inputs.structure, wt, sigma, protocol, inputs.metrics, meta_metrics,
-                               sorted(inputs.lower_is_better), n_perm=int(chance), seed=seed, confidence=confidence,
-                               progress=progress, observed=(wv, nv))
     return ProtocolResult(sv, tuple(name for name, _ in groups), est, counts, reps, lo, hi, levels, excluded,
                           notes, fail_notes, missing_notes(inputs.scores, inputs.structure, wt, protocol.name,
                                                            inputs.metrics))
@@ -335,7 +334,8 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
             bootstrap: int = 1000, seed: int = 0, subsets: str = "auto", confidence: float = 0.95,
             metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (), chance: int = 0,
             ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
-            min_segs_ci: int = MIN_SEGS_CI, progress: bool = True) -> AnalysisResult:
+            min_segs_ci: int = MIN_SEGS_CI, progress: bool = True,
+            store: ColumnStore | None = None) -> AnalysisResult:
     """TS2 meta-metrics of a score table.
 
     Parameters
@@ -378,6 +378,9 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         gets NaN bounds (``n/a`` in the tables), and a note names the metrics.
     progress : bool
         Progress bars over the chance levels' permutations (one per protocol).
+    store : ColumnStore, optional
+        Keeps each column's SEG values and chance levels by content and reuses them when only other
+        columns changed (:mod:`analysis.column_store`); the result is the same bits with or without it.
 
     Returns
     -------
@@ -397,7 +400,8 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         if protocol.name in results:
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
         results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
-                                              int(chance), ci_method, bootstrap_scheme, int(min_segs_ci), progress)
+                                              int(chance), ci_method, bootstrap_scheme, int(min_segs_ci), progress,
+                                              store)
     notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.failure_notes + r.missing + r.notes)
     return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
                           float(confidence), inputs.source, inputs.subset_source, notes, int(chance),

@@ -29,6 +29,7 @@ import pandas as pd
 
 from seg_data import SEGDataset
 
+from .column_store import ColumnStore
 from .pipeline import AnalysisResult
 from .settings import AnalysisSettings
 
@@ -323,7 +324,8 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
                  max_walks: int | None = None, compare: Sequence[str] | None = None,
                  permutations: int = 9999, ranking: Mapping[str, Any] | bool | None = None,
                  table_meta_metrics: Sequence[str] = ("rank", "sep", "delta"),
-                 roles: Mapping[str, str] | None = None, progress: bool = True, **analysis: Any) -> Analysis:
+                 roles: Mapping[str, str] | None = None, progress: bool = True,
+                 store: bool | ColumnStore | None = True, **analysis: Any) -> Analysis:
     """Analyse a score table as ``ts2 analyze`` does (its keys, in ``conf/analyze.yaml`` and
     ``conf/analysis/default.yaml``, are the parameters; ``ts2.analyze`` fills them from there).
 
@@ -354,6 +356,11 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
         score file (a DataFrame has none): reports draw controls as a floor, not as competitors.
     progress : bool
         Progress bars over the chance levels' permutations (``progress`` of ``ts2 analyze``).
+    store : bool or ColumnStore
+        True (default): each column's SEG values and chance levels are kept in the analysis store
+        of the cache folder and reused when the same column is analysed again with the same
+        structure and settings (:mod:`analysis.column_store`; the same results, faster); False or
+        None: everything is computed; a :class:`~analysis.column_store.ColumnStore`: that one.
 
     Raises
     ------
@@ -383,7 +390,7 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     table, ref_name = _join_reference(table, reference, reference_required, settings.lower_is_better,
                                       roles, roles_given)
     inputs = prepare_inputs(table, dataset, settings.subsets, max_walks)
-    result = analyze(inputs, **settings.pipeline_kwargs(), progress=progress)
+    result = analyze(inputs, **settings.pipeline_kwargs(), progress=progress, store=open_store(store))
     extra: dict[str, pd.DataFrame] = {}
     pair = _names(compare)
     if pair:
@@ -405,6 +412,20 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
                     score_files=tuple(files), dataset_path=_dataset_folder(dataset), prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
                     permutations=int(permutations), table_meta_metrics=tuple(_names(table_meta_metrics)),
                     ranking_alpha=float(rk.get("alpha", 0.05)), verdict_result=vd)
+
+
+def open_store(store: bool | ColumnStore | None) -> ColumnStore | None:
+    """The analysis store ``store`` stands for (``run_analysis``'s parameter); a cache folder that
+    is not a folder is logged and the analysis computes everything."""
+    if store is None or store is False:
+        return None
+    if store is True:
+        try:
+            return ColumnStore.at()
+        except OSError as e:
+            log.warning("analysis store not used: %s", e)
+            return None
+    return store
 
 
 def _metric_roles(metrics: Sequence[str], given: Mapping[str, str], run) -> dict[str, str]:

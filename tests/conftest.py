@@ -38,6 +38,9 @@ def pytest_configure(config) -> None:
         os.environ[key] = str(value)
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.pop("TRANSFORMERS_CACHE", None)
+    # The analysis store keeps nothing unless a test turns it on: its keys hold the analysis code's
+    # source, not a test's monkeypatches, so a patched kernel's results must not reach other tests.
+    os.environ["TS2_ANALYSIS_STORE_MAX_MB"] = "0"
 
 
 def pytest_unconfigure(config) -> None:
@@ -92,3 +95,4 @@ def _isolated_cache(monkeypatch):
     """Never write to the user's real cache from tests (also when a test changed the variables)."""
     for key, value in ISOLATED_ENV.items():
         monkeypatch.setenv(key, str(value))
+    monkeypatch.setenv("TS2_ANALYSIS_STORE_MAX_MB", "0")

@@ -8,7 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.chance import chance_adjusted, chance_levels, permute_within_segs
+from analysis.chance import (
+    chance_adjusted,
+    chance_levels,
+    chance_steps,
+    column_streams,
+    null_patterns,
+    permutation_keys,
+    permute_within_segs,
+    sorted_within_segs,
+)
 from analysis.pipeline import METAMETRICS_COLUMNS, analyze
 from analysis.protocols import get_protocol
 from analysis.scores_io import prepare_inputs, read_scores
@@ -67,14 +76,17 @@ def test_chance_levels_equal_a_loop_over_permuted_tables(protocol):
     n_perm = 30
     got = chance_levels(inputs.scores, inputs.structure, wt, pr.seg_values.sigma, proto, inputs.metrics,
                         mms, ["tied"], n_perm=n_perm, seed=4, max_columns=7)
-    # the same permutations, one table at a time, through the whole pipeline
-    rng = np.random.default_rng([4, 16])
+    # the same permutations (each column's own stream, 7 columns at a time: 3 metrics x 1 permutation per
+    # step), one table at a time, through the whole pipeline
     seg_rows = [np.concatenate(s.rows) for s in inputs.structure.segs]
-    step = 7 // len(metrics)
+    streams = column_streams(null_patterns(inputs.scores, seg_rows), 4)
+    width, steps = chance_steps(n_perm, wt.n_walks, len(mms), max_columns=7)
+    assert width == 7 and steps == [1] * n_perm
     vals, per_seg = [], []
-    for lo in range(0, n_perm, step):
-        p = min(step, n_perm - lo)
-        perm = permute_within_segs(inputs.scores, seg_rows, p, rng).reshape(len(df), p, len(metrics))
+    for p in steps:
+        keys = permutation_keys(streams, len(df), p)
+        start = sorted_within_segs(inputs.scores, seg_rows)  # what is permuted: the same multiset per SEG
+        perm = permute_within_segs(start, seg_rows, p, keys=keys).reshape(len(df), p, len(metrics))
         for q in range(p):
             # read_scores negates lower-is-better columns; undo it so the loop sees raw scores
             raw = perm[:, q, :] * np.where(np.isin(metrics, ["tied"]), -1.0, 1.0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 
 from seg_data.resolve import resolve
 
@@ -253,6 +253,30 @@ def _back_to_the_calling_folder() -> None:
             os.chdir(cwd)
 
 
+@contextmanager
+def _known_mode(cfg):
+    """Hydra composes the whole config once only to read ``hydra.mode`` before it composes it again
+    to run (``Hydra.get_mode``, a seventh of a warm ``ts2 analyze``); precheck has composed it
+    already, so its value is handed over. Without that method (another Hydra) nothing changes."""
+    try:
+        from hydra._internal.hydra import Hydra
+    except ImportError:  # pragma: no cover - another Hydra layout: it composes as before
+        yield
+        return
+    original = getattr(Hydra, "get_mode", None)
+    if original is None or cfg is None:
+        yield
+        return
+    from omegaconf import OmegaConf
+
+    mode = OmegaConf.select(cfg, "hydra.mode", default=None)
+    Hydra.get_mode = lambda self, config_name, overrides: mode
+    try:
+        yield
+    finally:
+        Hydra.get_mode = original
+
+
 def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     """Run ``cmd`` as a Hydra app with ``overrides`` (so ``-m``, ``--cfg`` and launchers work)."""
     import hydra
@@ -261,7 +285,7 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
 
     try:
         # Before Hydra makes any folder: typo'd keys, keys nobody reads, option types, output_dir.
-        precheck(prog, cmd.config, overrides)
+        checked = precheck(prog, cmd.config, overrides)
         _check_output_override(overrides)
     except (ConfigError, ValueError) as e:
         print(str(e) if prog in str(e) else f"{prog}: {e}", file=sys.stderr)
@@ -310,6 +334,7 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
                 # The folder's one-writer lock before Hydra writes its .hydra/ files there: a second
                 # writer refuses at once (a sweep's jobs, each in its own folder, lock in `task`).
                 stack.enter_context(folder_lock(folder, prog))
+            stack.enter_context(_known_mode(checked))
             hydra.main(version_base="1.3", config_path="pkg://conf", config_name=cmd.config)(task)()
     except SystemExit as e:  # hydra exits on bad overrides (and failed multirun jobs) with its message
         if failed:  # Hydra's message names the first failed job only

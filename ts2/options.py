@@ -193,7 +193,7 @@ OPTIONS: dict[str, Option] = {
     **_protocol_options(),
     # flags
     **{k: FLAG for k in ("progress", "cache", "json", "check_images", "measure_flops", "list_metrics",
-                         "retry_failed", "explorer", "rehash", "images")},
+                         "retry_failed", "explorer", "rehash", "images", "store")},
 }
 
 # Declarations one primary config makes differently: `ts2 data` takes `images` as make-synthetic's

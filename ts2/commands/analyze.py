@@ -98,7 +98,7 @@ def analysis_from_config(cfg: DictConfig, scores, dataset=None, roles=None):
         permutations=int(cfg.get("permutations", 9999)),
         ranking=OmegaConf.to_container(rk, resolve=True) if rk else False,
         table_meta_metrics=_list(cfg.get("table_meta_metrics")), roles=roles,
-        progress=bool(cfg.get("progress", True)))
+        progress=bool(cfg.get("progress", True)), store=bool(cfg.get("store", True)))
 
 
 def main(cfg: DictConfig) -> int:
