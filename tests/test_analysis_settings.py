@@ -91,6 +91,7 @@ def test_every_entry_point_gets_the_same_defaults(monkeypatch, table, tmp_path):
     with pytest.raises(Stop):
         analysis.session.run_analysis(table)
     assert seen.pop("progress") is True  # not a setting: the command's progress option
+    assert seen.pop("store") is not None  # nor is the analysis store (results are the same without it)
     assert seen == AnalysisSettings().pipeline_kwargs()
     assert seen["chance"] == 10 and seen["protocols"] == ["paper", "graph"]  # not the old signature's 0 / paper
 

@@ -254,34 +254,66 @@ def _back_to_the_calling_folder() -> None:
 
 
 @contextmanager
-def _known_mode(cfg):
-    """Hydra composes the whole config once only to read ``hydra.mode`` before it composes it again
-    to run (``Hydra.get_mode``, a seventh of a warm ``ts2 analyze``); precheck has composed it
-    already, so its value is handed over. Without that method (another Hydra) nothing changes."""
+def _compose_once(cfg, name: str, overrides: list[str], multirun: bool):
+    """Let Hydra run with the config precheck composed instead of composing it twice more.
+
+    Hydra composes the whole config once to read ``hydra.mode`` (``Hydra.get_mode``) and once more
+    to run (``Hydra.compose_config``); precheck composed the same config already, before Hydra made
+    any folder. Its value of ``hydra.mode`` is handed over, and for a single run (not ``-m``) the
+    config itself: with the two fields Hydra's own compose sets differently (``hydra.mode=RUN``,
+    which Hydra adds to the overrides when no mode is configured, recorded in
+    ``hydra.overrides.hydra``; ``hydra.job.name``, the task's name) it is Hydra's config
+    (tests/test_cli_compose.py composes both and compares them). Any other compose, or another
+    Hydra without these methods, composes as before.
+    """
     try:
         from hydra._internal.hydra import Hydra
+        from hydra.core.utils import JobRuntime
+        from hydra.types import RunMode
     except ImportError:  # pragma: no cover - another Hydra layout: it composes as before
         yield
         return
-    original = getattr(Hydra, "get_mode", None)
-    if original is None or cfg is None:
+    if cfg is None or not hasattr(Hydra, "get_mode") or not hasattr(Hydra, "compose_config"):
         yield
         return
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf, open_dict
 
     mode = OmegaConf.select(cfg, "hydra.mode", default=None)
+    expected = list(overrides) + (["hydra.mode=RUN"] if mode is None else [])
+    pending = [None if multirun else cfg]
+    original_mode, original_compose = Hydra.get_mode, Hydra.compose_config
+
+    def compose_config(self, config_name, overrides, run_mode, with_log_configuration=False, from_shell=True,
+                       validate_sweep_overrides=True):  # Hydra's signature: it calls with these keywords
+        reuse = pending[0]
+        if reuse is None or run_mode != RunMode.RUN or config_name != name or list(overrides) != expected:
+            return original_compose(self, config_name, overrides, run_mode, with_log_configuration, from_shell,
+                                    validate_sweep_overrides)
+        pending[0] = None
+        with open_dict(reuse):
+            reuse.hydra.job.name = JobRuntime().get("name")
+            if mode is None:
+                reuse.hydra.mode = RunMode.RUN
+                reuse.hydra.overrides.hydra.append("hydra.mode=RUN")
+        if with_log_configuration:
+            from hydra.core.utils import configure_log
+
+            configure_log(reuse.hydra.hydra_logging, reuse.hydra.verbose)
+        return reuse
+
     Hydra.get_mode = lambda self, config_name, overrides: mode
+    Hydra.compose_config = compose_config
     try:
         yield
     finally:
-        Hydra.get_mode = original
+        Hydra.get_mode, Hydra.compose_config = original_mode, original_compose
 
 
 def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
     """Run ``cmd`` as a Hydra app with ``overrides`` (so ``-m``, ``--cfg`` and launchers work)."""
     import hydra
 
-    from ts2.config_check import ConfigError, precheck
+    from ts2.config_check import ConfigError, precheck, split_args
 
     try:
         # Before Hydra makes any folder: typo'd keys, keys nobody reads, option types, output_dir.
@@ -334,7 +366,8 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
                 # The folder's one-writer lock before Hydra writes its .hydra/ files there: a second
                 # writer refuses at once (a sweep's jobs, each in its own folder, lock in `task`).
                 stack.enter_context(folder_lock(folder, prog))
-            stack.enter_context(_known_mode(checked))
+            flags, plain = split_args(overrides)
+            stack.enter_context(_compose_once(checked, cmd.config, plain, multirun=bool(flags)))
             hydra.main(version_base="1.3", config_path="pkg://conf", config_name=cmd.config)(task)()
     except SystemExit as e:  # hydra exits on bad overrides (and failed multirun jobs) with its message
         if failed:  # Hydra's message names the first failed job only
