@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .pipeline import AnalysisResult
-from .stats import holm, percentile_ci, sign_flip_pvalues, withhold_small_cis
+from .stats import ALPHA, holm, percentile_ci, sign_flip_pvalues, withhold_small_cis
 
 __all__ = ["compare_metrics", "pairwise_comparisons", "rank_cells", "rank_metrics"]
 
@@ -122,7 +122,7 @@ def compare_metrics(result: AnalysisResult, a: str, b: str, protocol: str | None
 
 
 def rank_metrics(result: AnalysisResult, meta_metric: str = "rank", subset: str = "Avg", protocol: str | None = None,
-                 alpha: float = 0.05, n_permutations: int = 9999, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 alpha: float = ALPHA, n_permutations: int = 9999, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Metrics ranked by one cell, grouped by significance.
 
     Every pair is tested (:func:`pairwise_comparisons`), p-values Holm-corrected over the
@@ -140,7 +140,7 @@ def rank_metrics(result: AnalysisResult, meta_metric: str = "rank", subset: str 
     return rank_cells(result, [(meta_metric, subset, protocol)], alpha, n_permutations, seed)[0]
 
 
-def rank_cells(result: AnalysisResult, cells: Sequence[tuple[str, str, str | None]], alpha: float = 0.05,
+def rank_cells(result: AnalysisResult, cells: Sequence[tuple[str, str, str | None]], alpha: float = ALPHA,
                n_permutations: int = 9999, seed: int = 0) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
     """:func:`rank_metrics` of several ``(meta_metric, subset, protocol)`` cells, in order.
 

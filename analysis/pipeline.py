@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,10 +27,11 @@ from .aggregate import (
 )
 from .chance import ChanceLevels, chance_adjusted
 from .column_store import ChanceRequest, ColumnStore, column_results
-from .metametrics import META_METRICS, get_meta_metric
+from .metametrics import get_meta_metric
 from .protocols import Protocol, get_protocol
 from .release import TS2_LAST_SEG, is_ts2_release
 from .scores_io import AnalysisInputs, ScoreTable, prepare_inputs, read_scores
+from .settings import CI_METHODS, MIN_SEGS_CI, AnalysisSettings, resolve_settings
 from .stats import (
     BOOTSTRAP_SCHEMES,
     bca_ci,
@@ -49,9 +50,6 @@ log = logging.getLogger(__name__)
 METAMETRICS_COLUMNS = ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs",
                        "chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]
 PER_SEG_COLUMNS = ["metric", "protocol", "meta_metric", "seg_id", "subset", "value"]
-#: Fewest SEGs a cell needs for a bootstrap CI (``min_segs_ci``): below it a resample of the few
-#: SEGs says nothing about the spread (one SEG gives an interval of width 0), so the CI is NaN.
-MIN_SEGS_CI = 10
 
 
 @dataclass(frozen=True)
@@ -167,9 +165,6 @@ class AnalysisResult:
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=PER_SEG_COLUMNS)
 
 
-CI_METHODS = ("bca", "percentile")
-
-
 def included_segs(inputs: AnalysisInputs, protocol: Protocol) -> list[str]:
     """SEG ids analysed under ``protocol``.
 
@@ -254,18 +249,20 @@ def missing_notes(scores: np.ndarray, structure, wt, protocol: str, metrics: Seq
     return tuple(out)
 
 
-def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Sequence[str], bootstrap: int = 0,
-                 seed: int = 0, confidence: float = 0.95, chance: int = 0,
-                 ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
-                 min_segs_ci: int = MIN_SEGS_CI, progress: bool = True,
+def run_protocol(inputs: AnalysisInputs, protocol: Protocol, settings: AnalysisSettings, progress: bool = True,
                  store: ColumnStore | None = None) -> ProtocolResult:
-    """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels when asked.
+    """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels as
+    ``settings`` ask (its ``meta_metrics``, ``bootstrap``, ``seed``, ``confidence``, ``chance``,
+    ``ci_method``, ``bootstrap_scheme``, ``min_segs_ci``; the inputs are prepared already).
 
     A cell computed from fewer than ``min_segs_ci`` SEGs gets no CI (NaN), recorded in the
     result's ``notes``. ``progress``: a progress bar over the chance levels' permutations.
     ``store``: per-column SEG values and chance levels are read from it where it has them and kept
     in it otherwise (:mod:`analysis.column_store`; the same bits either way).
     """
+    meta_metrics, bootstrap, seed = settings.meta_metrics, settings.bootstrap, settings.seed
+    confidence, chance, ci_method = settings.confidence, settings.chance, settings.ci_method
+    bootstrap_scheme, min_segs_ci = settings.bootstrap_scheme, settings.min_segs_ci
     if ci_method not in CI_METHODS:
         raise ValueError(f"expected ci_method one of {list(CI_METHODS)}, got {ci_method!r}")
     if bootstrap_scheme not in BOOTSTRAP_SCHEMES:
@@ -330,12 +327,8 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, meta_metrics: Seque
 
 
 def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dataset: SEGDataset | None = None,
-            protocols: Iterable[str | Protocol | dict] = ("paper",), meta_metrics: Sequence[str] | None = None,
-            bootstrap: int = 1000, seed: int = 0, subsets: str = "auto", confidence: float = 0.95,
-            metrics: Sequence[str] | None = None, lower_is_better: Iterable[str] = (), chance: int = 0,
-            ci_method: str = "percentile", bootstrap_scheme: str = "rescaled",
-            min_segs_ci: int = MIN_SEGS_CI, progress: bool = True,
-            store: ColumnStore | None = None) -> AnalysisResult:
+            settings: AnalysisSettings | None = None, *, metrics: Sequence[str] | None = None, progress: bool = True,
+            store: ColumnStore | None = None, **changes) -> AnalysisResult:
     """TS2 meta-metrics of a score table.
 
     Parameters
@@ -344,65 +337,53 @@ def analyze(scores: ScoreTable | AnalysisInputs | pd.DataFrame | str | Path, dat
         Wide or long score table (see :mod:`analysis.scores_io`).
     dataset : SEGDataset, optional
         Structure to join on ``file_name``; without it, SEGs come from the labels.
-    protocols : iterable
-        Protocol names (``paper``, ``graph``), option mappings or :class:`Protocol` objects.
-    meta_metrics : sequence of str, optional
-        Registered names (default: all: rank, sep, delta, kendall, pair_acc).
-    bootstrap : int
-        Cluster-bootstrap replicates for the CIs; 0 leaves the CI columns NaN.
-    seed : int
-        Seeds the bootstrap (each protocol draws from ``default_rng(seed)``).
-    subsets : str
-        Where SEG subsets come from (:func:`analysis.scores_io.prepare_inputs`).
-    confidence : float
-        CI level.
-    ci_method : {"percentile", "bca"}
-        Interval of the SEG-bootstrap replicates: the percentile interval
-        (:func:`analysis.stats.percentile_ci`, default) or BCa (:func:`analysis.stats.bca_ci`, bias
-        and acceleration from a leave-one-SEG-out jackknife). ``benchmarks/coverage.py`` measured
-        both (docs/analysis.md): BCa gained nothing (delta on bounded scores 92.0% vs 92.5% on
-        the same 800 datasets); the percentile interval with the rescaled bootstrap covers
-        93.9-95.1% in every required cell over 4000 datasets.
-    bootstrap_scheme : {"rescaled", "plain"}
-        How SEGs are drawn within each subset (:func:`analysis.stats.stratified_counts`):
-        ``rescaled`` (default; Rao & Wu: ``n - 1`` draws weighing ``n / (n - 1)``, unbiased
-        variance for means) or ``plain`` (``n`` draws). ``benchmarks/coverage.py`` measured both
-        (docs/analysis.md).
-    metrics, lower_is_better
-        Passed to :func:`analysis.scores_io.read_scores` when ``scores`` is not read yet.
-    chance : int
-        Within-SEG permutations for the chance level of every cell (:mod:`analysis.chance`);
-        0 leaves the chance columns NaN.
-    min_segs_ci : int
-        Fewest SEGs a cell needs for a CI (default :data:`MIN_SEGS_CI`); a cell of fewer SEGs
-        gets NaN bounds (``n/a`` in the tables), and a note names the metrics.
+    settings : AnalysisSettings, optional
+        How the meta-metrics are computed: protocols, meta-metrics, bootstrap, seed, confidence,
+        chance levels, CI method and scheme, ``min_segs_ci``, subsets, ``lower_is_better``,
+        ``max_walks`` (:class:`analysis.settings.AnalysisSettings`, whose defaults are the command
+        line's). ``subsets``, ``lower_is_better`` and ``max_walks`` are read when ``scores`` is not
+        prepared yet.
+    metrics : sequence of str, optional
+        The score columns to analyse (default: all), when ``scores`` is not read yet.
     progress : bool
         Progress bars over the chance levels' permutations (one per protocol).
     store : ColumnStore, optional
         Keeps each column's SEG values and chance levels by content and reuses them when only other
         columns changed (:mod:`analysis.column_store`); the result is the same bits with or without it.
+    **changes
+        Single settings replaced (``bootstrap=0``, ``protocols=["graph"]``, ...; an unknown name is a
+        ``TypeError`` listing the valid ones).
+
+    Notes
+    -----
+    The intervals: ``ci_method="percentile"`` (default) or ``"bca"`` (bias and acceleration from
+    a leave-one-SEG-out jackknife); ``bootstrap_scheme="rescaled"`` (default; Rao & Wu: ``n - 1``
+    draws weighing ``n / (n - 1)``) or ``"plain"``. ``benchmarks/coverage.py`` measured both
+    (docs/analysis.md): BCa gained nothing (delta on bounded scores 92.0% vs 92.5% on the same 800
+    datasets); the percentile interval with the rescaled bootstrap covers 93.9-95.1% in every
+    required cell over 4000 datasets. A cell of fewer than ``min_segs_ci`` SEGs gets NaN bounds.
 
     Returns
     -------
     AnalysisResult
     """
+    settings = resolve_settings(settings, changes)
     if isinstance(scores, AnalysisInputs):
         inputs = scores
     else:
-        table = scores if isinstance(scores, ScoreTable) else read_scores(scores, metrics, lower_is_better, dataset)
-        inputs = prepare_inputs(table, dataset, subsets)
-    mms = tuple(meta_metrics) if meta_metrics is not None else tuple(META_METRICS)
+        table = scores if isinstance(scores, ScoreTable) else read_scores(scores, metrics, settings.lower_is_better,
+                                                                          dataset)
+        inputs = prepare_inputs(table, dataset, settings.subsets, settings.max_walks)
+    mms = settings.meta_metrics
     for name in mms:
         get_meta_metric(name)
     results: dict[str, ProtocolResult] = {}
-    for p in protocols:
+    for p in settings.protocols:
         protocol = get_protocol(p)
         if protocol.name in results:
             raise ValueError(f"expected distinct protocol names, got {protocol.name!r} twice")
-        results[protocol.name] = run_protocol(inputs, protocol, mms, int(bootstrap), int(seed), float(confidence),
-                                              int(chance), ci_method, bootstrap_scheme, int(min_segs_ci), progress,
-                                              store)
+        results[protocol.name] = run_protocol(inputs, protocol, settings, progress, store)
     notes = tuple(inputs.notes) + tuple(n for r in results.values() for n in r.failure_notes + r.missing + r.notes)
-    return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, int(bootstrap), int(seed),
-                          float(confidence), inputs.source, inputs.subset_source, notes, int(chance),
-                          ci_method, bootstrap_scheme, int(min_segs_ci))
+    return AnalysisResult(inputs.metrics, inputs.lower_is_better, mms, results, settings.bootstrap, settings.seed,
+                          settings.confidence, inputs.source, inputs.subset_source, notes, settings.chance,
+                          settings.ci_method, settings.bootstrap_scheme, settings.min_segs_ci)

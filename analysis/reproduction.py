@@ -175,10 +175,9 @@ def reproduce(path: str | Path | None, output_dir: str | Path, settings: Analysi
     ds = load_ts2_release(root)
     log.info("analysing %s (%d rows) with protocols %s, %d bootstrap resamples", score_src, len(frame),
              settings.protocol_names(), settings.bootstrap)
-    kwargs = settings.pipeline_kwargs()
     if declared_lower:  # directions the file declares (a long table's higher_is_better, a run.json beside it)
-        kwargs["lower_is_better"] = sorted({*kwargs["lower_is_better"], *declared_lower})
-    res = analyze(frame, dataset=ds, **kwargs)
+        settings = settings.updated(lower_is_better=sorted({*settings.lower_is_better, *declared_lower}))
+    res = analyze(frame, ds, settings)
     mm, ps = res.metametrics_frame(), res.per_seg_frame()
     missing = missing_published_columns(frame, score_src)
     for why in missing.values():

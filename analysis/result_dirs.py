@@ -67,6 +67,7 @@ from seg_data.results import (
 from .merged import MergedResults, RunInfo
 from .scores_io import METAMETRICS_COLUMNS, PER_SEG_COLUMNS, read_result_table, read_score_frame
 from .settings import AnalysisSettings, resolve_settings
+from .stats import ALPHA
 
 __all__ = [
     "ResultDir",
@@ -597,12 +598,11 @@ def _analyze_scores(merged: MergedResults, metrics: list[str], settings: Analysi
     from .pipeline import analyze
 
     cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
-    return analyze(merged.scores[cols + metrics], dataset=dataset,
-                   **{**settings.pipeline_kwargs(), **overrides,
-                      "lower_is_better": [m for m in metrics if m in merged.lower_is_better]})
+    return analyze(merged.scores[cols + metrics], dataset,
+                   settings.updated(**overrides, lower_is_better=[m for m in metrics if m in merged.lower_is_better]))
 
 
-def merged_verdict(merged: MergedResults, settings: AnalysisSettings, dataset=None, alpha: float = 0.05,
+def merged_verdict(merged: MergedResults, settings: AnalysisSettings, dataset=None, alpha: float = ALPHA,
                    n_permutations: int = 9999):
     """The :class:`analysis.verdict.Verdict` of the merged metrics (roles from the merge).
 

@@ -31,7 +31,7 @@ from seg_data import SEGDataset
 
 from .column_store import ColumnStore
 from .pipeline import AnalysisResult
-from .settings import AnalysisSettings
+from .settings import AnalysisSettings, ComparisonSettings
 
 __all__ = ["Analysis", "run_analysis", "auto_reference", "PLOT_KINDS"]
 
@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 
 #: What :meth:`Analysis.plot` draws (one function of :mod:`analysis.plots` each).
 PLOT_KINDS = ("histograms", "heatmap", "scatter", "pareto")
-RANKING_DEFAULTS = {"enabled": True, "meta_metrics": ("rank", "sep", "delta"), "subset": "Avg", "alpha": 0.05}
 
 
 def auto_reference(dataset_path: str | Path | None, scores: str | Path | pd.DataFrame) -> Path | None:
@@ -82,10 +81,21 @@ class Analysis:
     score_files: tuple[str, ...] = ()
     dataset_path: str | None = None  # the dataset's folder, recorded in analysis.json
     prompts: Mapping[str, str] = field(default_factory=dict)
-    permutations: int = 9999
-    table_meta_metrics: tuple[str, ...] = ("rank", "sep", "delta")
-    ranking_alpha: float = 0.05
     verdict_result: Any = None  # analysis.verdict.Verdict (None: not computed, e.g. one metric only)
+    settings: AnalysisSettings = AnalysisSettings()  # how it was computed
+    comparison: ComparisonSettings = ComparisonSettings()  # how metrics were compared and ranked
+
+    @property
+    def permutations(self) -> int:
+        return self.comparison.permutations
+
+    @property
+    def table_meta_metrics(self) -> tuple[str, ...]:
+        return self.comparison.table_meta_metrics
+
+    @property
+    def ranking_alpha(self) -> float:
+        return self.comparison.ranking.alpha
 
     # -- tidy tables -----------------------------------------------------------------------------
     @property
@@ -319,15 +329,11 @@ def _names(value: str | Iterable[str] | None) -> list[str]:
 
 
 def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None = None,
-                 settings: AnalysisSettings | None = None, *, metrics: Sequence[str] | None = None,
-                 reference: str | Path | pd.DataFrame | None = None, reference_required: bool = True,
-                 max_walks: int | None = None, compare: Sequence[str] | None = None,
-                 permutations: int = 9999, ranking: Mapping[str, Any] | bool | None = None,
-                 table_meta_metrics: Sequence[str] = ("rank", "sep", "delta"),
+                 settings: AnalysisSettings | None = None, comparison: ComparisonSettings | None = None, *,
+                 metrics: Sequence[str] | None = None, reference: str | Path | pd.DataFrame | None = "auto",
                  roles: Mapping[str, str] | None = None, progress: bool = True,
-                 store: bool | ColumnStore | None = True, **analysis: Any) -> Analysis:
-    """Analyse a score table as ``ts2 analyze`` does (its keys, in ``conf/analyze.yaml`` and
-    ``conf/analysis/default.yaml``, are the parameters; ``ts2.analyze`` fills them from there).
+                 store: bool | ColumnStore | None = True, **changes: Any) -> Analysis:
+    """Analyse a score table: what ``ts2 analyze`` and ``ts2.analyze`` both call.
 
     Parameters
     ----------
@@ -337,20 +343,19 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
         The SEGs to join the scores to on ``file_name`` (real edges and subsets).
     settings : AnalysisSettings, optional
         How the meta-metrics are computed (:class:`analysis.settings.AnalysisSettings`; default:
-        those of ``conf/analysis/default.yaml``). ``analysis`` keyword arguments (``bootstrap=0``,
-        ``protocols=["graph"]``, ...) replace single settings; an unknown one is a ``TypeError``.
-    reference : path or DataFrame, optional
+        those of ``conf/analysis/default.yaml``).
+    comparison : ComparisonSettings, optional
+        How metrics are compared and ranked: ``permutations``, ``compare``, ``ranking``,
+        ``table_meta_metrics`` (:class:`analysis.settings.ComparisonSettings`; default: those of
+        ``conf/analyze.yaml``).
+    metrics : sequence of str, optional
+        The score columns to analyse (default: every one).
+    reference : "auto", path, DataFrame or None
         A second score table analysed beside (joined on ``file_name``; a clashing column becomes
-        ``NAME_reference``); ``reference_required=False`` turns a reference that cannot be read or
-        joined into a logged warning (``reference=auto``).
-    compare : (str, str), optional
-        Two metrics for the paired test (``extra["compare"]``).
-    ranking : mapping or bool, optional
-        ``enabled``, ``meta_metrics``, ``subset``, ``alpha`` of the ranking (see
-        ``conf/analyze.yaml``); False: no ranking.
-    max_walks : int, optional
-        SEGs with more walks are left out of walk-based meta-metrics (default:
-        :data:`seg_data.graph.MAX_WALKS`).
+        ``NAME_reference``). ``"auto"`` (default): the paper's released per-image scores
+        (``released/scores_subset.csv``) when they lie in the dataset's folder, whichever way the
+        dataset was given (a path or a loaded :class:`SEGDataset`); a reference that cannot be
+        read or joined is then a logged warning. A reference you name must join.
     roles : mapping of str to str, optional
         Metric -> ``metric`` | ``control`` | ``reference``, over those of the ``run.json`` beside a
         score file (a DataFrame has none): reports draw controls as a floor, not as competitors.
@@ -361,57 +366,57 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
         of the cache folder and reused when the same column is analysed again with the same
         structure and settings (:mod:`analysis.column_store`; the same results, faster); False or
         None: everything is computed; a :class:`~analysis.column_store.ColumnStore`: that one.
+    **changes
+        Single settings of either object replaced (``bootstrap=0``, ``permutations=999``,
+        ``ranking={"enabled": False}``, ...).
 
     Raises
     ------
+    TypeError
+        A keyword that is no setting (the valid ones listed).
     ValueError
         A malformed score table (missing ``seg_id``/``node``, non-numeric scores: the file, row and
-        column named), ``compare`` not two metric names, an unknown metric, bad ``max_walks``, a
-        bad setting.
+        column named), ``compare`` not two metric names, an unknown metric, a bad setting.
     FileNotFoundError
         A score or reference file that does not exist.
     """
-    from seg_data.graph import MAX_WALKS
     from seg_data.results import run_record_beside
 
     from .pipeline import analyze
     from .scores_io import prepare_inputs, read_scores
-    from .settings import resolve_settings
+    from .settings import split_changes
 
-    settings = resolve_settings(settings, analysis)
-    max_walks = MAX_WALKS if max_walks is None else max_walks
-    if isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1:
-        raise ValueError(f"expected max_walks to be a positive integer or null, got {max_walks!r}")
+    a_changes, c_changes = split_changes(changes)
+    settings = (settings if settings is not None else AnalysisSettings()).updated(**a_changes)
+    comparison = (comparison if comparison is not None else ComparisonSettings()).updated(**c_changes)
     source = scores if isinstance(scores, pd.DataFrame) else str(scores)
     table = read_scores(source, metrics=_names(metrics) or None, dataset=dataset)
     run = None if isinstance(scores, pd.DataFrame) else run_record_beside(str(scores))
     roles_given = dict(roles or {})
     roles = _metric_roles(table.metrics, roles_given, run)
-    table, ref_name = _join_reference(table, reference, reference_required, settings.lower_is_better,
-                                      roles, roles_given)
-    inputs = prepare_inputs(table, dataset, settings.subsets, max_walks)
-    result = analyze(inputs, **settings.pipeline_kwargs(), progress=progress, store=open_store(store))
+    required = not (isinstance(reference, str) and reference == "auto")
+    if not required:
+        reference = auto_reference(_dataset_folder(dataset), scores)
+    table, ref_name = _join_reference(table, reference, required, settings.lower_is_better, roles, roles_given)
+    inputs = prepare_inputs(table, dataset, settings.subsets, settings.max_walks)
+    result = analyze(inputs, settings=settings, progress=progress, store=open_store(store))
     extra: dict[str, pd.DataFrame] = {}
-    pair = _names(compare)
-    if pair:
-        if len(pair) != 2:
-            raise ValueError(f"expected compare=[metric_a,metric_b] (two metric names), got {pair}")
+    if comparison.compare:
         from .compare import compare_metrics
 
-        extra["compare"] = pd.concat([compare_metrics(result, pair[0], pair[1], protocol=p,
-                                                      n_permutations=int(permutations), seed=settings.seed)
-                                      for p in result.protocols], ignore_index=True)
-    rk = dict(RANKING_DEFAULTS) if ranking is None or ranking is True else (
-        {"enabled": False} if ranking is False else {**RANKING_DEFAULTS, **dict(ranking)})
-    vd = _ranking_and_verdict(result, roles, rk, int(permutations), settings.seed, extra)
+        a, b = comparison.compare
+        extra["compare"] = pd.concat([compare_metrics(result, a, b, protocol=p, n_permutations=comparison.permutations,
+                                                      seed=settings.seed) for p in result.protocols],
+                                     ignore_index=True)
+    vd = _ranking_and_verdict(result, roles, comparison, settings.seed, extra)
     files = [] if isinstance(scores, pd.DataFrame) else [str(scores)]
     if ref_name is not None and not isinstance(reference, pd.DataFrame):
         files.append(ref_name)
     return Analysis(result=result, scores=table.frame, extra=extra, roles=roles,
                     dataset_name=getattr(dataset, "name", None) or (run.dataset if run else None),
-                    score_files=tuple(files), dataset_path=_dataset_folder(dataset), prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
-                    permutations=int(permutations), table_meta_metrics=tuple(_names(table_meta_metrics)),
-                    ranking_alpha=float(rk.get("alpha", 0.05)), verdict_result=vd)
+                    score_files=tuple(files), dataset_path=_dataset_folder(dataset),
+                    prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
+                    verdict_result=vd, settings=settings, comparison=comparison)
 
 
 def open_store(store: bool | ColumnStore | None) -> ColumnStore | None:
@@ -478,27 +483,26 @@ def _join_reference(table, reference, required: bool, lower_is_better: Sequence[
     return table, ref_name
 
 
-def _ranking_and_verdict(result: AnalysisResult, roles: Mapping[str, str], rk: Mapping[str, Any],
-                         permutations: int, seed: int, extra: dict[str, pd.DataFrame]):
+def _ranking_and_verdict(result: AnalysisResult, roles: Mapping[str, str], comparison: ComparisonSettings,
+                         seed: int, extra: dict[str, pd.DataFrame]):
     """The significance-grouped ranking (into ``extra``, when enabled and >= 2 metrics) and the
     verdict (``extra["verdict"]``; it reuses the ranking's tests). Returns the verdict."""
     from .compare import rank_cells
     from .verdict import verdict
 
-    if rk.get("enabled", False) and len(result.metrics) >= 2:
+    rk, permutations = comparison.ranking, comparison.permutations
+    if rk.enabled and len(result.metrics) >= 2:
         # All cells at once: their permutation tests share the sign draws (rank_cells).
-        cells = [(mm, str(rk.get("subset", "Avg")), p) for p in result.protocols
-                 for mm in _names(rk.get("meta_metrics")) if mm in result.meta_metrics]
-        done = rank_cells(result, cells, alpha=float(rk.get("alpha", 0.05)), n_permutations=permutations, seed=seed)
+        cells = [(mm, rk.subset, p) for p in result.protocols for mm in rk.meta_metrics if mm in result.meta_metrics]
+        done = rank_cells(result, cells, alpha=rk.alpha, n_permutations=permutations, seed=seed)
         rankings, pairs = [r for r, _ in done], [t for _, t in done]
         if rankings:
             extra["ranking"] = pd.concat(rankings, ignore_index=True)
             extra["pairs"] = pd.concat(pairs, ignore_index=True)
     # Always, as ts2 analyze (with one metric it only places it); it reuses the ranking's tests and
     # computes the places the ranking left out.
-    vd = verdict(result, roles, meta_metrics=_names(rk.get("meta_metrics")) or ["rank", "sep", "delta"],
-                 subset=str(rk.get("subset", "Avg")), alpha=float(rk.get("alpha", 0.05)),
-                 n_permutations=permutations, seed=seed,
+    vd = verdict(result, roles, meta_metrics=list(rk.meta_metrics) or ["rank", "sep", "delta"], subset=rk.subset,
+                 alpha=rk.alpha, n_permutations=permutations, seed=seed,
                  ranking=(extra["ranking"], extra["pairs"]) if "ranking" in extra else None)
     extra["verdict"] = vd.table
     if "ranking" in extra:  # ranking off: the places stay in verdict.csv only

@@ -4,8 +4,8 @@ Every key lives once in ``conf/analysis/default.yaml``; ``ts2 analyze``, ``ts2 r
 ``ts2 run``, ``ts2 reproduce`` and the Python API (``ts2.analyze``, ``ts2.report``,
 ``ts2.reproduce``, :func:`analysis.session.run_analysis`, :func:`analysis.result_dirs.build_report`,
 :func:`analysis.reproduction.reproduce`) build one :class:`AnalysisSettings` from it
-(:meth:`AnalysisSettings.from_config`) and hand it to :func:`analysis.pipeline.analyze`
-(:meth:`AnalysisSettings.pipeline_kwargs`). The dataclass defaults equal the config's
+(:meth:`AnalysisSettings.from_config`) and hand it, whole, to :func:`analysis.pipeline.analyze`
+and :func:`analysis.pipeline.run_protocol`. The dataclass defaults equal the config's
 (``tests/test_analysis_settings.py`` checks it), so a caller that gives no settings gets the
 command line's. Never imports torch.
 
@@ -24,11 +24,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .pipeline import CI_METHODS, MIN_SEGS_CI
-from .scores_io import SUBSET_SOURCES as SUBSETS
-from .stats import BOOTSTRAP_SCHEMES
+from seg_data.graph import MAX_WALKS
 
-__all__ = ["AnalysisSettings", "CI_METHODS", "BOOTSTRAP_SCHEMES", "SUBSETS"]
+from .scores_io import SUBSET_SOURCES as SUBSETS
+from .stats import ALPHA, BOOTSTRAP_SCHEMES
+
+__all__ = ["AnalysisSettings", "RankingSettings", "ComparisonSettings", "CI_METHODS", "BOOTSTRAP_SCHEMES", "SUBSETS",
+           "MIN_SEGS_CI", "resolve_settings", "split_changes"]
+
+#: Intervals of the SEG-bootstrap replicates (:func:`analysis.stats.percentile_ci`, :func:`analysis.stats.bca_ci`).
+CI_METHODS = ("bca", "percentile")
+#: Fewest SEGs a cell needs for a bootstrap CI (``min_segs_ci``): below it a resample of the few
+#: SEGs says nothing about the spread (one SEG gives an interval of width 0), so the CI is NaN.
+MIN_SEGS_CI = 10
 
 
 def _names(value: Any, key: str) -> tuple[str, ...]:
@@ -77,6 +85,8 @@ class AnalysisSettings:
         Where the subsets come from: ``auto``, ``dataset``, ``column``, ``ts2``, ``none``.
     lower_is_better : tuple of str
         Metrics whose scores fall as images get better.
+    max_walks : int
+        A SEG with more walks is counted, named and left out of walk-based meta-metrics.
 
     Raises
     ------
@@ -96,6 +106,7 @@ class AnalysisSettings:
     min_segs_ci: int = MIN_SEGS_CI
     subsets: str = "auto"
     lower_is_better: tuple[str, ...] = ()
+    max_walks: int = MAX_WALKS
 
     def __post_init__(self) -> None:
         # Lists (from a config or a caller) become tuples: the object stays hashable and frozen.
@@ -114,6 +125,9 @@ class AnalysisSettings:
         object.__setattr__(self, "lower_is_better", _names(self.lower_is_better, "lower_is_better"))
         for key in ("bootstrap", "seed", "chance", "min_segs_ci"):
             _int(getattr(self, key), key)
+        if self.max_walks is None:  # null in a config: the library's bound
+            object.__setattr__(self, "max_walks", MAX_WALKS)
+        _int(self.max_walks, "max_walks", low=1)
         conf = self.confidence
         if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 < conf < 1:
             raise ValueError(f"analysis setting confidence: expected a number in (0, 1), got {conf!r}")
@@ -163,18 +177,139 @@ class AnalysisSettings:
             raise TypeError(f"expected analysis settings among {list(self.keys())}, got {unknown}")
         return replace(self, **changes) if changes else self
 
-    def pipeline_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of :func:`analysis.pipeline.analyze` these settings stand for."""
-        return {"protocols": list(self.protocols), "meta_metrics": list(self.meta_metrics),
-                "bootstrap": self.bootstrap, "seed": self.seed, "subsets": self.subsets,
-                "confidence": self.confidence, "lower_is_better": list(self.lower_is_better),
-                "chance": self.chance, "ci_method": self.ci_method, "bootstrap_scheme": self.bootstrap_scheme,
-                "min_segs_ci": self.min_segs_ci}
-
     def protocol_names(self) -> list[str]:
         """The protocols' names (a configured protocol by its ``name``)."""
         return [p if isinstance(p, str) else str(getattr(p, "name", p.get("name") if isinstance(p, Mapping) else p))
                 for p in self.protocols]
+
+
+@dataclass(frozen=True)
+class RankingSettings:
+    """The significance-grouped ranking of ``ts2 analyze`` (``ranking.*`` of ``conf/analyze.yaml``).
+
+    Attributes
+    ----------
+    enabled : bool
+        Rank the metrics (needs two or more); the verdict is computed either way.
+    meta_metrics : tuple of str
+        Meta-metrics the metrics are ranked by (and the verdict reads).
+    subset : str
+        The subset the ranking uses (``Avg``: all SEGs).
+    alpha : float
+        Family-wise error rate of the Holm-corrected pairwise tests (:data:`analysis.stats.ALPHA`).
+    """
+
+    enabled: bool = True
+    meta_metrics: tuple[str, ...] = ("rank", "sep", "delta")
+    subset: str = "Avg"
+    alpha: float = ALPHA
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise ValueError(f"ranking setting enabled: expected true or false, got {self.enabled!r}")
+        object.__setattr__(self, "meta_metrics", _names(self.meta_metrics, "ranking.meta_metrics"))
+        a = self.alpha
+        if isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a < 1:
+            raise ValueError(f"ranking setting alpha: expected a number in (0, 1), got {a!r}")
+        object.__setattr__(self, "alpha", float(a))
+        object.__setattr__(self, "subset", str(self.subset))
+
+    @classmethod
+    def of(cls, value: RankingSettings | Mapping[str, Any] | bool | None) -> RankingSettings:
+        """Settings from a caller's value: themselves, a mapping of some keys (the rest default),
+        True/None (the defaults) or False (ranking off).
+
+        Raises
+        ------
+        TypeError
+            A mapping with an unknown key (the valid ones named).
+        """
+        if isinstance(value, cls):
+            return value
+        if value is None or value is True:
+            return cls()
+        if value is False:
+            return cls(enabled=False)
+        unknown = sorted(set(value) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"expected ranking settings among {[f.name for f in fields(cls)]}, got {unknown}")
+        return cls(**dict(value))
+
+
+@dataclass(frozen=True)
+class ComparisonSettings:
+    """How ``ts2 analyze`` compares metrics with each other (the keys of ``conf/analyze.yaml`` that
+    are not the dataset's, the inputs' or the analysis settings'; the dataclass defaults equal the
+    config's, ``tests/test_analysis_settings.py`` checks it).
+
+    Attributes
+    ----------
+    permutations : int
+        Sign flips of the paired permutation tests (comparison, ranking, verdict).
+    compare : tuple of str
+        Two metrics for a paired difference with CI and p-value (empty: none).
+    ranking : RankingSettings
+        The ranking (and the verdict's meta-metrics, subset and alpha).
+    table_meta_metrics : tuple of str
+        Columns of the printed summary table.
+    """
+
+    permutations: int = 9999
+    compare: tuple[str, ...] = ()
+    ranking: RankingSettings = RankingSettings()
+    table_meta_metrics: tuple[str, ...] = ("rank", "sep", "delta")
+
+    def __post_init__(self) -> None:
+        _int(self.permutations, "permutations", low=1)
+        pair = _names(self.compare, "compare")
+        if pair and len(pair) != 2:
+            raise ValueError(f"expected compare=[metric_a,metric_b] (two metric names), got {list(pair)}")
+        object.__setattr__(self, "compare", pair)
+        object.__setattr__(self, "ranking", RankingSettings.of(self.ranking))
+        object.__setattr__(self, "table_meta_metrics", _names(self.table_meta_metrics, "table_meta_metrics"))
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> ComparisonSettings:
+        """The settings of a composed ``ts2 analyze`` config (keys absent from it keep their defaults)."""
+        from omegaconf import OmegaConf
+
+        values = {}
+        for key in cls.keys():
+            if key in cfg:
+                v = cfg[key]
+                values[key] = OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+        if values.get("compare") is None:
+            values.pop("compare", None)
+        if values.get("ranking") is not None:
+            values["ranking"] = RankingSettings.of(values["ranking"])
+        return cls(**values)
+
+    def updated(self, **changes: Any) -> ComparisonSettings:
+        unknown = sorted(set(changes) - set(self.keys()))
+        if unknown:
+            raise TypeError(f"expected comparison settings among {list(self.keys())}, got {unknown}")
+        if "ranking" in changes:
+            changes["ranking"] = RankingSettings.of(changes["ranking"])
+        return replace(self, **changes) if changes else self
+
+
+def split_changes(changes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Keyword arguments of a Python entry point, as ``(analysis settings, comparison settings)``.
+
+    Raises
+    ------
+    TypeError
+        A name that is neither (every valid name listed).
+    """
+    a_keys, c_keys = set(AnalysisSettings.keys()), set(ComparisonSettings.keys())
+    unknown = sorted(set(changes) - a_keys - c_keys)
+    if unknown:
+        raise TypeError(f"expected settings among {sorted(a_keys | c_keys)}, got {unknown}")
+    return ({k: v for k, v in changes.items() if k in a_keys}, {k: v for k, v in changes.items() if k in c_keys})
 
 
 def resolve_settings(settings: AnalysisSettings | None, changes: Mapping[str, Any]) -> AnalysisSettings:

@@ -45,7 +45,7 @@ import pandas as pd
 from .compare import pairwise_comparisons, rank_metrics
 from .outputs import _pct as pct  # one rounding rule for every printed percentage
 from .pipeline import AnalysisResult
-from .stats import holm
+from .stats import ALPHA, holm
 
 __all__ = ["VERDICT_COLUMNS", "Verdict", "verdict", "reversed_metrics", "summary_line"]
 
@@ -142,7 +142,7 @@ def reversed_metrics(result: AnalysisResult, metrics: Sequence[str], subset: str
 
 
 def verdict(result: AnalysisResult, roles: Mapping[str, str], meta_metrics: Sequence[str] = ("rank", "sep", "delta"),
-            subset: str = "Avg", alpha: float = 0.05, n_permutations: int = 9999, seed: int = 0,
+            subset: str = "Avg", alpha: float = ALPHA, n_permutations: int = 9999, seed: int = 0,
             ranking: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> Verdict:
     """The verdict table of ``result`` (see the module docstring).
 

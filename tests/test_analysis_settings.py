@@ -64,7 +64,8 @@ def test_every_entry_point_gets_the_same_defaults(monkeypatch, table, tmp_path):
 
     def capture(name):
         def f(*args, **kwargs):
-            got[name] = args[2] if len(args) > 2 else kwargs["settings"]
+            given = args[2] if len(args) > 2 else kwargs.get("settings")
+            got[name] = AnalysisSettings() if given is None else given  # None: the library's defaults
             raise Stop
         return f
 
@@ -92,8 +93,13 @@ def test_every_entry_point_gets_the_same_defaults(monkeypatch, table, tmp_path):
         analysis.session.run_analysis(table)
     assert seen.pop("progress") is True  # not a setting: the command's progress option
     assert seen.pop("store") is not None  # nor is the analysis store (results are the same without it)
-    assert seen == AnalysisSettings().pipeline_kwargs()
-    assert seen["chance"] == 10 and seen["protocols"] == ["paper", "graph"]  # not the old signature's 0 / paper
+    assert seen == {"settings": AnalysisSettings()}  # passed whole
+    assert seen["settings"].chance == 10 and seen["settings"].protocols == ("paper", "graph")
+    # the pipeline's own defaults are the settings' (no signature default of its own)
+    import inspect
+
+    sig = inspect.signature(analysis.pipeline.analyze)
+    assert set(AnalysisSettings.keys()).isdisjoint(sig.parameters)
 
 
 def test_an_override_reaches_every_entry_point():
@@ -203,11 +209,11 @@ def test_reproduce_uses_chance_and_every_other_setting(monkeypatch, ts2_dir, tmp
         pass
 
     def pipeline(*args, **kwargs):
-        seen.update(kwargs)
+        seen.update(kwargs, args=args)
         raise Stop
 
     monkeypatch.setattr("analysis.pipeline.analyze", pipeline)
     with pytest.raises(Stop):
         ts2.reproduce(ts2_dir, tmp_path / "out", chance=7, ci_method="bca", min_segs_ci=3)
-    want = AnalysisSettings(chance=7, ci_method="bca", min_segs_ci=3).pipeline_kwargs()
-    assert {k: seen[k] for k in want} == want
+    got = seen.get("settings") or next(a for a in seen.get("args", ()) if isinstance(a, AnalysisSettings))
+    assert (got.chance, got.ci_method, got.min_segs_ci) == (7, "bca", 3)

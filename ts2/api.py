@@ -1,10 +1,11 @@
 """The Python API: ``import ts2`` and score, validate and compare a metric in a notebook.
 
-Each function composes the same Hydra config as its command (``conf/<command>.yaml``, with
-keyword arguments as ``key=value`` overrides, checked like the command line's: an unknown key or
-option is a ``ValueError`` with close matches) and calls the function the command's handler
-calls. So defaults, cache keys, numbers and files are those of the command line; nothing is
-computed here. See docs/python.md.
+Each function calls the library function its command's handler calls, with the same defaults:
+:func:`load_dataset` and :func:`analyze` build the typed objects directly (the dataset group's
+files, :class:`analysis.settings.AnalysisSettings`, :class:`analysis.settings.ComparisonSettings`);
+the others still compose the command's Hydra config (``conf/<command>.yaml``, keyword arguments as
+``key=value`` overrides, checked like the command line's). An unknown keyword is a ``ValueError``
+with close matches. Nothing is computed here. See docs/python.md.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.session import Analysis
+    from analysis.settings import AnalysisSettings, ComparisonSettings
     from metrics_adapters.base import Metric
     from seg_data.model import SEGDataset
 
@@ -103,12 +105,15 @@ def _dataset_overrides(source: str | Path) -> list[str]:
 
 
 # -- the API ----------------------------------------------------------------------------------------
-def load_dataset(source: str | Path = "mini", *, check_images: bool = False, **options: Any) -> SEGDataset:
+def load_dataset(source: str | Path = "mini", *, check_images: bool = False,
+                 image_roots: Sequence[str | Path] | None = None, **options: Any) -> SEGDataset:
     """A SEG dataset: ``"mini"`` (the bundled synthetic set), ``"ts2"`` (the TS2 release), or a
     path (a TS2 release folder / ``metadata.csv``, or a ts2-seg ``.yaml``/``.json`` file).
 
-    ``options`` are the dataset config's keys (``n_segs=10`` for mini, ``path=`` for ts2) and
-    ``image_roots``, as ``ts2 data info dataset=NAME dataset.KEY=VALUE`` takes them. The
+    ``options`` are the dataset's keys in ``conf/dataset/NAME.yaml`` (``n_segs=10`` for mini,
+    ``path=`` for ts2), as ``ts2 data info dataset=NAME dataset.KEY=VALUE`` takes them; the same
+    loader is called with the same arguments (:mod:`ts2.datasets`), no config is composed.
+    ``image_roots``: folders the dataset's image paths may point into besides its own. The
     dataset's ``to_frame()`` is one row per image (``seg_id, node, level, file_name, image_path,
     prompt, subset, source``).
 
@@ -119,17 +124,13 @@ def load_dataset(source: str | Path = "mini", *, check_images: bool = False, **o
     ValueError
         An unknown option, or SEGs that do not validate (every problem listed).
     """
-    from ts2.common import load_dataset as load_configured
+    from ts2.datasets import load_source
 
-    top = {k: v for k, v in options.items() if k == "image_roots"}
-    inner = {k: v for k, v in options.items() if k != "image_roots"}
-    ov = _dataset_overrides(source)
-    if inner and ov[0].startswith("path="):
-        raise ValueError(f"expected dataset options only with a dataset name (mini, ts2, file), got {sorted(inner)} "
-                         f"with the path {source!r}")
-    ov += _overrides("data", inner, prefix="dataset.") + _overrides("data", top)
-    cfg = _compose("data", ov, "ts2.load_dataset")
-    return load_configured(cfg, check_images=check_images)
+    try:
+        return load_source(source, check_images=check_images,
+                           image_roots=None if image_roots is None else [str(r) for r in image_roots], **options)
+    except (TypeError, KeyError) as e:  # an unknown option or name: the caller's value, said as a value error
+        raise ValueError(str(e).strip("'\"")) from e
 
 
 def load_metric(name: str, /, **options: Any) -> Metric:
@@ -224,18 +225,27 @@ def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "m
     return frame
 
 
+#: Keywords of :func:`analyze` besides the settings objects' names.
+_ANALYZE_KEYWORDS = ("metrics", "reference", "progress", "store", "protocol")
+
+
 def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path | None = None, *,
+            settings: AnalysisSettings | None = None, comparison: ComparisonSettings | None = None,
             roles: Mapping[str, str] | None = None, **options: Any) -> Analysis:
-    """The TS2 meta-metrics of a score table, as ``ts2 analyze scores=... [dataset=|path=] KEY=VALUE``.
+    """The TS2 meta-metrics of a score table: the same function ``ts2 analyze scores=... [dataset=|path=]``
+    calls (:func:`analysis.session.run_analysis`), with the same defaults, without composing a config.
 
     ``scores`` is a DataFrame (e.g. from :func:`score`, or several joined on the base columns) or
-    a ``scores.csv``; ``options`` are the keys of ``conf/analyze.yaml`` (``compare=[a, b]``,
-    ``ranking=``, ``metrics=``, ...) and the analysis settings of ``conf/analysis/default.yaml``
-    (:class:`analysis.settings.AnalysisSettings`: ``protocols=["paper", "graph"]``,
-    ``bootstrap=1000``, ``chance=10``, ``seed=0``, ``ci_method="percentile"``, ...);
-    ``protocol="graph"`` analyses that one protocol (with ``protocol.KEY=VALUE`` options) instead.
-    ``roles`` marks metrics as ``control`` or ``reference`` (a ``scores.csv`` has them in its
-    ``run.json``; a DataFrame has none).
+    a ``scores.csv``; ``dataset`` a loaded dataset, a name or a path (:func:`load_dataset`): given
+    either way, the paper's released reference scores lying in its folder are analysed beside
+    yours (``reference="auto"``). ``settings`` (:class:`analysis.settings.AnalysisSettings`) and
+    ``comparison`` (:class:`analysis.settings.ComparisonSettings`) are the whole settings;
+    ``options`` replace single ones (``bootstrap=1000``, ``chance=10``, ``protocols=["paper",
+    "graph"]``, ``permutations=9999``, ``compare=["a", "b"]``, ``ranking={"enabled": False}``,
+    ...) or name ``metrics``, ``reference``, ``progress``, ``store``; ``protocol="graph"`` (or a
+    mapping of protocol options, or an :class:`analysis.protocols.Protocol`) analyses that one
+    protocol. ``roles`` marks metrics as ``control`` or ``reference`` (a ``scores.csv`` has them in
+    its ``run.json``; a DataFrame has none).
 
     Returns an :class:`analysis.session.Analysis`: ``.metametrics``, ``.per_seg``, ``.ranking``,
     ``.pairs`` (DataFrames), ``.compare(a, b)``, ``.plot(kind)``, ``.to_report(DIR)``, and the
@@ -244,23 +254,34 @@ def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path 
     Raises
     ------
     ValueError
-        An unknown option; a score table missing ``seg_id``/``node`` or with non-numeric scores.
+        An unknown option (with close matches) or a bad value; a score table missing
+        ``seg_id``/``node`` or with non-numeric scores.
     """
+    from analysis.session import run_analysis
+    from analysis.settings import AnalysisSettings, ComparisonSettings
     from seg_data.model import SEGDataset
-    from ts2.commands.analyze import analysis_from_config
-    from ts2.common import load_dataset as load_configured
 
-    ov = _overrides("analyze", options)
-    if not hasattr(scores, "columns"):
-        ov.append(f"scores={_value(str(scores))}")
-    if dataset is not None and not isinstance(dataset, SEGDataset):
-        ov += _dataset_overrides(dataset)
-    cfg = _compose("analyze", ov, "ts2.analyze")
-    if dataset is None or isinstance(dataset, SEGDataset):
-        ds = dataset
-    else:
-        ds = load_configured(cfg)
-    return analysis_from_config(cfg, scores if hasattr(scores, "columns") else str(scores), ds, roles=roles)
+    valid = (*AnalysisSettings.keys(), *ComparisonSettings.keys(), *_ANALYZE_KEYWORDS)
+    _check_keywords("ts2.analyze", options, valid)
+    options = dict(options)
+    if "protocol" in options:
+        if "protocols" in options:
+            raise ValueError("ts2.analyze: expected protocol= (one protocol) or protocols= (a list), got both")
+        options["protocols"] = [options.pop("protocol")]
+    ds = dataset if dataset is None or isinstance(dataset, SEGDataset) else load_dataset(dataset)
+    return run_analysis(scores if hasattr(scores, "columns") else str(scores), ds, settings, comparison,
+                        roles=roles, **options)
+
+
+def _check_keywords(where: str, options: Mapping[str, Any], valid: Sequence[str]) -> None:
+    """An unknown keyword is a ``ValueError`` naming close matches and the valid ones."""
+    import difflib
+
+    for key in options:
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{where}: unknown option {key!r}{hint} (expected one of {sorted(valid)})")
 
 
 def report(results: str | Path | Sequence[str | Path], output_dir: str | Path | None = None,

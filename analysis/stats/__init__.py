@@ -24,8 +24,8 @@ from .resampling import (
            group_means,
            stratified_counts,
 )
-from .significance import WilliamsResult, holm, sign_flip_pvalues, significance_clusters, williams_test
+from .significance import ALPHA, WilliamsResult, holm, sign_flip_pvalues, significance_clusters, williams_test
 
 __all__ = ["Interval", "percentile_ci", "bca_ci", "withhold_small_cis", "BOOTSTRAP_SCHEMES", "MAX_BOOTSTRAP",
            "MAX_BOOTSTRAP_GIB", "bootstrap_bytes", "check_bootstrap_size", "bootstrap_group_means", "cluster_draws", "draw_counts", "group_means", "stratified_counts",
-           "WilliamsResult", "holm", "sign_flip_pvalues", "significance_clusters", "williams_test"]
+           "ALPHA", "WilliamsResult", "holm", "sign_flip_pvalues", "significance_clusters", "williams_test"]

@@ -9,7 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as ss
 
-__all__ = ["holm", "sign_flip_pvalues", "SIGN_CHUNK_ELEMENTS", "WilliamsResult", "williams_test",
+#: The family-wise error rate of every Holm-corrected test in ts2 unless a setting says otherwise
+#: (ranking.alpha, human_clusters.alpha): the one default.
+ALPHA = 0.05
+
+__all__ = ["ALPHA", "holm", "sign_flip_pvalues", "SIGN_CHUNK_ELEMENTS", "WilliamsResult", "williams_test",
            "significance_clusters"]
 
 
@@ -44,7 +48,7 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     return out
 
 
-def significance_clusters(pvalues: np.ndarray, alpha: float = 0.05) -> np.ndarray:
+def significance_clusters(pvalues: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
     """Cluster ranks of items sorted best first, from their pairwise p-values (mt-metrics-eval's rule).
 
     ``pvalues[i, j]`` (``i < j``, upper triangle used) tests whether item ``i`` (better) and item

@@ -57,20 +57,15 @@ def _list(value) -> list[str]:
     return [str(v) for v in value]
 
 
-def _reference(cfg: DictConfig, scores):
-    """The reference score file: ``reference=FILE``; with ``reference=auto`` (default), the
-    released per-image scores of the paper when they lie in the dataset folder given by ``path=``
-    (:func:`analysis.session.auto_reference`); ``reference=null`` for none."""
+def _reference(cfg: DictConfig):
+    """``reference=``: ``auto`` (default: the paper's released scores when they lie in the dataset's
+    folder, resolved by :func:`analysis.session.run_analysis`), a file, or none."""
     from pathlib import Path
 
     ref = cfg.get("reference", None)
     if ref in (None, "", "none", "null"):
         return None
-    if ref != "auto":
-        return Path(str(ref))
-    from analysis.session import auto_reference
-
-    return auto_reference(cfg.get("path"), scores)
+    return "auto" if ref == "auto" else Path(str(ref))
 
 
 def settings_from_config(cfg: DictConfig):
@@ -82,23 +77,16 @@ def settings_from_config(cfg: DictConfig):
     return AnalysisSettings.from_config(cfg, **({} if protocols is None else {"protocols": protocols}))
 
 
-def analysis_from_config(cfg: DictConfig, scores, dataset=None, roles=None):
-    """:func:`analysis.session.run_analysis` of ``scores`` (a file or a DataFrame) with the settings
-    of an analyze config (``ts2 analyze`` and ``ts2.analyze``: every default lives in
-    ``conf/analyze.yaml`` and ``conf/analysis/default.yaml``); ``roles`` (metric -> role) only
-    from Python."""
+def analysis_from_config(cfg: DictConfig, scores, dataset=None):
+    """The typed objects of an analyze config, handed to :func:`analysis.session.run_analysis` (the
+    function ``ts2.analyze`` calls too): :class:`~analysis.settings.AnalysisSettings`,
+    :class:`~analysis.settings.ComparisonSettings`, the metrics, the reference, progress and the store."""
     from analysis.session import run_analysis
-    from seg_data.graph import MAX_WALKS
+    from analysis.settings import ComparisonSettings
 
-    rk = cfg.get("ranking")
-    return run_analysis(
-        scores, dataset, settings_from_config(cfg), metrics=_list(cfg.get("metrics")) or None,
-        reference=_reference(cfg, scores), reference_required=cfg.get("reference", None) != "auto",
-        max_walks=cfg.get("max_walks", MAX_WALKS), compare=_list(cfg.get("compare")) or None,
-        permutations=int(cfg.get("permutations", 9999)),
-        ranking=OmegaConf.to_container(rk, resolve=True) if rk else False,
-        table_meta_metrics=_list(cfg.get("table_meta_metrics")), roles=roles,
-        progress=bool(cfg.get("progress", True)), store=bool(cfg.get("store", True)))
+    return run_analysis(scores, dataset, settings_from_config(cfg), ComparisonSettings.from_config(cfg),
+                        metrics=_list(cfg.get("metrics")) or None, reference=_reference(cfg),
+                        progress=bool(cfg.get("progress", True)), store=bool(cfg.get("store", True)))
 
 
 def main(cfg: DictConfig) -> int:

@@ -26,18 +26,12 @@ from ts2.common import load_dataset, output_dir
 log = logging.getLogger(__name__)
 
 def _recorded_loaders() -> dict[str, frozenset[str]]:
-    """Loader -> the arguments its config takes, from the ``dataset`` config group (conf/dataset/*.yaml):
-    the only datasets a ``run.json`` may name. Read as plain YAML, never composed or instantiated."""
-    from importlib.resources import files
+    """Loader -> the arguments its config takes, from the ``dataset`` config group (conf/dataset/*.yaml,
+    :func:`ts2.datasets.dataset_specs`): the only datasets a ``run.json`` may name. Read as plain
+    YAML, never composed or instantiated."""
+    from ts2.datasets import dataset_specs
 
-    import yaml
-
-    out = {}
-    for f in files("conf").joinpath("dataset").iterdir():
-        if f.name.endswith(".yaml"):
-            spec = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
-            out[str(spec["_target_"])] = frozenset(k for k in spec if k != "_target_")
-    return out
+    return {spec.target: frozenset(spec.defaults) for spec in dataset_specs().values()}
 
 
 def _scalar(v: object) -> bool:
