@@ -127,7 +127,9 @@ class AnalysisSettings:
             _int(getattr(self, key), key)
         if self.max_walks is None:  # null in a config: the library's bound
             object.__setattr__(self, "max_walks", MAX_WALKS)
-        _int(self.max_walks, "max_walks", low=1)
+        mw = self.max_walks
+        if isinstance(mw, bool) or not isinstance(mw, int) or mw < 1:
+            raise ValueError(f"analysis setting max_walks: expected a positive integer or null, got {mw!r}")
         conf = self.confidence
         if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 < conf < 1:
             raise ValueError(f"analysis setting confidence: expected a number in (0, 1), got {conf!r}")

@@ -679,8 +679,8 @@ override_case("protocols-dup", "`protocols=[paper,paper]`", ("protocols=[paper,p
               r"protocols=\[paper, paper\]: expected a protocol among .*each name once")
 override_case("confidence-range", "`confidence=2` (with a bootstrap)", ("confidence=2", "bootstrap=10"), 2, r"confidence=2: expected a number > 0 and < 1, got 2")
 override_case("bootstrap-negative", "`bootstrap=-1`", ("bootstrap=-1",), 2, r"bootstrap=-1: expected an integer >= 0, got -1")
-override_case("max-walks-text", "`max_walks=abc`", ("max_walks=abc",), 2, r"expected max_walks to be a positive integer or null, got 'abc'")
-override_case("max-walks-zero", "`max_walks=0`", ("max_walks=0",), 2, r"expected max_walks to be a positive integer or null, got 0")
+override_case("max-walks-text", "`max_walks=abc`", ("max_walks=abc",), 2, r"max_walks: expected a positive integer or null, got 'abc'")
+override_case("max-walks-zero", "`max_walks=0`", ("max_walks=0",), 2, r"max_walks: expected a positive integer or null, got 0")
 override_case("max-walks-null", "`max_walks=null` (no limit)", ("max_walks=null",), 0, "", verdict="correct",
               check=same_as_clean("clip"))
 override_case("max-walks-small", "`max_walks=1`: SEG 0 (2 walks) is named and left out", ("max_walks=1",), 0,

@@ -215,7 +215,7 @@ def test_metametrics_columns_and_adjusted_formula():
     np.testing.assert_allclose(bounded["adjusted"], want)
     assert f[f["meta_metric"] == "delta"]["adjusted"].isna().all()
     assert (f["chance_low"] <= f["chance"] + 1e-12).all() and (f["chance"] <= f["chance_high"] + 1e-12).all()
-    off = analyze(small_table(1), protocols=["paper"], bootstrap=0).metametrics_frame()
+    off = analyze(small_table(1), protocols=["paper"], bootstrap=0, chance=0).metametrics_frame()
     assert off[["chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]].isna().all().all()
     assert (f["chance_mc_error"] >= 0).all() and (f["chance_mc_error"] <= f["chance_high"] - f["chance_low"] + 1e-12).all()
     assert float(chance_adjusted(0.5, 0.5, 1.0)) == 0.0

@@ -121,7 +121,7 @@ def test_registry_lists_valid_names_and_rejects_duplicates():
     from analysis.metametrics import MetaMetricSpec, register_meta_metric
 
     with pytest.raises(ValueError, match="already registered"):
-        register_meta_metric(MetaMetricSpec("rank", "x:y"))
+        register_meta_metric(MetaMetricSpec("rank", lambda stats: stats))
 
 
 # -- against scipy, one walk at a time -------------------------------------------------------------

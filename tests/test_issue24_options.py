@@ -79,7 +79,7 @@ def test_compare_interval_withheld_below_min_segs():
 def test_header_states_each_metrics_real_seg_count(tmp_path):
     t = chain_table(12)
     t.loc[t["seg_id"] != "0", "noisy"] = np.nan  # noisy scored in SEG 0 only
-    res = analyze(t, protocols=["graph"], bootstrap=30)
+    res = analyze(t, protocols=["graph"], bootstrap=30, chance=0)
     text = summary_text(res)
     assert "Avg over 1 to 12 SEGs (per metric: column SEGs)" in text
     lines = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.startswith(("good", "noisy"))}

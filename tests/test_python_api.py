@@ -40,7 +40,7 @@ def test_load_dataset_mini_and_to_frame(mini, tmp_path):
     root = small.root
     again = ts2.load_dataset(root)
     assert [s.seg_id for s in again] == [s.seg_id for s in small]
-    with pytest.raises(ValueError, match="did you mean 'dataset.n_segs'"):
+    with pytest.raises(ValueError, match="unknown option 'n_seg' of dataset 'mini'; did you mean 'n_segs'"):
         ts2.load_dataset("mini", n_seg=4)
 
 

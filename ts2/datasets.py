@@ -39,9 +39,14 @@ class DatasetSpec:
         """
         from seg_data.resolve import resolve
 
-        unknown = sorted(set(options) - set(self.defaults))
-        if unknown:
-            raise TypeError(f"expected options of dataset {self.name!r} among {sorted(self.defaults)}, got {unknown}")
+        import difflib
+
+        for key in options:
+            if key not in self.defaults:
+                close = difflib.get_close_matches(key, list(self.defaults), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise TypeError(f"unknown option {key!r} of dataset {self.name!r}{hint} (expected one of "
+                                f"{sorted(self.defaults)})")
         args = {**self.defaults, **options}
         missing = [k for k, v in args.items() if v == "???"]
         if missing:

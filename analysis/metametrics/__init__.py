@@ -10,8 +10,12 @@ kendall    :mod:`.kendall`                   -Kendall tau-b(level, score)
 pair_acc   :mod:`.pair_acc`                  share of cross-level pairs ordered right
 =========  ================================  ==============================================
 
-The registry maps each name to a lazy ``"module:function"`` entry and to the protocol options
-the function takes, so callers never branch on meta-metric names.
+The registry maps each name to its functions (the walk kernel and, where they exist, the
+node-pair form, the exact null mean, the linear weights and the null stand-in) and to the
+protocol options they take, so callers never branch on meta-metric names. A new meta-metric
+needs only a walk kernel: ``register_meta_metric(MetaMetricSpec("mine", my_walks))``, with
+``my_walks(stats: WalkStats, **options) -> (S, B, W) array``; the other forms make it faster
+and give it exact chance levels, and are optional (the chance levels then permute it).
 """
 
 from __future__ import annotations
@@ -22,8 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from seg_data.resolve import resolve
-
+from . import delta, kendall, pair_acc, rank, sep
 from .nodestats import NodeFormUnavailable, NodeStats
 from .walkstats import WalkStats
 
@@ -38,21 +41,22 @@ class MetaMetricSpec:
     ``options`` maps keyword arguments of the walk function to :class:`~analysis.protocols.Protocol`
     fields; ``normalised`` marks the one divided by the metric's score std (delta); ``maximum``
     is the best value a metric can reach (None: unbounded), used by chance-adjusted values;
-    ``minimum`` the worst (None: unbounded), which bounds a chance band. ``null_mean`` is a lazy
-    ``"module:function"`` giving each walk's exact expected value under the within-SEG
+    ``minimum`` the worst (None: unbounded), which bounds a chance band. ``walks`` is the walk
+    kernel: ``walks(stats: WalkStats, **options)`` gives the ``(S, B, W)`` walk values.
+    ``null_mean`` is a function giving each walk's exact expected value under the within-SEG
     permutation null (:mod:`analysis.chance`) from the node-pair statistics of the unpermuted
     scores (the null keeps each SEG's multiset of scores and missing cells): called with the
     sequence of all batches and the same options, it returns one ``(S, B, W)`` array per batch,
     NaN where there is no closed form (None: never).
     ``order_only`` marks a meta-metric that reads the scores only through their order and ties
     along a walk, so metrics with the same pattern of ties share its permutation null.
-    ``nodes`` is a lazy ``"module:function"`` giving the same walk values from node-pair
+    ``nodes`` is a function giving the same walk values from node-pair
     statistics (:class:`~.nodestats.NodeStats`, same options; None: the walk kernel only).
-    ``linear`` is a lazy ``"module:function"`` for a meta-metric whose walk value is linear in the
+    ``linear`` is a function for a meta-metric whose walk value is linear in the
     scores (delta): its weights on each node's sum of valid scores, ``(S, B, W, P)`` from node
     statistics, same options; the chance band then needs no permutation (the variance of a
     linear statistic under a permutation is exact). None: not linear.
-    ``null_estimate`` is a lazy ``"module:function"`` for walks whose null expectation has no
+    ``null_estimate`` is a function for walks whose null expectation has no
     closed form: from the node statistics of permuted scores (same options), ``(S, B, W)`` values
     with exactly the walk value's null expectation and less variance (a conditional expectation
     minus control variates of mean 0), NaN where it has none; the chance level averages them in
@@ -60,24 +64,21 @@ class MetaMetricSpec:
     """
 
     name: str
-    target: str
+    walks: Callable[..., np.ndarray]
     options: tuple[tuple[str, str], ...] = ()
     normalised: bool = False
     description: str = ""
     maximum: float | None = 1.0
     minimum: float | None = None
-    null_mean: str | None = None
+    null_mean: Callable[..., list[np.ndarray]] | None = None
     order_only: bool = False
-    nodes: str | None = None
-    linear: str | None = None
-    null_estimate: str | None = None
-
-    def function(self) -> Callable[..., np.ndarray]:
-        return resolve(self.target)
+    nodes: Callable[..., np.ndarray] | None = None
+    linear: Callable[..., np.ndarray] | None = None
+    null_estimate: Callable[..., np.ndarray] | None = None
 
     def __call__(self, stats: WalkStats, protocol) -> np.ndarray:
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
-        return self.function()(stats, **kwargs)
+        return self.walks(stats, **kwargs)
 
     def from_nodes(self, stats: NodeStats, protocol) -> np.ndarray:
         """Walk values from node-pair statistics, ``(S, B, W)``.
@@ -90,7 +91,7 @@ class MetaMetricSpec:
         if self.nodes is None:
             raise NodeFormUnavailable(f"meta-metric {self.name!r} has no node-pair form")
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
-        return resolve(self.nodes)(stats, **kwargs)
+        return self.nodes(stats, **kwargs)
 
     def linear_from_nodes(self, stats: NodeStats, protocol) -> np.ndarray:
         """``(S, B, W, P)`` weights of the walk value on each node's sum of valid scores (``linear``).
@@ -103,7 +104,7 @@ class MetaMetricSpec:
         if self.linear is None:
             raise NodeFormUnavailable(f"meta-metric {self.name!r} is not linear in the scores")
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
-        return resolve(self.linear)(stats, **kwargs)
+        return self.linear(stats, **kwargs)
 
     def null_estimate_from_nodes(self, stats: NodeStats, protocol) -> np.ndarray:
         """``(S, B, W)`` lower-variance stand-ins for permuted walk values (``null_estimate``; NaN
@@ -111,7 +112,7 @@ class MetaMetricSpec:
         if self.null_estimate is None:
             return np.full(stats.shape, np.nan)
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
-        return resolve(self.null_estimate)(stats, **kwargs)
+        return self.null_estimate(stats, **kwargs)
 
     def null_from_nodes(self, batches: Sequence[NodeStats], protocol) -> list[np.ndarray]:
         """Exact expected walk values under the within-SEG permutation null, one ``(S, B, W)`` array
@@ -121,7 +122,7 @@ class MetaMetricSpec:
         if self.null_mean is None:
             return [np.full(st.shape, np.nan) for st in batches]
         kwargs = {kw: getattr(protocol, field) for kw, field in self.options}
-        return resolve(self.null_mean)(batches, **kwargs)
+        return self.null_mean(batches, **kwargs)
 
 
 META_METRICS: dict[str, MetaMetricSpec] = {}
@@ -141,28 +142,21 @@ def get_meta_metric(name: str) -> MetaMetricSpec:
 
 
 for _spec in (
-    MetaMetricSpec("rank", "analysis.metametrics.rank:rank_walks",
-                   (("tie_method", "tie_method"), ("degenerate", "degenerate_walk")),
+    MetaMetricSpec("rank", rank.rank_walks, (("tie_method", "tie_method"), ("degenerate", "degenerate_walk")),
                    description="Spearman ordering score rank_m", minimum=-1.0, order_only=True,
-                   null_mean="analysis.metametrics.rank:rank_null_means", nodes="analysis.metametrics.rank:rank_nodes",
-                   null_estimate="analysis.metametrics.rank:rank_null_estimate"),
-    MetaMetricSpec("sep", "analysis.metametrics.sep:sep_walks",
-                   (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
+                   null_mean=rank.rank_null_means, nodes=rank.rank_nodes, null_estimate=rank.rank_null_estimate),
+    MetaMetricSpec("sep", sep.sep_walks, (("pairs", "ks_pairs"), ("degenerate", "degenerate_walk")),
                    description="Kolmogorov-Smirnov separation score sep_m", minimum=0.0, order_only=True,
-                   null_mean="analysis.metametrics.sep:sep_null_means", nodes="analysis.metametrics.sep:sep_nodes"),
-    MetaMetricSpec("delta", "analysis.metametrics.delta:delta_walks", (("degenerate", "degenerate_walk"),),
+                   null_mean=sep.sep_null_means, nodes=sep.sep_nodes),
+    MetaMetricSpec("delta", delta.delta_walks, (("degenerate", "degenerate_walk"),),
                    normalised=True, description="dynamic-range separation delta_m", maximum=None, minimum=None,
-                   null_mean="analysis.metametrics.delta:delta_null_means", nodes="analysis.metametrics.delta:delta_nodes",
-                   linear="analysis.metametrics.delta:delta_linear"),
-    MetaMetricSpec("kendall", "analysis.metametrics.kendall:kendall_walks", (("degenerate", "degenerate_walk"),),
+                   null_mean=delta.delta_null_means, nodes=delta.delta_nodes, linear=delta.delta_linear),
+    MetaMetricSpec("kendall", kendall.kendall_walks, (("degenerate", "degenerate_walk"),),
                    description="Kendall tau-b ordering score", minimum=-1.0, order_only=True,
-                   null_mean="analysis.metametrics.kendall:kendall_null_means",
-                   nodes="analysis.metametrics.kendall:kendall_nodes",
-                   null_estimate="analysis.metametrics.kendall:kendall_null_estimate"),
-    MetaMetricSpec("pair_acc", "analysis.metametrics.pair_acc:pair_acc_walks",
-                   description="tie-aware pairwise ordering accuracy", minimum=0.0, order_only=True,
-                   null_mean="analysis.metametrics.pair_acc:pair_acc_null_means",
-                   nodes="analysis.metametrics.pair_acc:pair_acc_nodes"),
+                   null_mean=kendall.kendall_null_means, nodes=kendall.kendall_nodes,
+                   null_estimate=kendall.kendall_null_estimate),
+    MetaMetricSpec("pair_acc", pair_acc.pair_acc_walks, description="tie-aware pairwise ordering accuracy",
+                   minimum=0.0, order_only=True, null_mean=pair_acc.pair_acc_null_means, nodes=pair_acc.pair_acc_nodes),
 ):
     register_meta_metric(_spec)
 
