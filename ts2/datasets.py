@@ -37,9 +37,9 @@ class DatasetSpec:
         ValueError
             A required argument (``???`` in its file) not given.
         """
-        from seg_data.resolve import resolve
-
         import difflib
+
+        from seg_data.resolve import resolve
 
         for key in options:
             if key not in self.defaults:
