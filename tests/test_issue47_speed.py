@@ -1,0 +1,100 @@
+"""Issue 47 (speed of ``ts2 analyze`` at 100k images): each loop turned into array operations
+gives what the loop gave, on random and tie-heavy inputs.
+
+The loops kept here are the implementations the vectorised code replaced, verbatim but for names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.pipeline import missing_notes
+from analysis.scores_io import prepare_inputs, read_scores
+from analysis.walks import build_walk_table
+
+
+def random_table(seed: int, n_segs: int = 40, missing: float = 0.1) -> pd.DataFrame:
+    """SEGs of 1-4 levels (1-3 variants past level 0) and 0-3 images per node; three metrics, one
+    of them on a coarse grid (ties), each with about ``missing`` of its cells blank."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in range(n_segs):
+        for lev in range(int(rng.integers(1, 5))):
+            for v in range(1 if lev == 0 else int(rng.integers(1, 4))):
+                label = str(lev) if lev == 0 else f"{lev}{'abc'[v]}"
+                for k in range(int(rng.integers(0, 4)) or 1):
+                    rows.append({"seg_id": f"s{s}", "node": label, "file_name": f"{s}-{label}-{k}",
+                                 "smooth": rng.normal(), "tied": float(rng.integers(0, 3)), "sparse": rng.random()})
+    df = pd.DataFrame(rows)
+    for m in ("smooth", "tied"):
+        df.loc[rng.random(len(df)) < missing, m] = np.nan
+    df.loc[rng.random(len(df)) < 4 * missing, "sparse"] = np.nan  # whole SEGs and walks lost
+    return df
+
+
+def missing_notes_loop(scores, structure, wt, protocol, metrics):
+    """:func:`analysis.pipeline.missing_notes` as it was: two array operations per SEG and metric."""
+    kept = set(wt.seg_ids)
+    segs = [s for s in structure.segs if s.seg_id in kept]
+    seg_rows = [np.concatenate(s.rows) if s.rows else np.zeros(0, dtype=int) for s in segs]
+    n_cells = sum(len(r) for r in seg_rows)
+    out = []
+    for j, m in enumerate(metrics):
+        miss = np.isnan(scores[:, j])
+        n_miss = sum(int(miss[r].sum()) for r in seg_rows)
+        if not n_miss:
+            continue
+        n_segs = sum(bool(miss[r].any()) for r in seg_rows)
+        walks = sum(int((miss[np.where(b.rows >= 0, b.rows, 0)] & (b.rows >= 0)).any(axis=1).sum())
+                    for b in wt.buckets)
+        out.append(f"protocol {protocol}: metric {m!r} has {n_miss} of {n_cells} cells missing (blank, NaN or a "
+                   f"failure code read as missing), in {n_segs} of {len(segs)} SEGs; {walks} of {wt.n_walks} "
+                   "walks pass through one")
+    return tuple(out)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("missing", [0.0, 0.05, 0.3])
+def test_missing_notes_equal_the_per_seg_loop(seed, missing):
+    inputs = prepare_inputs(read_scores(random_table(seed, missing=missing)), subsets="none")
+    for walks, dup in (("levels", True), ("dag", False)):
+        # every SEG, and a selection (SEGs left out of a protocol are not counted)
+        for ids in (None, inputs.structure.seg_ids[::3]):
+            wt = build_walk_table(inputs.structure, walks, dup, ids)
+            got = missing_notes(inputs.scores, inputs.structure, wt, "p", inputs.metrics)
+            assert got == missing_notes_loop(inputs.scores, inputs.structure, wt, "p", inputs.metrics)
+            assert (len(got) > 0) == (missing > 0)
+
+
+def seg_image_rows_loop(segs):
+    """:func:`analysis.walks.seg_image_rows` as :func:`analysis.chance.linear_null_variance` built
+    it: three arrays per node."""
+    rows, seg, node = [], [], []
+    for j, s in enumerate(segs):
+        for q, r in enumerate(s.rows):
+            rows.append(r)
+            seg.append(np.full(len(r), j))
+            node.append(np.full(len(r), q))
+    if not rows:
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(3))
+    return np.concatenate(rows), np.concatenate(seg), np.concatenate(node)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_seg_image_rows_equal_the_per_node_loop(seed):
+    from analysis.walks import seg_image_rows
+
+    # nodes without a scored image (a table without some of the dataset's rows), SEGs without any
+    df = random_table(seed)
+    inputs = prepare_inputs(read_scores(df), subsets="none")
+    segs = list(inputs.structure.segs)
+    rng = np.random.default_rng(seed)
+    emptied = [type(s)(s.seg_id, s.subset, s.labels, s.levels, tuple(r[rng.random(len(r)) < 0.5] for r in s.rows), s.seg)
+               for s in segs]
+    for sel in (segs, segs[::-1][:7], emptied, [emptied[0]] * 3, []):
+        got, want = seg_image_rows(sel), seg_image_rows_loop(sel)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == np.int64
+            np.testing.assert_array_equal(g, w)
