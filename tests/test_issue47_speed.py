@@ -6,6 +6,8 @@ The loops kept here are the implementations the vectorised code replaced, verbat
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -98,3 +100,68 @@ def test_seg_image_rows_equal_the_per_node_loop(seed):
         for g, w in zip(got, want, strict=True):
             assert g.dtype == np.int64
             np.testing.assert_array_equal(g, w)
+
+
+def _moments_loop(z):
+    """``analysis.aggregate._moments`` of one SEG's rows, as it was (called once per SEG)."""
+    ok = ~np.isnan(z)
+    n = ok.sum(axis=0).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, np.where(ok, z, 0.0).sum(axis=0) / n, 0.0)
+    m2 = np.where(ok, (z - mean) ** 2, 0.0).sum(axis=0)
+    return n, mean, m2
+
+
+def normaliser_moments_loop(scores, structure, seg_ids, how):
+    """:func:`analysis.aggregate.normaliser_moments` as it was: the moments SEG by SEG."""
+    from analysis.aggregate import NormaliserMoments, _pow2_scale
+
+    keep = None if seg_ids is None else set(seg_ids)
+    per_seg = [np.concatenate(s.rows) if s.rows else np.zeros(0, dtype=np.int64)
+               for s in structure.segs if keep is None or s.seg_id in keep]
+    inside = np.zeros(structure.n_rows, dtype=bool)
+    for r in per_seg:
+        inside[r.astype(np.int64)] = True
+    outside = np.flatnonzero(~inside) if how == "std_all" else np.zeros(0, dtype=np.int64)
+    if seg_ids is not None:
+        by_id = {s.seg_id: np.concatenate(s.rows) if s.rows else np.zeros(0, np.int64) for s in structure.segs}
+        per_seg = [by_id[i] for i in seg_ids]
+    scale = _pow2_scale(scores)
+    y = scores / scale
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        center = np.nan_to_num(np.nanmean(y, axis=0))
+    z = y - center
+    parts = [_moments_loop(z[r.astype(np.int64)]) for r in per_seg]
+    n_m = scores.shape[1]
+    n, mean, m2 = (np.stack([p[i] for p in parts]) if parts else np.zeros((0, n_m)) for i in range(3))
+    fn, fmean, fm2 = _moments_loop(z[outside])
+    return NormaliserMoments(n, mean, m2, fn, fmean, fm2, scale)
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+@pytest.mark.parametrize("how", ["std_all", "std_included"])
+def test_normaliser_moments_and_std_equal_the_per_seg_loop(seed, how):
+    """The same bits: each SEG's rows are summed one after the other in both (np.bincount), on
+    smooth, tied (a coarse grid) and sparse columns, large magnitudes, and with SEGs left out."""
+    from analysis.aggregate import _pow2_scale, normaliser_moments, score_std
+
+    df = random_table(seed, n_segs=60)
+    df["huge"] = df["smooth"] * 1e150 + 3e151  # scaled by a power of two first: no overflow
+    inputs = prepare_inputs(read_scores(df), subsets="none")
+    ids = inputs.structure.seg_ids
+    rng = np.random.default_rng(seed)
+    for sel in (None, list(rng.permutation(ids)[:25]), [], ids[:1]):
+        got = normaliser_moments(inputs.scores, inputs.structure, sel, how)
+        want = normaliser_moments_loop(inputs.scores, inputs.structure, sel, how)
+        for f in ("n", "mean", "m2", "fixed_n", "fixed_mean", "fixed_m2", "scale"):
+            np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f)
+        counts = rng.integers(0, 3, (50, len(got.n)))
+        np.testing.assert_array_equal(got.std(counts), want.std(counts))
+        keep = None if sel is None else set(sel)
+        per_seg = [np.concatenate(s.rows) for s in inputs.structure.segs if keep is None or s.seg_id in keep]
+        x = inputs.scores if how == "std_all" else inputs.scores[np.concatenate(per_seg).astype(np.int64)] \
+            if per_seg else inputs.scores[:0]
+        want_sd = [np.nan if (~np.isnan(c)).sum() < 2 else
+                   (c[~np.isnan(c)] / s).std(ddof=1) * s for c, s in zip(x.T, _pow2_scale(x), strict=True)]
+        np.testing.assert_array_equal(score_std(inputs.scores, inputs.structure, sel, how), want_sd)
