@@ -165,3 +165,59 @@ def test_normaliser_moments_and_std_equal_the_per_seg_loop(seed, how):
         want_sd = [np.nan if (~np.isnan(c)).sum() < 2 else
                    (c[~np.isnan(c)] / s).std(ddof=1) * s for c, s in zip(x.T, _pow2_scale(x), strict=True)]
         np.testing.assert_array_equal(score_std(inputs.scores, inputs.structure, sel, how), want_sd)
+
+
+def walks_networkx(g):
+    """:func:`seg_data.graph.walks` as it was: networkx's DAG check and simple paths."""
+    import networkx as nx
+
+    from seg_data.model import label_sort_key
+
+    if not nx.is_directed_acyclic_graph(g):
+        raise nx.NetworkXUnfeasible("cycle")
+    roots = [n for n in g if g.in_degree(n) == 0 and g.out_degree(n) > 0]
+    sinks = {n for n in g if g.out_degree(n) == 0 and g.in_degree(n) > 0}
+    out = []
+    for r in roots:
+        out.extend(tuple(p) for p in nx.all_simple_paths(g, r, sinks))
+    out.sort(key=lambda p: [label_sort_key(n) for n in p])
+    return out
+
+
+def count_walks_networkx(g):
+    """:func:`seg_data.graph.count_walks` as it was: over networkx's topological order."""
+    import networkx as nx
+
+    paths = {}
+    for n in reversed(list(nx.topological_sort(g))):
+        children = list(g.successors(n))
+        paths[n] = sum(paths[c] for c in children) if children else 1
+    return sum(paths[n] for n in g if g.in_degree(n) == 0 and g.out_degree(n) > 0)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_walks_and_count_equal_networkx(seed):
+    """Random DAGs (several roots, skipped levels, isolated nodes, edges added in shuffled order)
+    and the same with a cycle (refused by both)."""
+    import random
+
+    import networkx as nx
+
+    from seg_data.graph import build_graph, count_walks, walks
+
+    rng = random.Random(seed)
+    n = 1 + seed % 12
+    labels = [f"{i // 3}{'abc'[i % 3]}" for i in range(n)]
+    edges = [(labels[i], labels[j]) for i in range(n) for j in range(i + 1, n)
+             if labels[j][0] > labels[i][0] and rng.random() < 0.35]
+    rng.shuffle(edges)
+    g = build_graph({lbl: [] for lbl in rng.sample(labels, n)}, edges=edges)
+    got = walks(g, max_walks=None)
+    assert got == walks_networkx(g)
+    assert count_walks(g) == count_walks_networkx(g) == len(got)
+    if edges:
+        u, v = edges[0]
+        g.add_edge(v, u)
+        for f, more in ((walks, (None,)), (count_walks, ()), (walks_networkx, ()), (count_walks_networkx, ())):
+            with pytest.raises(nx.NetworkXUnfeasible):
+                f(g, *more)
