@@ -221,3 +221,20 @@ def test_walks_and_count_equal_networkx(seed):
         for f, more in ((walks, (None,)), (count_walks, ()), (walks_networkx, ()), (count_walks_networkx, ())):
             with pytest.raises(nx.NetworkXUnfeasible):
                 f(g, *more)
+
+
+def test_gc_frozen_sets_aside_what_is_alive_for_the_block_only():
+    import gc
+
+    from seg_data.gcpause import gc_frozen
+
+    alive = [[i] for i in range(1000)]
+    assert gc.get_freeze_count() == 0
+    with gc_frozen():
+        assert gc.get_freeze_count() >= len(alive)
+        made = [[i] for i in range(10)]  # objects made inside are collected as usual
+        assert gc.is_tracked(made[0])
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(KeyError), gc_frozen():
+        raise KeyError("x")
+    assert gc.get_freeze_count() == 0
