@@ -238,3 +238,60 @@ def test_gc_frozen_sets_aside_what_is_alive_for_the_block_only():
     with pytest.raises(KeyError), gc_frozen():
         raise KeyError("x")
     assert gc.get_freeze_count() == 0
+
+
+def seg_layout_numpy(seg, walks: np.ndarray, walk_nodes) -> tuple:
+    """:func:`analysis.compute._seg_layout` as it was: numpy on every walk's row of visits."""
+    index = {lbl: i for i, lbl in enumerate(seg.labels)}
+    levels = sorted(set(seg.levels))
+    node_level = np.array([levels.index(v) for v in seg.levels], dtype=np.int64)
+    mult = np.zeros((len(walks), len(seg.labels)))
+    pools: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}
+    walk_pool = []
+    for i, w in enumerate(walks):
+        for lbl in walk_nodes[w]:
+            mult[i, index[lbl]] += 1
+        on = np.flatnonzero(mult[i])
+        mine = []
+        for lev in sorted({int(node_level[p]) for p in on}):
+            at = [int(p) for p in on if node_level[p] == lev]
+            # One node (repeated or not) has its own ECDF; several pool with their multiplicities.
+            key = (lev, ((at[0], 1),) if len(at) == 1 else tuple((p, int(mult[i, p])) for p in at))
+            mine.append(pools.setdefault(key, len(pools)))
+        walk_pool.append(mine)
+    pool_mix = np.zeros((len(pools), len(seg.labels)))
+    pool_level = np.zeros(len(pools), dtype=np.int64)
+    for (lev, members), q in pools.items():
+        pool_level[q] = lev
+        for p, c in members:
+            pool_mix[q, p] = c
+    wp = np.full((len(walks), len(levels)), -1, dtype=np.int64)
+    for i, mine in enumerate(walk_pool):
+        wp[i, pool_level[mine]] = mine
+    rows = np.concatenate(seg.rows) if seg.rows else np.zeros(0, np.int64)
+    node = np.repeat(np.arange(len(seg.rows)), [len(r) for r in seg.rows])
+    return walks, rows, node, node_level, mult, len(levels), pool_mix, pool_level, wp
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+@pytest.mark.parametrize("walks, dup", [("levels", True), ("levels", False), ("dag", False), ("dag", True)])
+def test_seg_layout_equals_the_numpy_loop(seed, walks, dup):
+    """Node multiplicities, level pools and each walk's pools: the same arrays (dtype included),
+    with root duplication (a node visited twice) and levels with one to three variants."""
+    from analysis.compute import _seg_layout
+
+    inputs = prepare_inputs(read_scores(random_table(seed)), subsets="none")
+    wt = build_walk_table(inputs.structure, walks, dup)
+    by_id = {s.seg_id: s for s in inputs.structure.segs}
+    checked = 0
+    for j, sid in enumerate(wt.seg_ids):
+        w = np.flatnonzero(wt.walk_seg == j)
+        if not len(w):
+            continue
+        got, want = _seg_layout(by_id[sid], w, wt.walk_nodes), seg_layout_numpy(by_id[sid], w, wt.walk_nodes)
+        for g, x in zip(got, want, strict=True):
+            if isinstance(x, np.ndarray):
+                assert g.dtype == x.dtype
+            np.testing.assert_array_equal(g, x)
+        checked += 1
+    assert checked > 20
