@@ -154,11 +154,14 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
             margin = (n_s + 2) * 2.0 ** -51 * (abs_sum[ia] + abs_sum[ib]) / n
     # Relative tolerance: sums of the same numbers in another order must count as equal.
     threshold = observed * (1 - 1e-12) - 1e-15
+    if cols is not None:
+        near_lo, near_hi = threshold - margin, threshold + margin
     exact = n_s <= 20 and 2 ** n_s <= n_permutations
     n_rows = 2 ** n_s if exact else int(n_permutations)
     rng = None if exact else (rng if rng is not None else np.random.default_rng(0))
-    # Rows per block: its signs (rows x n_segs) and its statistics (rows x n_tests) both fit.
-    step = max(1, min(n_rows, chunk_elements // max(n_s, d0.shape[1], 1)))
+    # Rows per block: its signs (rows x n_segs) and its statistics (rows x n_tests; with pairs,
+    # twice: the products' second terms are gathered beside them) fit.
+    step = max(1, min(n_rows, chunk_elements // max(n_s, d0.shape[1] * (1 if cols is None else 2), 1)))
     buf = np.empty((step, n_s))
     hits = np.zeros(d0.shape[1])
     for lo in range(0, n_rows, step):
@@ -176,12 +179,14 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
             stat = signs @ d0
         else:
             proj = signs @ cols
-            stat = proj[:, ia] - proj[:, ib]
+            stat = proj[:, ia]
+            stat -= proj[:, ib]
         np.abs(stat, out=stat)
         with np.errstate(invalid="ignore", divide="ignore"):
             stat /= n
             if cols is not None:
-                redo = np.flatnonzero(~shared | (np.abs(stat - threshold) <= margin).any(axis=0))
+                near = (stat >= near_lo) & (stat <= near_hi)  # within the rounding bound of the threshold
+                redo = np.flatnonzero(~shared | near.any(axis=0))
                 if redo.size:
                     stat[:, redo] = np.abs(signs @ d0[:, redo]) / n[redo]
         hits += (stat >= threshold).sum(axis=0)
