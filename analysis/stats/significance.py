@@ -135,16 +135,21 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
         raise ValueError(f"expected chunk_elements >= 1, got {chunk_elements}")
     cols = None
     if pairs is not None:
-        cols = np.where(np.isnan(d), 0.0, d)
         ia, ib = (np.asarray(x, dtype=np.intp) for x in pairs)
-        nan_a, nan_b = np.isnan(d[:, ia]), np.isnan(d[:, ib])
+        gaps = np.isnan(d)
+        cols = np.where(gaps, 0.0, d)
         # Only where both columns lack the same SEGs is the zero-filled difference a - b.
-        shared = ~(nan_a != nan_b).any(axis=0)
-        d = d[:, ia] - d[:, ib]
-        del nan_a, nan_b
+        shared = ~(gaps[:, ia] != gaps[:, ib]).any(axis=0)
+        diff = d[:, ia]
+        diff -= d[:, ib]  # in place: one (n_segs, n_tests) array less at a time
+        d = diff
     ok = ~np.isnan(d)
     n = ok.sum(axis=0)
-    d0 = np.where(ok, d, 0.0)  # a zero difference is unchanged by any sign flip
+    if cols is None:
+        d0 = np.where(ok, d, 0.0)  # a zero difference is unchanged by any sign flip
+    else:  # the differences are this call's own array: zeroed in place
+        d[~ok] = 0.0
+        d0 = d
     del d, ok
     n_s = d0.shape[0]
     with np.errstate(invalid="ignore", divide="ignore"):
