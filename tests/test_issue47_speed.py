@@ -295,3 +295,23 @@ def test_seg_layout_equals_the_numpy_loop(seed, walks, dup):
             np.testing.assert_array_equal(g, x)
         checked += 1
     assert checked > 20
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_join_keeps_the_rows_whose_file_name_the_dataset_has(seed, tmp_path):
+    """The dataset's image ids looked up through an index (``get_indexer``), as ``isin`` did:
+    rows of unknown images (and a blank name) dropped and counted, the others joined in order."""
+    from seg_data import load_path
+    from seg_data.synthetic import make_synthetic
+
+    ds = load_path(make_synthetic(tmp_path / "ds", n_segs=12, seed=seed, images=False))
+    table = ds.image_table()[["seg_id", "node", "file_name"]].copy()
+    rng = np.random.default_rng(seed)
+    table["m"] = rng.random(len(table))
+    extra = pd.DataFrame({"seg_id": ["900", "901"], "node": ["0", "0"], "file_name": ["nowhere.png", None], "m": [0.5, 0.5]})
+    table = pd.concat([table.sample(frac=0.8, random_state=seed), extra], ignore_index=True).sample(frac=1, random_state=1)
+    want = table["file_name"].isin({im.image_id for s in ds for _, im in s.iter_images()}).to_numpy()
+    inputs = prepare_inputs(read_scores(table.reset_index(drop=True)), ds)
+    assert inputs.scores.shape[0] == want.sum()
+    np.testing.assert_array_equal(inputs.scores[:, 0], table["m"].to_numpy()[want])
+    assert any("2 row(s)" in n and "not in dataset" in n for n in inputs.notes)
