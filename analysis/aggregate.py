@@ -13,7 +13,7 @@ import numpy as np
 
 from .protocols import Protocol
 from .stats.resampling import group_means  # the one weighted group mean (point estimate and bootstrap)
-from .walks import Structure, WalkTable
+from .walks import Structure, WalkTable, seg_image_rows
 
 __all__ = ["SegValues", "seg_means", "score_std", "group_means", "AVG", "NormaliserMoments", "normaliser_moments"]
 
@@ -97,19 +97,18 @@ def _pow2_scale(x: np.ndarray) -> np.ndarray:
 
 
 def _normaliser_rows(structure: Structure, seg_ids: Sequence[str] | None, how: str
-                     ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Rows of each analysed SEG and the rows outside them that still enter the normaliser."""
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the analysed SEGs (SEG after SEG, in structure order) and the rows outside them
+    that still enter the normaliser."""
     if how not in {"std_all", "std_included", "none"}:
         raise ValueError(f"expected delta_norm 'std_all', 'std_included' or 'none', got {how!r}")
     keep = None if seg_ids is None else set(seg_ids)
-    per_seg = [np.concatenate(s.rows) if s.rows else np.zeros(0, dtype=np.int64)
-               for s in structure.segs if keep is None or s.seg_id in keep]
+    rows, _, _ = seg_image_rows([s for s in structure.segs if keep is None or s.seg_id in keep])
     if how != "std_all":
-        return per_seg, np.zeros(0, dtype=np.int64)
+        return rows, np.zeros(0, dtype=np.int64)
     inside = np.zeros(structure.n_rows, dtype=bool)
-    for r in per_seg:
-        inside[r.astype(np.int64)] = True
-    return per_seg, np.flatnonzero(~inside)
+    inside[rows] = True
+    return rows, np.flatnonzero(~inside)
 
 
 def score_std(scores: np.ndarray, structure: Structure, seg_ids: Sequence[str] | None, how: str) -> np.ndarray:
@@ -130,13 +129,10 @@ def score_std(scores: np.ndarray, structure: Structure, seg_ids: Sequence[str] |
     array([1.])
     """
     n_m = scores.shape[1]
-    per_seg, _ = _normaliser_rows(structure, seg_ids, how)
+    rows, _ = _normaliser_rows(structure, seg_ids, how)
     if how == "none":
         return np.ones(n_m)
-    if how == "std_all":
-        x = scores
-    else:
-        x = scores[np.concatenate(per_seg).astype(np.int64)] if per_seg else scores[:0]
+    x = scores if how == "std_all" else scores[rows]
     scale = _pow2_scale(x)
     sd = np.full(n_m, np.nan)
     for j in range(n_m):
@@ -180,12 +176,40 @@ class NormaliserMoments:
             return np.where(big_n > 1, np.sqrt(m2 / (big_n - 1)) * self.scale, np.nan)
 
 
-def _moments(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _moments(z: np.ndarray, group: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Count, mean and sum of squared deviations from the mean of each group's non-NaN values.
+
+    Parameters
+    ----------
+    z : ndarray, shape (n_rows, n_columns)
+    group : ndarray of int, shape (n_rows,)
+        Each row's group, in ``[0, n_groups)``.
+    n_groups : int
+
+    Returns
+    -------
+    n, mean, m2 : ndarray, shape (n_groups, n_columns)
+        A group without a value: count, mean and m2 0.
+
+    Notes
+    -----
+    ``np.bincount`` adds each group's rows one after the other in row order, as ``sum(axis=0)``
+    of the group's rows does (the same bits; ``np.add.reduceat`` sums in another order).
+    """
     ok = ~np.isnan(z)
-    n = ok.sum(axis=0).astype(float)
+    z0 = np.where(ok, z, 0.0)
+    n_c = z.shape[1]
+    n = np.zeros((n_groups, n_c))
+    total = np.zeros((n_groups, n_c))
+    for j in range(n_c):
+        n[:, j] = np.bincount(group, weights=ok[:, j], minlength=n_groups)
+        total[:, j] = np.bincount(group, weights=z0[:, j], minlength=n_groups)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(n > 0, np.where(ok, z, 0.0).sum(axis=0) / n, 0.0)
-    m2 = np.where(ok, (z - mean) ** 2, 0.0).sum(axis=0)
+        mean = np.where(n > 0, total / n, 0.0)
+    dev = np.where(ok, (z - mean[group]) ** 2, 0.0)
+    m2 = np.zeros((n_groups, n_c))
+    for j in range(n_c):
+        m2[:, j] = np.bincount(group, weights=dev[:, j], minlength=n_groups)
     return n, mean, m2
 
 
@@ -195,12 +219,14 @@ def normaliser_moments(scores: np.ndarray, structure: Structure, seg_ids: Sequen
 
     ``seg_ids`` must list the SEGs in the order of the per-SEG values being resampled.
     """
-    per_seg, outside = _normaliser_rows(structure, seg_ids, how)
+    _, outside = _normaliser_rows(structure, seg_ids, how)
     if how == "none":
         return None
+    segs = list(structure.segs)
     if seg_ids is not None:
-        by_id = {s.seg_id: np.concatenate(s.rows) if s.rows else np.zeros(0, np.int64) for s in structure.segs}
-        per_seg = [by_id[i] for i in seg_ids]
+        by_id = {s.seg_id: s for s in structure.segs}
+        segs = [by_id[i] for i in seg_ids]
+    rows, seg, _ = seg_image_rows(segs)
     scale = _pow2_scale(scores)
     y = scores / scale
     with np.errstate(invalid="ignore"):
@@ -210,10 +236,8 @@ def normaliser_moments(scores: np.ndarray, structure: Structure, seg_ids: Sequen
             warnings.simplefilter("ignore", RuntimeWarning)
             center = np.nan_to_num(np.nanmean(y, axis=0))
     z = y - center
-    parts = [_moments(z[r.astype(np.int64)]) for r in per_seg]
-    n_m = scores.shape[1]
-    n, mean, m2 = (np.stack([p[i] for p in parts]) if parts else np.zeros((0, n_m)) for i in range(3))
-    fn, fmean, fm2 = _moments(z[outside])
+    n, mean, m2 = _moments(z[rows], seg, len(segs))
+    fn, fmean, fm2 = (a[0] for a in _moments(z[outside], np.zeros(len(outside), dtype=np.int64), 1))
     return NormaliserMoments(n, mean, m2, fn, fmean, fm2, scale)
 
 

@@ -71,7 +71,7 @@ from .aggregate import _pow2_scale, compute_seg_values, group_means, seg_means
 from .compute import NodeLayout, SegPermutation, permute_by_keys, walk_values
 from .metametrics import get_meta_metric
 from .protocols import Protocol
-from .walks import Structure, WalkTable
+from .walks import Structure, WalkTable, seg_image_rows
 
 __all__ = ["ChanceLevels", "NULL_DESCRIPTION", "BLOCK_COLUMNS", "permute_within_segs", "null_classes",
            "null_patterns", "sorted_within_segs", "column_streams", "permutation_keys", "chance_steps", "linear_null_variance",
@@ -441,17 +441,12 @@ def linear_null_variance(layout: NodeLayout, scores: np.ndarray, structure: Stru
     # Every row of the table's SEGs with its SEG and node, then per (SEG, node) and per SEG the
     # valid counts and the scores' sum of squared deviations, all columns at once.
     by_id = {sg.seg_id: sg for sg in structure.segs}
-    rows, seg, node = [], [], []
-    for j, sid in enumerate(table.seg_ids):
-        if not value[:, j].any():  # no walk with a value (a SEG left out has no place in P either)
-            continue
-        for q, r in enumerate(by_id[sid].rows):
-            rows.append(r)
-            seg.append(np.full(len(r), j))
-            node.append(np.full(len(r), q))
-    if not rows:
+    keep = np.flatnonzero(value.any(axis=0))  # SEGs with a walk with a value (one left out has no place in P either)
+    segs = [by_id[table.seg_ids[j]] for j in keep]
+    if not any(sg.rows for sg in segs):
         return np.full((n_m, table.n_segs), np.nan)
-    rows, seg, node = np.concatenate(rows), np.concatenate(seg), np.concatenate(node)
+    rows, at, node = seg_image_rows(segs)
+    seg = keep[at]
     x = np.asarray(scores, dtype=float)[rows]
     scale = _pow2_scale(x)  # exact: squares of huge scores stay finite
     y = x / scale

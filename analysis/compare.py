@@ -27,8 +27,9 @@ def _cell_arrays(result: AnalysisResult, protocol: str | None):
 
 def _pair_columns(result: AnalysisResult, pairs: Sequence[tuple[str, str]], meta_metric: str | None,
                   subset: str | None, protocol: str | None):
-    """The tests of :func:`pairwise_comparisons`: ``(pr, tests, cols)``, one ``(a, b, k, g)`` per
-    test and its per-SEG differences (NaN where a SEG lacks a value)."""
+    """The tests of :func:`pairwise_comparisons`: ``(pr, tests, (columns, terms))``, one ``(a, b, k, g)``
+    per test; its per-SEG differences are ``columns[ta] - columns[tb]`` for its ``(ta, tb)`` in
+    ``terms`` (NaN where a SEG lacks a value), ``columns`` holding each cell's metric columns once."""
     pr, sv = _cell_arrays(result, protocol)
     mi = {m: i for i, m in enumerate(result.metrics)}
     for a, b in pairs:
@@ -42,41 +43,48 @@ def _pair_columns(result: AnalysisResult, pairs: Sequence[tuple[str, str]], meta
     groups = sv.groups()
     gg = range(len(groups)) if subset is None else [result.index_of(pr.group_names, subset, "subset")]
     cells = [(k, g) for k in kk for g in gg]
-    tests, cols = [], []
+    n_m = len(result.metrics)
+    columns = [sv.values[i, k, groups[g][1]] for k, g in cells for i in range(n_m)]
+    tests, terms = [], []
     for a, b in pairs:
-        for k, g in cells:
-            idx = groups[g][1]
-            cols.append(sv.values[mi[a], k, idx] - sv.values[mi[b], k, idx])
+        for c, (k, g) in enumerate(cells):
+            terms.append((c * n_m + mi[a], c * n_m + mi[b]))
             tests.append((a, b, k, g))
-    return pr, tests, cols
+    return pr, tests, (columns, terms)
 
 
-def _pvalues(col_sets: Sequence[Sequence[np.ndarray]], n_permutations: int, seed: int) -> list[np.ndarray]:
-    """Sign-flip p-values of each set of test columns, each set as its own
-    :func:`sign_flip_pvalues` call with ``default_rng(seed)`` would give them.
+def _pvalues(col_sets: Sequence[tuple[Sequence[np.ndarray], Sequence[tuple[int, int]]]], n_permutations: int,
+             seed: int) -> list[np.ndarray]:
+    """Sign-flip p-values of each set of tests ``(columns, terms)`` (:func:`_pair_columns`), each
+    set as its own :func:`sign_flip_pvalues` call with ``default_rng(seed)`` would give them.
 
     A set's columns are padded (NaN) to its longest; that length fixes the sign vectors (the
     same seed draws the same signs for the same length), so the sets of one length share one
-    call: the signs are drawn once, and every column's p-value is that of its own set's call.
+    call: the signs are drawn once, and every test's p-value is that of its own set's call.
     """
-    widths = [max((len(c) for c in cols), default=0) for cols in col_sets]
+    widths = [max((len(c) for c in cols), default=0) for cols, _ in col_sets]
     out: list[np.ndarray] = [np.zeros(0) for _ in col_sets]
-    for width in dict.fromkeys(w for w, cols in zip(widths, col_sets, strict=True) if cols):
-        members = [i for i, w in enumerate(widths) if w == width and col_sets[i]]
-        flat = [c for i in members for c in col_sets[i]]
+    for width in dict.fromkeys(w for w, (_, terms) in zip(widths, col_sets, strict=True) if terms):
+        members = [i for i, w in enumerate(widths) if w == width and col_sets[i][1]]
+        flat, ia, ib = [], [], []
+        for i in members:
+            cols, terms = col_sets[i]
+            ia.extend(len(flat) + ta for ta, _ in terms)
+            ib.extend(len(flat) + tb for _, tb in terms)
+            flat.extend(cols)
         mat = np.full((width, len(flat)), np.nan)
         for j, c in enumerate(flat):
             mat[:len(c), j] = c
-        p = sign_flip_pvalues(mat, n_permutations, np.random.default_rng(seed))
+        p = sign_flip_pvalues(mat, n_permutations, np.random.default_rng(seed), pairs=(np.array(ia), np.array(ib)))
         at = 0
         for i in members:
-            out[i] = p[at:at + len(col_sets[i])]
-            at += len(col_sets[i])
+            out[i] = p[at:at + len(col_sets[i][1])]
+            at += len(col_sets[i][1])
     return out
 
 
 def _comparison_frame(result: AnalysisResult, pr, tests: Sequence[tuple[str, str, int, int]],
-                      cols: Sequence[np.ndarray], pvals: np.ndarray) -> pd.DataFrame:
+                      col_set: tuple[Sequence[np.ndarray], Sequence[tuple[int, int]]], pvals: np.ndarray) -> pd.DataFrame:
     """The :func:`pairwise_comparisons` frame of ``tests`` (from :func:`_pair_columns`)."""
     mi = {m: i for i, m in enumerate(result.metrics)}
     ia = np.array([mi[a] for a, _, _, _ in tests], dtype=int)
@@ -84,7 +92,8 @@ def _comparison_frame(result: AnalysisResult, pr, tests: Sequence[tuple[str, str
     kk = np.array([k for _, _, k, _ in tests], dtype=int)
     gg = np.array([g for _, _, _, g in tests], dtype=int)
     va, vb = pr.estimates[ia, kk, gg], pr.estimates[ib, kk, gg]
-    n_pair = np.array([int((~np.isnan(c)).sum()) for c in cols], dtype=int)
+    cols, terms = col_set
+    n_pair = np.array([int((~np.isnan(cols[ta]) & ~np.isnan(cols[tb])).sum()) for ta, tb in terms], dtype=int)
     if pr.replicates is not None and len(tests):
         # One interval per column of (n_boot, n_tests): the same quantiles as test by test.
         diff_reps = pr.replicates[:, ia, kk, gg] - pr.replicates[:, ib, kk, gg]
@@ -108,9 +117,9 @@ def pairwise_comparisons(result: AnalysisResult, pairs: Sequence[tuple[str, str]
     bootstrap replicates (NaN without bootstrap, and for fewer than ``min_segs_ci`` paired SEGs); p-values from :func:`sign_flip_pvalues` on the
     per-SEG values (delta: normalised, signed).
     """
-    pr, tests, cols = _pair_columns(result, pairs, meta_metric, subset, protocol)
-    pvals = _pvalues([cols], n_permutations, seed)[0]
-    return _comparison_frame(result, pr, tests, cols, pvals)
+    pr, tests, col_set = _pair_columns(result, pairs, meta_metric, subset, protocol)
+    pvals = _pvalues([col_set], n_permutations, seed)[0]
+    return _comparison_frame(result, pr, tests, col_set, pvals)
 
 
 def compare_metrics(result: AnalysisResult, a: str, b: str, protocol: str | None = None, n_permutations: int = 9999,
@@ -155,16 +164,16 @@ def rank_cells(result: AnalysisResult, cells: Sequence[tuple[str, str, str | Non
         g = result.index_of(pr.group_names, subset, "subset")
         est = pr.estimates[:, k, g]
         order = [result.metrics[i] for i in np.argsort(-np.nan_to_num(est, nan=-np.inf), kind="stable")]
-        _, tests, cols = _pair_columns(result, list(itertools.combinations(order, 2)), meta_metric, subset, protocol)
-        prepared.append((meta_metric, subset, pr, k, g, est, order, tests, cols))
+        _, tests, col_set = _pair_columns(result, list(itertools.combinations(order, 2)), meta_metric, subset, protocol)
+        prepared.append((meta_metric, subset, pr, k, g, est, order, tests, col_set))
     pvals = _pvalues([p[-1] for p in prepared], n_permutations, seed)
     return [_ranking(result, *p, pv, alpha) for p, pv in zip(prepared, pvals, strict=True)]
 
 
 def _ranking(result: AnalysisResult, meta_metric: str, subset: str, pr, k: int, g: int, est: np.ndarray,
-             order: list[str], pair_tests, cols, pvals: np.ndarray, alpha: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+             order: list[str], pair_tests, col_set, pvals: np.ndarray, alpha: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One cell of :func:`rank_cells`: the ranking and its Holm-corrected pairwise tests."""
-    tests = _comparison_frame(result, pr, pair_tests, cols, pvals)
+    tests = _comparison_frame(result, pr, pair_tests, col_set, pvals)
     tests["p_holm"] = holm(tests["p_value"].to_numpy())
     tests["significant"] = tests["p_holm"] < alpha
     same: dict[str, set[str]] = {m: set() for m in order}

@@ -148,36 +148,48 @@ class _SegBatch:
 
 
 def _seg_layout(seg, walks: np.ndarray, walk_nodes) -> tuple:
-    """One SEG's arrays for :class:`_SegBatch` (unpadded)."""
+    """One SEG's arrays for :class:`_SegBatch` (unpadded).
+
+    Plain Python over the few nodes of each walk: numpy calls on rows of a handful of elements
+    cost more than they compute (thousands of SEGs per analysis).
+    """
     index = {lbl: i for i, lbl in enumerate(seg.labels)}
-    levels = sorted(set(seg.levels))
-    node_level = np.array([levels.index(v) for v in seg.levels], dtype=np.int64)
-    mult = np.zeros((len(walks), len(seg.labels)))
+    dense = {v: k for k, v in enumerate(sorted(set(seg.levels)))}
+    lev_of = [dense[v] for v in seg.levels]
+    n_p = len(seg.labels)
     pools: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}
+    visits: list[int] = []  # walk * n_p + node, once per visit
     walk_pool = []
     for i, w in enumerate(walks):
+        count: dict[int, int] = {}
         for lbl in walk_nodes[w]:
-            mult[i, index[lbl]] += 1
-        on = np.flatnonzero(mult[i])
+            p = index[lbl]
+            count[p] = count.get(p, 0) + 1
+            visits.append(i * n_p + p)
+        on_level: dict[int, list[int]] = {}
+        for p in sorted(count):
+            on_level.setdefault(lev_of[p], []).append(p)
         mine = []
-        for lev in sorted({int(node_level[p]) for p in on}):
-            at = [int(p) for p in on if node_level[p] == lev]
+        for lev in sorted(on_level):
+            at = on_level[lev]
             # One node (repeated or not) has its own ECDF; several pool with their multiplicities.
-            key = (lev, ((at[0], 1),) if len(at) == 1 else tuple((p, int(mult[i, p])) for p in at))
+            key = (lev, ((at[0], 1),) if len(at) == 1 else tuple((p, count[p]) for p in at))
             mine.append(pools.setdefault(key, len(pools)))
         walk_pool.append(mine)
-    pool_mix = np.zeros((len(pools), len(seg.labels)))
+    mult = np.bincount(np.asarray(visits, dtype=np.int64), minlength=len(walks) * n_p).reshape(len(walks), n_p) \
+        .astype(float)
+    pool_mix = np.zeros((len(pools), n_p))
     pool_level = np.zeros(len(pools), dtype=np.int64)
     for (lev, members), q in pools.items():
         pool_level[q] = lev
         for p, c in members:
             pool_mix[q, p] = c
-    wp = np.full((len(walks), len(levels)), -1, dtype=np.int64)
+    wp = np.full((len(walks), len(dense)), -1, dtype=np.int64)
     for i, mine in enumerate(walk_pool):
         wp[i, pool_level[mine]] = mine
     rows = np.concatenate(seg.rows) if seg.rows else np.zeros(0, np.int64)
     node = np.repeat(np.arange(len(seg.rows)), [len(r) for r in seg.rows])
-    return walks, rows, node, node_level, mult, len(levels), pool_mix, pool_level, wp
+    return walks, rows, node, np.array(lev_of, dtype=np.int64), mult, len(dense), pool_mix, pool_level, wp
 
 
 class NodeLayout:

@@ -41,7 +41,7 @@ from .stats import (
     stratified_counts,
     withhold_small_cis,
 )
-from .walks import build_walk_table
+from .walks import build_walk_table, seg_image_rows
 
 __all__ = ["ProtocolResult", "AnalysisResult", "analyze", "run_protocol", "included_segs", "MIN_SEGS_CI"]
 
@@ -232,15 +232,18 @@ def missing_notes(scores: np.ndarray, structure, wt, protocol: str, metrics: Seq
     """
     kept = set(wt.seg_ids)
     segs = [s for s in structure.segs if s.seg_id in kept]
-    seg_rows = [np.concatenate(s.rows) if s.rows else np.zeros(0, dtype=int) for s in segs]
-    n_cells = sum(len(r) for r in seg_rows)
+    # The analysed images' rows once, each with its SEG: every metric's counts are then sums over
+    # one mask (two array operations per SEG and metric took half a second at 100k images).
+    rows, seg_of, _ = seg_image_rows(segs)
+    n_cells = len(rows)
+    missing = np.isnan(np.asarray(scores, dtype=float)[rows])  # (n_cells, n_metrics)
     out = []
     for j, m in enumerate(metrics):
-        miss = np.isnan(scores[:, j])
-        n_miss = sum(int(miss[r].sum()) for r in seg_rows)
+        n_miss = int(missing[:, j].sum())
         if not n_miss:
             continue
-        n_segs = sum(bool(miss[r].any()) for r in seg_rows)
+        n_segs = len(np.unique(seg_of[missing[:, j]]))
+        miss = np.isnan(scores[:, j])
         walks = sum(int((miss[np.where(b.rows >= 0, b.rows, 0)] & (b.rows >= 0)).any(axis=1).sum())
                     for b in wt.buckets)
         out.append(f"protocol {protocol}: metric {m!r} has {n_miss} of {n_cells} cells missing (blank, NaN or a "

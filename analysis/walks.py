@@ -21,7 +21,7 @@ from seg_data import walks as dag_walks
 from seg_data.graph import MAX_WALKS, WalkLimitError, count_walks
 
 __all__ = ["SegNodes", "Structure", "WalkBucket", "WalkTable", "level_walks", "protocol_walks", "walk_count",
-           "build_walk_table"]
+           "build_walk_table", "seg_image_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,35 @@ class Structure:
     def subset_names(self) -> list[str]:
         """Subset names in order of first appearance."""
         return list(dict.fromkeys(s.subset for s in self.segs if s.subset is not None))
+
+
+def seg_image_rows(segs: Sequence[SegNodes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every score-matrix row of ``segs``, SEG after SEG and node after node, with its SEG and node.
+
+    What concatenating ``s.rows`` over the SEGs gives, each row's labels repeated by array (an
+    array per node took a second over the 30,000 nodes of a 100k-image dataset).
+
+    Returns
+    -------
+    rows, seg, node : ndarray of int64, shape (n_images,)
+        The row, the position of its SEG in ``segs`` and the index of its node in ``s.rows``.
+
+    Examples
+    --------
+    >>> s = SegNodes("0", None, ("0", "1"), (0, 1), (np.array([4, 5]), np.array([7])), None)
+    >>> [a.tolist() for a in seg_image_rows([s, s])]
+    [[4, 5, 7, 4, 5, 7], [0, 0, 0, 1, 1, 1], [0, 0, 1, 0, 0, 1]]
+    """
+    node_rows = [r for s in segs for r in s.rows]
+    if not node_rows:
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(3))
+    sizes = np.array([len(r) for r in node_rows], dtype=np.int64)
+    n_nodes = np.array([len(s.rows) for s in segs], dtype=np.int64)
+    first_node = np.cumsum(n_nodes) - n_nodes
+    rows = np.concatenate(node_rows).astype(np.int64, copy=False)
+    seg = np.repeat(np.repeat(np.arange(len(segs), dtype=np.int64), n_nodes), sizes)
+    node = np.repeat(np.arange(len(node_rows), dtype=np.int64) - np.repeat(first_node, n_nodes), sizes)
+    return rows, seg, node
 
 
 def level_walks(labels: Sequence[str], levels: Sequence[int], root_duplication: bool) -> list[tuple[str, ...]]:

@@ -211,6 +211,42 @@ def test_sign_flip_in_blocks_equals_the_one_shot_sign_matrix(bit_generator):
         sign_flip_pvalues(d, 99, chunk_elements=0)
 
 
+def _pair_diffs(values: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    return values[:, ia] - values[:, ib]
+
+
+@pytest.mark.parametrize("kind", ["continuous", "ties", "offset", "nan"])
+def test_sign_flip_pairs_equal_the_tests_of_the_differences(kind):
+    """``pairs=`` (the column products with the signs, differences taken after) gives the p-values
+    of the differences themselves: on continuous values; on a coarse lattice, where permuted sums
+    tie the observed one exactly; on columns sharing a large offset, where the products' rounding
+    swamps the differences (their sums are then taken from the differences); and where two
+    columns lack different SEGs."""
+    rng = np.random.default_rng(5)
+    v = rng.normal(0, 1, (61, 7))
+    if kind == "ties":
+        v = rng.integers(-2, 3, v.shape) / 4.0
+    elif kind == "offset":
+        v = 1e9 + rng.integers(-3, 4, v.shape) / 10.0
+    elif kind == "nan":
+        v[rng.random(v.shape) < 0.15] = np.nan
+        v[:, 6] = np.nan  # tests with a column without any value
+    v[:, 5] = v[:, 4]  # no difference at all: every flip ties, p = 1
+    ia, ib = np.triu_indices(7, 1)
+    ia, ib = np.concatenate([ia, [2]]), np.concatenate([ib, [2]])  # and a column against itself
+    d = _pair_diffs(v, ia, ib)
+    want = _sign_flip_one_shot(d, 999, np.random.default_rng(8))
+    for chunk in (61 * 3 + 5, 1 << 23):  # blocks of three rows, one block
+        got = sign_flip_pvalues(v, 999, np.random.default_rng(8), chunk_elements=chunk, pairs=(ia, ib))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, sign_flip_pvalues(d, 999, np.random.default_rng(8), chunk_elements=chunk))
+    assert want[-1] == 1.0 and want[list(zip(ia, ib, strict=True)).index((4, 5))] == 1.0
+    if kind == "ties":  # exact ties with the observed sum are counted: p-values on a coarse grid
+        assert len(np.unique(want)) < len(want)
+    # an exact test (2**12 sign vectors enumerated) of the same pairs
+    np.testing.assert_array_equal(sign_flip_pvalues(v[:12], 4096, pairs=(ia, ib)),
+                                  sign_flip_pvalues(_pair_diffs(v[:12], ia, ib), 4096))
+
 def test_rank_cells_equal_one_rank_metrics_call_per_cell():
     from analysis.compare import rank_cells
 

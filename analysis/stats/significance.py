@@ -92,12 +92,13 @@ SIGN_CHUNK_ELEMENTS = 1 << 23
 
 
 def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.random.Generator | None = None,
-                      chunk_elements: int = SIGN_CHUNK_ELEMENTS) -> np.ndarray:
+                      chunk_elements: int = SIGN_CHUNK_ELEMENTS,
+                      pairs: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Two-sided paired permutation p-values of mean(diff) = 0, one per column.
 
     Parameters
     ----------
-    diffs : ndarray, shape (n_segs, n_tests)
+    diffs : ndarray, shape (n_segs, n_tests), or (n_segs, n_columns) with ``pairs``
         Per-SEG differences; NaN where a SEG has no value for a test (left out of that test).
     n_permutations : int
         Random sign vectors (shared by all columns). When ``2**n_segs <= n_permutations`` every
@@ -110,33 +111,68 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
     chunk_elements : int
         Elements of a block of sign rows, and of its statistics, held at once (at least one row):
         memory, not results.
+    pairs : (ndarray of int, ndarray of int), optional
+        ``(a, b)``, one entry per test: ``diffs`` then holds value columns and test ``j`` is that
+        of ``diffs[:, a[j]] - diffs[:, b[j]]``, the same p-values as passing those differences.
+        Many pairs of few columns (every pair of metrics) cost the products of the columns with
+        the signs, not of every difference (see below).
 
     Returns
     -------
     ndarray, shape (n_tests,)
         Exact: share of sign vectors with ``|mean| >= |observed|``. Random: ``(1 + hits) /
         (1 + n_permutations)``. NaN for a column without any value.
+
+    Notes
+    -----
+    With ``pairs``, a test whose two columns lack the same SEGs has its permuted sums taken as
+    ``signs @ a - signs @ b`` (the products shared by every test of a column). That sum differs
+    from ``signs @ (a - b)`` by rounding only, at most ``(n_segs + 2) 2**-51 (|a| + |b|)`` summed
+    over SEGs (twice the dot-product bound, which covers both ways of summing), so wherever it is
+    that close to the threshold, the block's sums of that test are taken as ``signs @ (a - b)``:
+    each count is the one the differences give.
     """
     d = np.asarray(diffs, dtype=float)
     if d.ndim == 1:
         d = d[:, None]
     if chunk_elements < 1:
         raise ValueError(f"expected chunk_elements >= 1, got {chunk_elements}")
+    cols = None
+    if pairs is not None:
+        ia, ib = (np.asarray(x, dtype=np.intp) for x in pairs)
+        gaps = np.isnan(d)
+        cols = np.where(gaps, 0.0, d)
+        # Only where both columns lack the same SEGs is the zero-filled difference a - b.
+        shared = ~(gaps[:, ia] != gaps[:, ib]).any(axis=0)
+        diff = d[:, ia]
+        diff -= d[:, ib]  # in place: one (n_segs, n_tests) array less at a time
+        d = diff
     ok = ~np.isnan(d)
     n = ok.sum(axis=0)
-    d0 = np.where(ok, d, 0.0)  # a zero difference is unchanged by any sign flip
-    n_s = d.shape[0]
+    if cols is None:
+        d0 = np.where(ok, d, 0.0)  # a zero difference is unchanged by any sign flip
+    else:  # the differences are this call's own array: zeroed in place
+        d[~ok] = 0.0
+        d0 = d
+    del d, ok
+    n_s = d0.shape[0]
     with np.errstate(invalid="ignore", divide="ignore"):
         observed = np.abs(d0.sum(axis=0)) / n
+        if cols is not None:
+            abs_sum = np.abs(cols).sum(axis=0)
+            margin = (n_s + 2) * 2.0 ** -51 * (abs_sum[ia] + abs_sum[ib]) / n
     # Relative tolerance: sums of the same numbers in another order must count as equal.
     threshold = observed * (1 - 1e-12) - 1e-15
+    if cols is not None:
+        near_lo, near_hi = threshold - margin, threshold + margin
     exact = n_s <= 20 and 2 ** n_s <= n_permutations
     n_rows = 2 ** n_s if exact else int(n_permutations)
     rng = None if exact else (rng if rng is not None else np.random.default_rng(0))
-    # Rows per block: its signs (rows x n_segs) and its statistics (rows x n_tests) both fit.
-    step = max(1, min(n_rows, chunk_elements // max(n_s, d.shape[1], 1)))
+    # Rows per block: its signs (rows x n_segs) and its statistics (rows x n_tests; with pairs,
+    # twice: the products' second terms are gathered beside them) fit.
+    step = max(1, min(n_rows, chunk_elements // max(n_s, d0.shape[1] * (1 if cols is None else 2), 1)))
     buf = np.empty((step, n_s))
-    hits = np.zeros(d.shape[1])
+    hits = np.zeros(d0.shape[1])
     for lo in range(0, n_rows, step):
         rows = min(step, n_rows - lo)
         signs = buf[:rows]
@@ -148,10 +184,20 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
             # choice's int64 index array and copy.
             np.multiply(rng.integers(0, 2, size=(rows, n_s), dtype=np.int32), 2.0, out=signs)
             signs -= 1.0
-        stat = signs @ d0
+        if cols is None:
+            stat = signs @ d0
+        else:
+            proj = signs @ cols
+            stat = proj[:, ia]
+            stat -= proj[:, ib]
         np.abs(stat, out=stat)
         with np.errstate(invalid="ignore", divide="ignore"):
             stat /= n
+            if cols is not None:
+                near = (stat >= near_lo) & (stat <= near_hi)  # within the rounding bound of the threshold
+                redo = np.flatnonzero(~shared | near.any(axis=0))
+                if redo.size:
+                    stat[:, redo] = np.abs(signs @ d0[:, redo]) / n[redo]
         hits += (stat >= threshold).sum(axis=0)
     p = hits / n_rows if exact else (hits + 1) / (n_rows + 1)
     p[n == 0] = np.nan

@@ -99,6 +99,7 @@ def main(cfg: DictConfig) -> int:
         return 2
 
     from seg_data import SEGValidationError
+    from seg_data.gcpause import gc_frozen
 
     out = output_dir(cfg)
     try:
@@ -113,11 +114,15 @@ def main(cfg: DictConfig) -> int:
             from ts2.common import load_dataset
 
             dataset = load_dataset(cfg)
-        analysis = analysis_from_config(cfg, str(cfg.scores), dataset)
+        # The dataset (millions of objects at 100k images) lives through the analysis and the
+        # writing: the collector's passes need not walk it again and again.
+        with gc_frozen():
+            analysis = analysis_from_config(cfg, str(cfg.scores), dataset)
     except (FileNotFoundError, ValueError, KeyError, SEGValidationError, RuntimeError) as e:
         log.error("%s", e)
         return 2
-    analysis.write(out)
+    with gc_frozen():
+        analysis.write(out)
     for note in analysis.result.notes:
         log.warning("%s", note)
     missing = [n for r in analysis.result.protocols.values() for n in r.missing]
