@@ -5,7 +5,8 @@ A metric turns (prompt, image) pairs into scores. Metadata that decides how a sc
 :meth:`Metric.fingerprint`, which keys the score cache.
 
 This module must stay importable without torch: subclasses import heavy packages in
-:meth:`Metric.load`.
+:meth:`Metric.load`. :meth:`Metric.__call__` runs the scoring engine, which this module imports;
+the engine takes a metric as a :class:`~metrics_adapters.scorer.Scorer` and never imports this one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from .engine import score_direct
 from .identity import code_identity, fingerprint_hash
 from .items import MetricError, ScoreItem
 
@@ -190,7 +192,8 @@ class Metric(ABC):
                  batch_size: int | str = "auto", progress: bool = False, max_image_side: int | None = None):
         """Score ``(image, prompt)`` pairs directly, outside any dataset: ``m(images=[...], prompts=[...])``.
 
-        Runs the scoring engine (:func:`metrics_adapters.engine.score_metric`: the same decode
+        Runs the scoring engine (:func:`metrics_adapters.engine.score_direct`, which runs
+        :func:`~metrics_adapters.engine.score_metric`: the same decode
         policy, precision, batching and failure isolation as ``ts2 score``) with an in-memory
         cache, and keeps the model loaded for the next call on the same device (the first call
         loads it).
@@ -216,39 +219,8 @@ class Metric(ABC):
             Images and prompts of different lengths, or an item the metric could not score
             (the failed items and the first reason named).
         """
-        import tempfile
-
-        import numpy as np
-
-        from .engine import EngineSettings, score_metric
-        from .images import DEFAULT_MAX_SIDE
-
-        images, prompts = list(images), [str(p) for p in prompts]
-        if len(images) != len(prompts):
-            raise ValueError(f"{self.name}: expected one prompt per image, got {len(images)} images and "
-                             f"{len(prompts)} prompts")
-        settings = EngineSettings(device=device, batch_size=batch_size, progress=progress, num_workers=0,
-                                  max_image_side=DEFAULT_MAX_SIDE if max_image_side is None else max_image_side)
-        with tempfile.TemporaryDirectory(prefix="ts2-call-") as tmp:
-            items = []
-            for i, (img, prompt) in enumerate(zip(images, prompts, strict=True)):
-                if img is None or isinstance(img, str) or hasattr(img, "__fspath__"):
-                    path = None if img is None else str(img)
-                elif hasattr(img, "save"):
-                    path = f"{tmp}/{i}.png"
-                    img.save(path, format="PNG")
-                else:
-                    raise ValueError(f"{self.name}: expected images as PIL images or file paths, got "
-                                     f"{type(img).__name__} at index {i}")
-                items.append(ScoreItem(seg_id="-", node=str(i), file_name=f"image {i}", prompt=prompt,
-                                       image_path=path))
-            run = score_metric(self, items, None, settings, unload=False)
-        if run.failures:
-            first = run.failures[0]
-            raise ValueError(f"{self.name}: expected a score for every image, got {run.n_failed} failure(s) of "
-                             f"{run.n_items} (first: {first.file_name}: {first.reason})")
-        out = np.array([s for s in run.scores], dtype=float)
-        return out[:, 0] if out.ndim == 2 and out.shape[1] == 1 and not self.columns else out
+        return score_direct(self, images, prompts, device=device, batch_size=batch_size, progress=progress,
+                            max_image_side=max_image_side)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, {self.settings()})"

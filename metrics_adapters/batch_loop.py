@@ -13,16 +13,15 @@ import logging
 import math
 import os
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .cache import ScoreCache
 from .extras import missing_extra
 from .hub import ModelUnavailableError
 from .items import MetricError, ScoreItem
-
-if TYPE_CHECKING:  # type hints only (base imports the engine when a Metric is called)
-    from .base import Metric
-    from .run_types import EngineSettings, Plan, Work
+from .pipeline import BackgroundWriter, DecodeDataset, RawCollate, to_model_input
+from .run_types import EngineSettings, Plan, Work
+from .scorer import Scorer
 
 __all__ = ["compute", "autocast"]
 
@@ -73,8 +72,6 @@ class _CacheWrites:
     (read-only, full disk) gives one warning and the run goes on with its scores in memory."""
 
     def __init__(self, cache: ScoreCache, key: str, name: str) -> None:
-        from .pipeline import BackgroundWriter
-
         self.cache, self.key, self.name, self.failed = cache, key, name, False
         self.writer = BackgroundWriter(self._write)
 
@@ -103,11 +100,9 @@ def _in_process_batches(dataset, batch_size: int, collate_fn):
         yield collate_fn([dataset[j] for j in range(start, min(start + batch_size, len(dataset)))])
 
 
-def _loader(metric: Metric, todo_items: list[ScoreItem], settings: EngineSettings, device: str):
+def _loader(metric: Scorer, todo_items: list[ScoreItem], settings: EngineSettings, device: str):
     """The DataLoader of the to-do items and the metric's pixel spec (or ``None``); without torch,
     the same batches decoded in the main process."""
-    from .pipeline import DecodeDataset, RawCollate
-
     spec = metric.pixel_spec() if metric.needs_images else None
     if _torch() is None:  # only metrics without a model loaded: a pixel spec is a torch model's
         return _in_process_batches(DecodeDataset(todo_items, metric, settings.max_image_side, None),
@@ -148,12 +143,10 @@ def _score_isolated(call, b_items: list[ScoreItem], images, name: str) -> list[t
     return rows
 
 
-def compute(metric: Metric, todo_items: list[ScoreItem], plan: Plan, cache: ScoreCache, settings: EngineSettings,
+def compute(metric: Scorer, todo_items: list[ScoreItem], plan: Plan, cache: ScoreCache, settings: EngineSettings,
              work: Work) -> int:
     """Run the metric over the missing pairs; fills ``work.results``/``pair_fail``; returns pairs stored."""
     from seg_data.progress import tqdm
-
-    from .pipeline import to_model_input
 
     torch = _torch()
     ncols = len(metric.output_columns())
@@ -199,7 +192,7 @@ def compute(metric: Metric, todo_items: list[ScoreItem], plan: Plan, cache: Scor
     return stored
 
 
-def _note_truncation(metric: Metric, b_items: list[ScoreItem], memo: dict[str, bool]) -> None:
+def _note_truncation(metric: Scorer, b_items: list[ScoreItem], memo: dict[str, bool]) -> None:
     new_prompts = list(dict.fromkeys(it.prompt for it in b_items if it.prompt not in memo))
     if not new_prompts:
         return

@@ -20,7 +20,10 @@ For one metric, :func:`score_metric`
 
 A killed run loses at most the batches in flight: started again, it finds every committed pair
 in the cache. :func:`~metrics_adapters.outputs.write_outputs` then writes ``scores.csv`` and
-``run.json`` (atomically).
+``run.json`` (atomically). :func:`score_direct` scores pairs given in memory (``Metric.__call__``).
+
+The engine takes a metric as a :class:`~metrics_adapters.scorer.Scorer` (what it calls on one) and
+never imports :mod:`.base`: the base class imports the engine.
 """
 
 from __future__ import annotations
@@ -29,16 +32,21 @@ import logging
 import math
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
+import numpy as np
+
+from .batch_loop import autocast, compute
 from .cache import ScoreCache
 from .extras import MissingExtraError, missing_extra, require_module
+from .flops import measure_flops
 from .hub import require_models
 from .identity import fingerprint_hash
-from .images import DEFAULT_MAX_SIDE, decode_settings
+from .images import DEFAULT_MAX_SIDE, ImageMissingError, decode_image, decode_settings
 from .items import ScoreItem
 from .outputs import (
     BASE_COLUMNS,
@@ -58,11 +66,9 @@ from .run_types import (
     Work,
     check_device,
 )
+from .scorer import Scorer
 
-if TYPE_CHECKING:  # only a type hint: base imports the engine when a Metric is called (Metric.__call__)
-    from .base import Metric
-
-__all__ = ["EngineSettings", "Failure", "MetricRun", "score_metric", "score_items", "cache_key",
+__all__ = ["EngineSettings", "Failure", "MetricRun", "score_metric", "score_items", "score_direct", "cache_key",
            "resolve_device", "effective_precision", "items_from_table", "scores_frame", "write_outputs",
            "package_versions", "BASE_COLUMNS", "atomic_write_text", "check_device", "PRECISIONS", "DECODERS"]
 
@@ -125,7 +131,7 @@ def effective_precision(device: str, precision: str) -> str:
     return precision
 
 
-def cache_key(metric: Metric, precision: str = "fp32", max_image_side: int | None = DEFAULT_MAX_SIDE,
+def cache_key(metric: Scorer, precision: str = "fp32", max_image_side: int | None = DEFAULT_MAX_SIDE,
               decode: str = "pil") -> str:
     """Key of a metric's scores: its fingerprint + precision (+ the decode policy if it reads pixels)."""
     blob = {"metric": metric.fingerprint(), "precision": precision}
@@ -152,13 +158,11 @@ def items_from_table(table) -> list[ScoreItem]:
 _LOADED = "_engine_loaded_on"
 
 
-def _image_keys(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache,
+def _image_keys(metric: Scorer, items: Sequence[ScoreItem], cache: ScoreCache,
                 settings: EngineSettings) -> tuple[list[str | None], dict[int, str]]:
     """Content keys of the items' images (or file-name keys), and the items that have none."""
     if not metric.needs_images:
         return [f"name:{it.file_name}" for it in items], {}
-    from .images import ImageMissingError
-
     keys: list[str | None] = [None] * len(items)
     fail: dict[int, str] = {}
     bar = None
@@ -185,7 +189,7 @@ def _image_keys(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache,
     return keys, fail
 
 
-def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, settings: EngineSettings) -> Plan:
+def _plan(metric: Scorer, items: Sequence[ScoreItem], cache: ScoreCache, settings: EngineSettings) -> Plan:
     device = resolve_device(settings.device)
     precision = effective_precision(device, settings.precision)
     metric.prepare(items)  # data-dependent settings first: they are part of the cache key
@@ -208,10 +212,10 @@ def _plan(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache, setting
     return Plan(device, precision, key, fingerprint, image_keys, item_fail, rep, cached, todo, hash_time)
 
 
-def _inner_hint(metric: Metric) -> str:
+def _inner_hint(metric: Scorer) -> str:
     """For a control that wraps an inner metric (shuffled_image, shuffled_text): the override that
     gives it a model-free inner metric, so the control runs on the light install too."""
-    inner = getattr(metric, "inner", None)  # a MetricWrapper's (base imports this module: no isinstance)
+    inner = getattr(metric, "inner", None)  # a MetricWrapper's (an optional member: not part of Scorer)
     if not isinstance(getattr(inner, "name", None), str):
         return ""
     free = getattr(metric, "model_free_inner", None)
@@ -222,7 +226,7 @@ def _inner_hint(metric: Metric) -> str:
             f"metric@{metric.config_key}.inner={free} (what ts2 run uses on the light install)")
 
 
-def _load(metric: Metric, plan: Plan, work: Work) -> bool:
+def _load(metric: Scorer, plan: Plan, work: Work) -> bool:
     """Load the metric; a failure fails every pending pair with the reason instead of raising,
     except a module of an optional extra that is not installed (:class:`MissingExtraError`) and a
     declared hub model that is not available (:class:`~metrics_adapters.hub.ModelUnavailableError`)."""
@@ -256,14 +260,14 @@ def _load(metric: Metric, plan: Plan, work: Work) -> bool:
     return True
 
 
-def _update_flops(metric: Metric, cache: ScoreCache, plan: Plan, work: Work) -> None:
+def _update_flops(metric: Scorer, cache: ScoreCache, plan: Plan, work: Work) -> None:
     est = metric.flops_per_image()
     if est is not None:
         work.flops_est = float(est)
         cache.set_flops(plan.key, work.flops_est)
 
 
-def check_column_names(metric: Metric) -> None:
+def check_column_names(metric: Scorer) -> None:
     """Refuse a metric whose score column would replace a key or info column of ``scores.csv``
     (``seg_id``, ``node``, ``file_name``, ``image_path``, ``prompt``, ``subset``).
 
@@ -281,14 +285,15 @@ def check_column_names(metric: Metric) -> None:
                          f"got {taken[0]!r}; choose another name")
 
 
-def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache | None = None,
+def score_metric(metric: Scorer, items: Sequence[ScoreItem], cache: ScoreCache | None = None,
                  settings: EngineSettings | None = None, unload: bool = True) -> MetricRun:
     """Score ``items`` with ``metric`` (see the module docstring).
 
     Parameters
     ----------
-    metric : Metric
-        Not yet loaded (the engine loads it only if something is missing from the cache).
+    metric : Scorer
+        A :class:`~metrics_adapters.base.Metric` (any :class:`~metrics_adapters.scorer.Scorer`), not
+        yet loaded (the engine loads it only if something is missing from the cache).
     items : sequence of ScoreItem
         In dataset order; scores come back in this order.
     cache : ScoreCache or None
@@ -333,8 +338,6 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
                     work.flops_measured = _measure(metric, items[plan.rep[first]], settings, plan)
             if loaded and plan.todo:
                 t0 = time.perf_counter()
-                from .batch_loop import compute
-
                 work.n_scored = compute(metric, [items[plan.rep[p]] for p in plan.todo], plan, cache, settings, work)
                 work.compute_time = time.perf_counter() - t0
             if work.flops_est is None:
@@ -352,7 +355,44 @@ def score_metric(metric: Metric, items: Sequence[ScoreItem], cache: ScoreCache |
     return _assemble(metric, items, settings, plan, work, time.perf_counter() - t_start)
 
 
-def _assemble(metric: Metric, items: Sequence[ScoreItem], settings: EngineSettings, plan: Plan, work: Work,
+def score_direct(metric: Scorer, images: Sequence[Any], prompts: Sequence[str], *, device: str = "auto",
+                 batch_size: int | str = "auto", progress: bool = False, max_image_side: int | None = None):
+    """Score ``(image, prompt)`` pairs outside any dataset: the work of ``Metric.__call__``.
+
+    :func:`score_metric` with an in-memory cache, ``num_workers=0`` and ``unload=False`` (the model
+    stays loaded for the next call on the same device). In-memory images are written to a temporary
+    folder as PNG (lossless) and read back through the engine's decoder, so they score as the same
+    image file would. Parameters, return value and errors: :meth:`metrics_adapters.base.Metric.__call__`.
+    """
+    images, prompts = list(images), [str(p) for p in prompts]
+    if len(images) != len(prompts):
+        raise ValueError(f"{metric.name}: expected one prompt per image, got {len(images)} images and "
+                         f"{len(prompts)} prompts")
+    settings = EngineSettings(device=device, batch_size=batch_size, progress=progress, num_workers=0,
+                              max_image_side=DEFAULT_MAX_SIDE if max_image_side is None else max_image_side)
+    with tempfile.TemporaryDirectory(prefix="ts2-call-") as tmp:
+        items = []
+        for i, (img, prompt) in enumerate(zip(images, prompts, strict=True)):
+            if img is None or isinstance(img, str) or hasattr(img, "__fspath__"):
+                path = None if img is None else str(img)
+            elif hasattr(img, "save"):
+                path = f"{tmp}/{i}.png"
+                img.save(path, format="PNG")
+            else:
+                raise ValueError(f"{metric.name}: expected images as PIL images or file paths, got "
+                                 f"{type(img).__name__} at index {i}")
+            items.append(ScoreItem(seg_id="-", node=str(i), file_name=f"image {i}", prompt=prompt,
+                                   image_path=path))
+        run = score_metric(metric, items, None, settings, unload=False)
+    if run.failures:
+        first = run.failures[0]
+        raise ValueError(f"{metric.name}: expected a score for every image, got {run.n_failed} failure(s) of "
+                         f"{run.n_items} (first: {first.file_name}: {first.reason})")
+    out = np.array([s for s in run.scores], dtype=float)
+    return out[:, 0] if out.ndim == 2 and out.shape[1] == 1 and not metric.columns else out
+
+
+def _assemble(metric: Scorer, items: Sequence[ScoreItem], settings: EngineSettings, plan: Plan, work: Work,
               wall: float) -> MetricRun:
     """Per-item scores and failures in item order, and the run's record."""
     scores: list[tuple[float, ...] | None] = []
@@ -394,11 +434,7 @@ def _assemble(metric: Metric, items: Sequence[ScoreItem], settings: EngineSettin
         num_workers=(settings.workers_for(plan.device) if metric.needs_images else 0) if computed else None)
 
 
-def _measure(metric: Metric, item: ScoreItem, settings: EngineSettings, plan: Plan) -> float | None:
-    from .batch_loop import autocast
-    from .flops import measure_flops
-    from .images import decode_image
-
+def _measure(metric: Scorer, item: ScoreItem, settings: EngineSettings, plan: Plan) -> float | None:
     try:
         payload = None
         if metric.needs_images:
@@ -412,7 +448,7 @@ def _measure(metric: Metric, item: ScoreItem, settings: EngineSettings, plan: Pl
         return None
 
 
-def score_items(metrics: Sequence[Metric], items: Sequence[ScoreItem], cache: ScoreCache | None = None,
+def score_items(metrics: Sequence[Scorer], items: Sequence[ScoreItem], cache: ScoreCache | None = None,
                 settings: EngineSettings | None = None) -> list[MetricRun]:
     """:func:`score_metric` for each metric in turn (one model in memory at a time).
 
@@ -425,7 +461,7 @@ def score_items(metrics: Sequence[Metric], items: Sequence[ScoreItem], cache: Sc
     return [score_metric(m, items, cache, settings) for m in metrics]
 
 
-def check_unique_columns(metrics: Sequence[Metric]) -> None:
+def check_unique_columns(metrics: Sequence[Scorer]) -> None:
     seen: dict[str, str] = {}
     for m in metrics:
         for c in m.output_columns():

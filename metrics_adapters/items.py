@@ -1,8 +1,8 @@
 """What a metric scores and how it fails: the types the scoring engine shares with :mod:`.base`.
 
-They live apart from :class:`~metrics_adapters.base.Metric` so that the engine (which
-``Metric.__call__`` runs) needs the Metric class only for type hints, and no import runs back
-from the engine to the base class.
+They live apart from :class:`~metrics_adapters.base.Metric` because the base class imports the
+engine (``Metric.__call__`` runs it): the engine's modules take these and the
+:class:`~metrics_adapters.scorer.Scorer` protocol, never the Metric class.
 """
 
 from __future__ import annotations

@@ -11,17 +11,14 @@ import platform
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, published_path, result_set, run_record
 
 from .items import ScoreItem
+from .run_types import MetricRun
+from .scorer import Scorer
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:  # type hints only (base imports the engine when a Metric is called)
-    from .base import Metric
-    from .run_types import MetricRun
 
 __all__ = ["BASE_COLUMNS", "scores_frame", "write_outputs", "atomic_write_text", "package_versions"]
 
@@ -71,10 +68,10 @@ def package_versions(extra: Sequence[str] = ()) -> dict[str, str | None]:
 
 def write_outputs(output_dir: str | Path, items: Sequence[ScoreItem], runs: Sequence[MetricRun],
                   config: dict | None = None, extra: dict | None = None,
-                  metrics: Sequence[Metric] = ()) -> tuple[Path, Path]:
+                  metrics: Sequence[Scorer] = ()) -> tuple[Path, Path]:
     """Write ``scores.csv`` and ``run.json`` into ``output_dir`` (each atomically); return both paths.
 
-    ``metrics`` (the run's metric objects) get their :meth:`Metric.finalize` hook on the finished
+    ``metrics`` (the run's metric objects) get their :meth:`~metrics_adapters.base.Metric.finalize` hook on the finished
     table, so run-level columns (e.g. a composite normalised over the run) reach ``scores.csv``.
     """
     out = Path(output_dir)

@@ -28,13 +28,11 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .images import ImageDecodeError, decode_image
 from .items import ScoreItem
-
-if TYPE_CHECKING:  # type hints only (base imports the engine when a Metric is called)
-    from .base import Metric
+from .scorer import Scorer
 
 __all__ = ["PixelSpec", "Batch", "DecodeDataset", "collate", "to_model_input", "BackgroundWriter",
            "default_workers", "default_batch_size", "available_cpus", "split_torchvision_transform"]
@@ -147,7 +145,7 @@ class Batch:
 class DecodeDataset:
     """Map-style dataset of the items to compute: decode + (split) preprocess, errors as values."""
 
-    def __init__(self, items: Sequence[ScoreItem], metric: Metric, max_side: int | None,
+    def __init__(self, items: Sequence[ScoreItem], metric: Scorer, max_side: int | None,
                  spec: PixelSpec | None) -> None:
         self.items, self.metric, self.max_side, self.spec = list(items), metric, max_side, spec
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .images import DEFAULT_MAX_SIDE
+from .pipeline import default_batch_size, default_workers
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +102,9 @@ class EngineSettings:
 
     def workers_for(self, device: str) -> int:
         """The number of DataLoader workers to use on ``device``."""
-        from .pipeline import default_workers
-
         return int(self.num_workers) if self.num_workers != "auto" else default_workers(device)
 
     def batch_for(self, device: str) -> int:
-        from .pipeline import default_batch_size
-
         return int(self.batch_size) if self.batch_size != "auto" else default_batch_size(device)
 
 
