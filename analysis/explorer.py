@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 from seg_data import SEGDataset
-from seg_data.results import KEY_COLUMNS, atomic_write_text, metric_columns
+from seg_data.result_sets import atomic_write_text
+from seg_data.results import KEY_COLUMNS, metric_columns
 
 from .metametrics.rank import rank_walks
 from .metametrics.walkstats import WalkStats

@@ -18,17 +18,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from seg_data.results import (
-    ANALYSIS_FILE,
-    AnalysisRecord,
-    atomic_write_text,
-    input_fingerprints,
-    published_path,
-    result_set,
-)
+from seg_data.result_sets import atomic_write_text, input_fingerprints, published_path, result_set
+from seg_data.results import ANALYSIS_FILE, PER_SEG_COLUMNS, AnalysisRecord
 
 from .chance import NULL_DESCRIPTION
-from .pipeline import PER_SEG_COLUMNS, AnalysisResult
+from .pipeline import AnalysisResult
 from .tables import seg_count_text, write_tables
 
 __all__ = ["analysis_record", "write_outputs", "write_frame", "per_seg_csv", "summary_text", "compare_text"]
@@ -96,7 +90,7 @@ def write_outputs(result: AnalysisResult, out_dir: str | Path, extra: dict[str, 
                   roles: dict[str, str] | None = None, dataset: str | None = None,
                   score_files: list[str] | tuple[str, ...] = (), dataset_path: str | None = None) -> list[Path]:
     """Write every output of ``result`` (and ``extra`` frames as ``<name>.csv``) to ``out_dir``,
-    as one set (:func:`seg_data.results.result_set`: a killed writer leaves a folder that reads
+    as one set (:func:`seg_data.result_sets.result_set`: a killed writer leaves a folder that reads
     as interrupted). ``roles`` (metric -> role, default ``metric``) and the ``dataset`` name go
     into ``analysis.json``, with the absolute paths of the ``score_files`` read (the user's table,
     then any reference table), so a report can draw their per-image scores, and the dataset's

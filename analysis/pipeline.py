@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from seg_data import SEGDataset
+from seg_data.results import METAMETRICS_COLUMNS, PER_SEG_COLUMNS
 
 from .aggregate import (
     SegValues,
@@ -47,9 +48,6 @@ __all__ = ["ProtocolResult", "AnalysisResult", "analyze", "run_protocol", "inclu
 
 log = logging.getLogger(__name__)
 
-METAMETRICS_COLUMNS = ["metric", "protocol", "meta_metric", "subset", "value", "ci_low", "ci_high", "n_segs",
-                       "chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]
-PER_SEG_COLUMNS = ["metric", "protocol", "meta_metric", "seg_id", "subset", "value"]
 
 
 @dataclass(frozen=True)

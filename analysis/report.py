@@ -3,7 +3,7 @@
 :mod:`analysis.result_dirs` finds, reads and merges result folders (it knows Hydra's folders and the
 files of :mod:`seg_data.results`) into a :class:`MergedResults`; this module and
 :mod:`analysis.report_figures` draw it and write ``report.html``, the merged tables,
-``pareto.csv`` and ``figures/*.png`` as one result set (:func:`seg_data.results.result_set`).
+``pareto.csv`` and ``figures/*.png`` as one result set (:func:`seg_data.result_sets.result_set`).
 
 Metric roles (:data:`seg_data.results.ROLES`) decide how a metric is shown: controls are
 marked, drawn as a dashed floor, never on a Pareto frontier and never choose heatmap SEGs; the
@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from seg_data.results import atomic_write_text, published_path, result_set
+from seg_data.result_sets import atomic_write_text, published_path, result_set
+from seg_data.results import HUMAN_REQUIRED
 
 from .chance import NULL_DESCRIPTION
 from .merged import MergedResults, RunInfo
@@ -191,9 +192,9 @@ def read_human_results(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if p.is_dir():
         p = p / "human_metametrics.csv"
-    from .scores_io import HUMAN_COLUMNS, read_result_table
+    from .scores_io import read_result_table
 
-    return read_result_table(p, "human results", HUMAN_COLUMNS, dtype={"metric": str})
+    return read_result_table(p, "human results", HUMAN_REQUIRED, dtype={"metric": str})
 
 
 def views_frame(mm: pd.DataFrame, human: pd.DataFrame, protocol: str, seg_meta_metric: str = "rank",
@@ -382,7 +383,7 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
     """Write ``report.html``, the merged ``metametrics.csv``/``per_seg.csv``/``scores.csv``,
     ``pareto.csv``, the paper-style ``table.md``/``.tex``/``.csv``, ``figures/*.png`` and
     ``extra_files`` (name -> frame, as ``<name>.csv``) into ``output_dir``, as one result set
-    (:func:`seg_data.results.result_set`).
+    (:func:`seg_data.result_sets.result_set`).
 
     ``extra_sections`` are ``(heading, html)`` pairs placed after the table (e.g. the
     discrepancy list of ``ts2 reproduce``). ``verdict`` (an :class:`analysis.verdict.Verdict`)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from seg_data.results import published_path, result_set
+from seg_data.result_sets import published_path, result_set
 
 from .settings import AnalysisSettings, resolve_settings
 

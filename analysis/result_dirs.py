@@ -13,8 +13,8 @@ A *result directory* is what ``ts2 score`` / ``ts2 analyze`` / ``ts2 run`` write
 ``.hydra/overrides.yaml``
     the command-line overrides of the job (Hydra writes it for every run and sweep job).
 
-A folder written as a set (:func:`seg_data.results.result_set`) whose writer was killed is
-refused with :class:`seg_data.results.IncompleteResultError`, never read as complete.
+A folder written as a set (:func:`seg_data.result_sets.result_set`) whose writer was killed is
+refused with :class:`seg_data.result_sets.IncompleteResultError`, never read as complete.
 
 A Hydra sweep folder (``multirun/DATE/TIME`` with one numbered folder per job) may be given
 instead of its jobs: it is expanded to the job folders that hold results.
@@ -48,24 +48,24 @@ from typing import Any
 
 import pandas as pd
 
+from seg_data.result_sets import check_inputs, check_result_set, published_path
 from seg_data.results import (
     ANALYSIS_FILE,
     BASE_COLUMNS,
+    METAMETRICS_REQUIRED,
+    PER_SEG_REQUIRED,
     RUN_FILE,
     AnalysisRecord,
     FolderSchema,
     RunRecord,
-    check_inputs,
-    check_result_set,
     metric_columns,
-    published_path,
     read_analysis_record,
     read_run_record,
     schema_of,
 )
 
 from .merged import MergedResults, RunInfo
-from .scores_io import METAMETRICS_COLUMNS, PER_SEG_COLUMNS, read_result_table, read_score_frame
+from .scores_io import read_result_table, read_score_frame
 from .settings import AnalysisSettings, resolve_settings
 from .stats import ALPHA
 
@@ -242,9 +242,9 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
         Neither ``scores.csv`` nor ``metametrics.csv`` in ``path``.
     ValueError
         A file that is not valid CSV / JSON / YAML or lacks its key columns (naming the file).
-    seg_data.results.IncompleteResultError
+    seg_data.result_sets.IncompleteResultError
         The folder's writer was interrupted (a ``ValueError`` too).
-    seg_data.results.StaleResultError
+    seg_data.result_sets.StaleResultError
         A score table the folder's analysis was computed from has changed since (a ``ValueError``).
     """
     p = Path(path)
@@ -267,7 +267,7 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
             raise ValueError(f"{ov}: expected a YAML list of overrides, got {type(items).__name__}")
         overrides = parse_overrides(items)
     schema = schema_of(run, record)
-    mm = (read_result_table(p / "metametrics.csv", "meta-metric", METAMETRICS_COLUMNS,
+    mm = (read_result_table(p / "metametrics.csv", "meta-metric", METAMETRICS_REQUIRED,
                             dtype={"metric": str, "subset": str})
           if (p / "metametrics.csv").is_file() else None)
     if (p / "scores.csv").is_file():
@@ -275,7 +275,7 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
     else:
         analysed = list(dict.fromkeys(mm["metric"])) if mm is not None else list(record.metrics if record else ())
         scores = _analysed_score_table(p, record, analysed)
-    ps = (read_result_table(p / "per_seg.csv", "per-SEG", PER_SEG_COLUMNS,
+    ps = (read_result_table(p / "per_seg.csv", "per-SEG", PER_SEG_REQUIRED,
                             dtype={"metric": str, "seg_id": str, "subset": str})
           if (p / "per_seg.csv").is_file() else None)
     if ps is not None and "subset" in ps.columns:

@@ -62,7 +62,7 @@ from .protocols import FAILURE_CODES, Protocol, failure_cells
 from .walks import Structure, walk_count
 
 __all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "read_score_frame", "read_result_table",
-           "METAMETRICS_COLUMNS", "PER_SEG_COLUMNS", "HUMAN_COLUMNS", "prepare_inputs", "table_format", "table_shape", "IGNORED_COLUMNS",
+           "prepare_inputs", "table_format", "table_shape", "IGNORED_COLUMNS",
            "METRIC_SENTINELS", "SUBSET_SOURCES", "degenerate_metrics", "apply_lower_is_better", "with_reference"]
 
 log = logging.getLogger(__name__)
@@ -388,12 +388,6 @@ def read_score_frame(source: str | Path, metrics: Iterable[str] | None = None, *
     return df, frozenset(lower)
 
 
-#: The columns every reader of a long result table needs (``ts2 analyze`` writes more).
-METAMETRICS_COLUMNS: tuple[str, ...] = ("metric", "protocol", "meta_metric", "subset", "value")
-PER_SEG_COLUMNS: tuple[str, ...] = ("metric", "protocol", "meta_metric", "seg_id", "value")
-HUMAN_COLUMNS: tuple[str, ...] = ("metric", "statistic", "grouping", "value")
-
-
 def read_result_table(path: str | Path, what: str, required: Sequence[str],
                       dtype: dict[str, type] | None = None) -> pd.DataFrame:
     """A long result table written by ts2 (``metametrics.csv``, ``per_seg.csv``,
@@ -498,7 +492,7 @@ def _checked_keys(df: pd.DataFrame, name: str, from_file: bool) -> pd.DataFrame:
         whole = df["seg_id"].dropna()
         if (whole == whole.round()).all():
             df["seg_id"] = df["seg_id"].map(lambda v: v if pd.isna(v) else str(int(v)))
-    for c in ("seg_id", "node", "file_name", "subset"):
+    for c in KEY_COLUMNS:
         if c in df.columns:
             text = df[c].astype("string")
             df[c] = text.str.strip() if _may_need_strip(text) else text

@@ -283,7 +283,7 @@ class Analysis:
         """Write the report (``report.html`` with figures, ``scores.csv``, ``pareto.csv``, what
         ``ts2 report`` writes) and the files of ``ts2 analyze`` (:meth:`write`, byte for byte)
         into ``output_dir``, as one result set. Returns :class:`analysis.report.ReportOutputs`."""
-        from seg_data.results import result_set
+        from seg_data.result_sets import result_set
 
         from . import report as rp
 

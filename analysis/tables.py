@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from seg_data.results import atomic_write_text
+from seg_data.result_sets import atomic_write_text
 
 from .metametrics import PAPER_META_METRICS
 from .pipeline import AnalysisResult

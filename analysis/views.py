@@ -144,7 +144,9 @@ def view_values(results: pd.DataFrame, statistic: str = "kendall_b", grouping: s
     >>> view_values(df)
     {'a': 0.3, 'b': 0.5}
     """
-    need = {"metric", "statistic", "grouping", "value"}
+    from seg_data.results import HUMAN_REQUIRED  # here: importing seg_data loads networkx
+
+    need = set(HUMAN_REQUIRED)
     if not need <= set(results.columns):
         raise ValueError(f"expected columns {sorted(need)}, got {list(results.columns)}")
     from .human.view import ALL, HUMAN_ROWS

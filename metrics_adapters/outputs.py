@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from seg_data.results import BASE_COLUMNS, RUN_FILE, atomic_write_text, published_path, result_set, run_record
+from seg_data.result_sets import atomic_write_text, published_path, result_set
+from seg_data.results import BASE_COLUMNS, RUN_FILE, run_record
 
 from .items import ScoreItem
 from .run_types import MetricRun

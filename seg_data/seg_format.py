@@ -39,7 +39,7 @@ from .gcpause import gc_paused
 from .graph import build_graph
 from .ids import normalize_id, normalize_label
 from .model import SEG, ImageRecord, SEGDataset
-from .results import atomic_write_text
+from .result_sets import atomic_write_text
 from .untrusted import TypedScalar, load_untrusted, plain
 from .validate import raise_on_errors, validate_dataset
 

@@ -869,7 +869,7 @@ def _analyze_into(d: Path, *extra: str) -> int:
 
 
 def _set_files(folder: Path) -> dict:
-    from seg_data.results import MANIFEST
+    from seg_data.result_sets import MANIFEST
 
     return {k: v["sha256"] for k, v in json.loads((folder / MANIFEST).read_text())["files"].items()}
 
@@ -880,7 +880,7 @@ def _second_run_dies_writing(d: Path):
     import errno
     from unittest import mock
 
-    from seg_data import results as R
+    from seg_data import result_sets as R
 
     if _analyze_into(d) != 0:
         raise AssertionError("the first analysis failed")
@@ -916,7 +916,7 @@ def _hold_lock(d: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import sys, time\nfrom seg_data.results import folder_lock\n"
+    code = ("import sys, time\nfrom seg_data.result_sets import folder_lock\n"
             "with folder_lock(sys.argv[1], 'ts2 analyze'):\n    print('locked', flush=True)\n    time.sleep(20)\n")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     p = subprocess.Popen([sys.executable, "-c", code, str(d / "out")], stdout=subprocess.PIPE, text=True, env=env)

@@ -18,10 +18,11 @@ from analysis.chance import (
     permute_within_segs,
     sorted_within_segs,
 )
-from analysis.pipeline import METAMETRICS_COLUMNS, analyze
+from analysis.pipeline import analyze
 from analysis.protocols import get_protocol
 from analysis.scores_io import prepare_inputs, read_scores
 from analysis.walks import build_walk_table
+from seg_data.results import METAMETRICS_COLUMNS
 
 MINI = Path(__file__).parent / "data" / "mini_run_scores.csv"
 
@@ -206,10 +207,10 @@ def test_closed_forms_match_the_plain_permutation_means(protocol):
 
 
 def test_metametrics_columns_and_adjusted_formula():
-    assert METAMETRICS_COLUMNS[-5:] == ["chance", "chance_low", "chance_high", "chance_mc_error", "adjusted"]
+    assert METAMETRICS_COLUMNS[-5:] == ("chance", "chance_low", "chance_high", "chance_mc_error", "adjusted")
     r = analyze(small_table(1), protocols=["paper"], bootstrap=0, chance=20)
     f = r.metametrics_frame()
-    assert list(f.columns) == METAMETRICS_COLUMNS
+    assert tuple(f.columns) == METAMETRICS_COLUMNS
     bounded = f[f["meta_metric"] != "delta"]
     want = (bounded["value"] - bounded["chance"]) / (1 - bounded["chance"])
     np.testing.assert_allclose(bounded["adjusted"], want)

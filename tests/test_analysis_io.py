@@ -210,12 +210,13 @@ def test_read_score_frame_metrics_long_tables_urls_and_keys(tmp_path):
 
 
 def test_read_result_table_names_the_file_and_missing_columns(tmp_path):
-    from analysis.scores_io import METAMETRICS_COLUMNS, read_result_table
+    from analysis.scores_io import read_result_table
+    from seg_data.results import METAMETRICS_REQUIRED
 
     p = tmp_path / "metametrics.csv"
     p.write_text("metric,protocol,meta_metric,subset,value\nm,graph,rank,Avg,\nm,graph,rank,Synth,0.5\n")
-    df = read_result_table(p, "meta-metric", METAMETRICS_COLUMNS, dtype={"metric": str, "subset": str})
+    df = read_result_table(p, "meta-metric", METAMETRICS_REQUIRED, dtype={"metric": str, "subset": str})
     assert df["value"].isna().tolist() == [True, False]  # an undefined value is written as an empty cell
     p.write_text("metric,value\nm,1\n")
     with pytest.raises(ValueError, match=rf"{p}: expected meta-metric columns .* missing \['protocol', "):
-        read_result_table(p, "meta-metric", METAMETRICS_COLUMNS)
+        read_result_table(p, "meta-metric", METAMETRICS_REQUIRED)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seg_data.results import MANIFEST, result_set_state
+from seg_data.result_sets import MANIFEST, result_set_state
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "ts2"
 KILLS = 20
@@ -167,7 +167,7 @@ def _tmpfs(path: Path, size_kib: int) -> bool:
 
 _ENOSPC_AFTER = """
 import errno, runpy, sys
-from seg_data import results as R
+from seg_data import result_sets as R
 real, n = R.atomic_write_bytes, {"left": int(sys.argv[1])}
 def full_disk(path, data):
     n["left"] -= 1

@@ -21,6 +21,14 @@ PACKAGES = ("ts2", "seg_data", "metrics_adapters", "analysis")
 # name -> the one module that defines it (a def, a class, or a module-level assignment)
 HOMES = {
     "KEY_COLUMNS": "seg_data/results.py",                # the score-table key columns
+    "METAMETRICS_COLUMNS": "seg_data/results.py",        # the columns ts2 analyze writes ...
+    "PER_SEG_COLUMNS": "seg_data/results.py",
+    "METAMETRICS_REQUIRED": "seg_data/results.py",       # ... and those a reader requires
+    "PER_SEG_REQUIRED": "seg_data/results.py",
+    "HUMAN_REQUIRED": "seg_data/results.py",
+    "result_set": "seg_data/result_sets.py",             # a result folder written as one set
+    "folder_lock": "seg_data/result_sets.py",            # its one-writer lock
+    "atomic_write_text": "seg_data/result_sets.py",      # the atomic writer
     "sign_flip_pvalues": "analysis/stats/significance.py",  # the paired sign-flip test
     "Interval": "analysis/stats/intervals.py",           # the interval result type
     "is_ts2_release": "analysis/release.py",             # "is this the TS2 release?"

@@ -33,7 +33,7 @@ def _payloads(victim: Path, release: Path) -> dict[str, object]:
     return {
         "nested in a known loader's argument": {"_target_": "seg_data.ts2_release.load_ts2", "path": opener},
         "an unknown loader": opener,
-        "a seg_data function that is no loader": {"_target_": "seg_data.results.atomic_write_text",
+        "a seg_data function that is no loader": {"_target_": "seg_data.result_sets.atomic_write_text",
                                                   "path": str(victim), "text": ""},
         "an unknown argument": {"_target_": "seg_data.ts2_release.load_ts2", "path": str(release),
                                 "_recursive_": True, "revision": None},

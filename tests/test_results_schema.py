@@ -1,5 +1,6 @@
-"""The one file schema (seg_data.results): roles, run.json, directions read alike by every command,
-atomic writes and result folders written as a set."""
+"""The one file schema (seg_data.results: roles, run.json, analysis.json, directions read alike by
+every command) and the result-set machinery (seg_data.result_sets: atomic writes, result folders
+written as a set, the one-writer lock, inputs checked on read)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from seg_data import result_sets as Sets
 from seg_data import results as R
 
 
@@ -43,7 +45,7 @@ def test_run_record_round_trip_and_errors(tmp_path):
                   "images_per_s": None, "flops_per_image_estimate": 5.0, "flops_per_image_measured": None}],
         directions={"a": True, "b_errors": False}, roles={"a": "metric", "b_errors": "control"},
         derived_columns={}, wall_time_s=11.1, dataset={"name": "mini"})
-    p = R.atomic_write_text(tmp_path / "run.json", json.dumps(rec))
+    p = Sets.atomic_write_text(tmp_path / "run.json", json.dumps(rec))
     got = R.read_run_record(p)
     assert got.format == R.RUN_FORMAT and got.wall_time_s == 11.1 and got.dataset == "mini"
     assert got.lower_is_better == {"b_errors"} and got.roles == {"a": "metric", "b_errors": "control"}
@@ -73,43 +75,43 @@ def test_metric_columns_one_list():
 
 def test_atomic_write_leaves_no_temp_file_on_error(tmp_path):
     p = tmp_path / "x.csv"
-    R.atomic_write_text(p, "old")
-    R.atomic_write_text(p, "new")
+    Sets.atomic_write_text(p, "old")
+    Sets.atomic_write_text(p, "new")
     assert p.read_text() == "new"
     with pytest.raises(TypeError):
-        R.atomic_write_bytes(p, object())  # a failed write keeps the old file and no temp file
+        Sets.atomic_write_bytes(p, object())  # a failed write keeps the old file and no temp file
     assert p.read_text() == "new" and sorted(x.name for x in tmp_path.iterdir()) == ["x.csv"]
 
 
 def test_result_set_states(tmp_path):
     d = tmp_path / "out"
-    with R.result_set(d, "test") as stage:
+    with Sets.result_set(d, "test") as stage:
         assert stage != d and not d.exists()  # written beside the folder, swapped in at the end
         (stage / "a.csv").write_text("1\n")
         (stage / "sub").mkdir()
         (stage / "sub" / "b.png").write_bytes(b"\x89PNG")
         (stage / "ts2.log").write_text("log lines are not part of the set")
-    assert R.result_set_state(d)[0] == "complete"
-    man = json.loads((d / R.MANIFEST).read_text())
+    assert Sets.result_set_state(d)[0] == "complete"
+    man = json.loads((d / Sets.MANIFEST).read_text())
     assert sorted(man["files"]) == ["a.csv", "sub/b.png"]
     (d / "ts2.log").write_text("appended")
-    assert R.result_set_state(d)[0] == "complete"
+    assert Sets.result_set_state(d)[0] == "complete"
     (d / "a.csv").write_text("1")  # cut short
-    state, why = R.result_set_state(d)
+    state, why = Sets.result_set_state(d)
     assert state == "interrupted" and "a.csv" in why
-    with pytest.raises(R.IncompleteResultError, match="interrupted"):
-        R.check_result_set(d)
+    with pytest.raises(Sets.IncompleteResultError, match="interrupted"):
+        Sets.check_result_set(d)
     # a writer that fails writes nothing: no folder, no staging sibling left behind
     e = tmp_path / "e"
-    with pytest.raises(RuntimeError), R.result_set(e, "test") as stage:
+    with pytest.raises(RuntimeError), Sets.result_set(e, "test") as stage:
         (stage / "a.csv").write_text("x")
         raise RuntimeError("disk full")
-    assert not e.exists() and R.result_set_state(e)[0] == "unmanaged"
+    assert not e.exists() and Sets.result_set_state(e)[0] == "unmanaged"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def _complete_set(d, files, writer="test"):
-    with R.result_set(d, writer) as stage:
+    with Sets.result_set(d, writer) as stage:
         for name, text in files.items():
             (stage / name).parent.mkdir(parents=True, exist_ok=True)
             (stage / name).write_text(text)
@@ -125,10 +127,10 @@ def test_a_failed_second_run_leaves_the_first_set_whole(tmp_path, failure):
     d = tmp_path / "out"
     _complete_set(d, {"metametrics.csv": "old\n", "per_seg.csv": "old\n", "figures/a.png": "old"})
     before = _snapshot(d)
-    with pytest.raises(type(failure)), R.result_set(d, "test") as stage:
+    with pytest.raises(type(failure)), Sets.result_set(d, "test") as stage:
         (stage / "metametrics.csv").write_text("new\n")
         raise failure
-    assert _snapshot(d) == before and R.result_set_state(d)[0] == "complete"
+    assert _snapshot(d) == before and Sets.result_set_state(d)[0] == "complete"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder, no lock file left
 
 
@@ -139,7 +141,7 @@ def test_nothing_of_the_old_set_survives_into_the_new_one(tmp_path):
     _complete_set(d, {"metametrics.csv": "new\n"})
     assert sorted(_snapshot(d)) == ["manifest.json", "metametrics.csv", "notes.txt"]
     assert (d / "metametrics.csv").read_text() == "new\n" and (d / "notes.txt").read_text() == "the user's own file"
-    assert sorted(json.loads((d / R.MANIFEST).read_text())["files"]) == ["metametrics.csv"]
+    assert sorted(json.loads((d / Sets.MANIFEST).read_text())["files"]) == ["metametrics.csv"]
 
 
 def test_this_runs_hydra_files_move_with_the_set_and_an_old_runs_go(tmp_path):
@@ -152,39 +154,39 @@ def test_this_runs_hydra_files_move_with_the_set_and_an_old_runs_go(tmp_path):
     os.utime(d / ".hydra", (old, old))
     _complete_set(d, {"a.csv": "new"})  # a Python call: no Hydra files of its own
     assert not (d / ".hydra").exists()
-    with R.folder_lock(d, "cli"):  # the CLI locks first, then Hydra writes its files, then the set
+    with Sets.folder_lock(d, "cli"):  # the CLI locks first, then Hydra writes its files, then the set
         (d / ".hydra").mkdir()
         (d / ".hydra" / "config.yaml").write_text("this run")
         (d / "ts2.log").write_text("this run's log")
         _complete_set(d, {"a.csv": "newer"})
     assert (d / ".hydra" / "config.yaml").read_text() == "this run" and (d / "ts2.log").exists()
-    assert R.result_set_state(d)[0] == "complete"
+    assert Sets.result_set_state(d)[0] == "complete"
 
 
 def test_nested_sets_of_one_folder_are_one_set_and_paths_are_published(tmp_path):
     d = tmp_path / "out"
-    with R.result_set(d, "outer") as outer:
+    with Sets.result_set(d, "outer") as outer:
         (outer / "scores.csv").write_text("s")
-        with R.result_set(d, "inner") as inner:
+        with Sets.result_set(d, "inner") as inner:
             assert inner == outer
             (inner / "report.html").write_text("r")
-            assert R.published_path(inner / "report.html") == d / "report.html"
+            assert Sets.published_path(inner / "report.html") == d / "report.html"
         assert not d.exists()  # the inner set does not swap: the outer one does, once
-        assert R.result_set_state(outer)[0] == "unmanaged"  # readable by this process while written
-    assert sorted(json.loads((d / R.MANIFEST).read_text())["files"]) == ["report.html", "scores.csv"]
-    assert R.published_path(tmp_path / "elsewhere.csv") == tmp_path / "elsewhere.csv"
+        assert Sets.result_set_state(outer)[0] == "unmanaged"  # readable by this process while written
+    assert sorted(json.loads((d / Sets.MANIFEST).read_text())["files"]) == ["report.html", "scores.csv"]
+    assert Sets.published_path(tmp_path / "elsewhere.csv") == tmp_path / "elsewhere.csv"
 
 
 def test_the_current_folder_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for bad in (".", tmp_path, tmp_path.parent):
-        with pytest.raises(ValueError, match="other than the current folder"), R.result_set(bad, "t"):
+        with pytest.raises(ValueError, match="other than the current folder"), Sets.result_set(bad, "t"):
             pass
 
 
 _HOLD = """
 import sys, time
-from seg_data.results import folder_lock
+from seg_data.result_sets import folder_lock
 with folder_lock(sys.argv[1], "ts2 analyze"):
     print("locked", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -197,14 +199,14 @@ def test_a_second_writer_is_refused_naming_the_first(tmp_path):
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         assert p.stdout.readline().strip() == "locked"
-        with pytest.raises(R.FolderLockedError, match=rf"expected no other writer, got ts2 analyze \(pid {p.pid},"):
-            with R.result_set(d, "test"):
+        with pytest.raises(Sets.FolderLockedError, match=rf"expected no other writer, got ts2 analyze \(pid {p.pid},"):
+            with Sets.result_set(d, "test"):
                 pass
     finally:
         p.kill()
         p.wait()
     # the holder died without releasing: its lock is taken over, with a note
-    with R.folder_lock(d, "test"):
+    with Sets.folder_lock(d, "test"):
         pass
 
 
@@ -217,7 +219,7 @@ def test_a_dead_writers_lock_and_staging_folder_are_taken_over(tmp_path, caplog)
     stage = tmp_path / ".out.ts2-new-999999999"
     stage.mkdir()
     (stage / "a.csv").write_text("half")
-    (stage / R.INCOMPLETE_MARKER).write_text("{}")
+    (stage / Sets.INCOMPLETE_MARKER).write_text("{}")
     with caplog.at_level("WARNING"):
         _complete_set(d, {"a.csv": "new"})
     assert "took over the lock of ts2 report (pid 999999999" in caplog.text
@@ -229,17 +231,17 @@ def test_a_writer_killed_between_the_fallback_renames_is_recovered(tmp_path):
     d = tmp_path / "out"
     _complete_set(d, {"a.csv": "old"})
     d.rename(tmp_path / ".out.ts2-old-999999999")  # killed after moving the old set aside
-    with R.folder_lock(d, "test"):
+    with Sets.folder_lock(d, "test"):
         pass
-    assert (d / "a.csv").read_text() == "old" and R.result_set_state(d)[0] == "complete"
+    assert (d / "a.csv").read_text() == "old" and Sets.result_set_state(d)[0] == "complete"
 
 
 def test_the_fallback_swap_without_renameat2(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(Sets, "_exchange", lambda a, b: False)
     d = tmp_path / "out"
     _complete_set(d, {"a.csv": "old"})
     _complete_set(d, {"a.csv": "new"})
-    assert (d / "a.csv").read_text() == "new" and R.result_set_state(d)[0] == "complete"
+    assert (d / "a.csv").read_text() == "new" and Sets.result_set_state(d)[0] == "complete"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
@@ -247,12 +249,12 @@ def test_changed_inputs_are_refused_on_read(tmp_path):
     src = tmp_path / "scores.csv"
     src.write_text("seg_id,node,m\n0,0,1\n")
     d = tmp_path / "out"
-    with R.result_set(d, "test") as stage:
-        (stage / R.ANALYSIS_FILE).write_text(json.dumps({"inputs": R.input_fingerprints([src])}))
-    R.check_inputs(d)
+    with Sets.result_set(d, "test") as stage:
+        (stage / R.ANALYSIS_FILE).write_text(json.dumps({"inputs": Sets.input_fingerprints([src])}))
+    Sets.check_inputs(d)
     src.write_text("seg_id,node,m\n0,0,2\n")  # same size, other bytes
-    with pytest.raises(R.StaleResultError, match=rf"expected {re.escape(str(src))} as it was when analysed"):
-        R.check_inputs(d)
+    with pytest.raises(Sets.StaleResultError, match=rf"expected {re.escape(str(src))} as it was when analysed"):
+        Sets.check_inputs(d)
 
 
 def _blur_folder(d):
@@ -316,7 +318,7 @@ def _record(**kw):
 
 def test_analysis_record_round_trip(tmp_path):
     rec = _record()
-    p = R.atomic_write_text(tmp_path / R.ANALYSIS_FILE, rec.to_json())
+    p = Sets.atomic_write_text(tmp_path / R.ANALYSIS_FILE, rec.to_json())
     raw = json.loads(p.read_text())
     assert next(iter(raw)) == "format" and raw["format"] == R.ANALYSIS_FORMAT == "ts2-analysis/2"
     got = R.read_analysis_record(p)
@@ -341,7 +343,7 @@ def test_ts2_analyze_writes_the_record_and_the_folder_reads_it(tmp_path):
     rec = R.read_analysis_record(tmp_path / "out" / R.ANALYSIS_FILE)
     assert rec.format == R.ANALYSIS_FORMAT and rec.metrics == ("m", "e") and rec.lower_is_better == {"e"}
     assert rec.roles == {"m": "metric", "e": "control"} and rec.dataset == "toy"
-    assert rec.score_files == (str(src.resolve()),) and rec.inputs == R.input_fingerprints([src])
+    assert rec.score_files == (str(src.resolve()),) and rec.inputs == Sets.input_fingerprints([src])
     assert rec.confidence == res.confidence and rec.n_segs == {"graph": 2}
     schema = R.folder_schema(tmp_path / "out")
     assert schema.directions == {"m": True, "e": False} and schema.roles["e"] == "control"
@@ -356,7 +358,7 @@ def test_an_analysis_json_without_format_is_read_as_version_1(tmp_path):
     assert rec.metrics == ("x", "y") and rec.lower_is_better == {"y"} and rec.confidence == 0.95
     assert rec.score_files == () and rec.inputs == {} and rec.chance_null is None
     assert R.folder_schema(tmp_path) == R.FolderSchema({"x": True, "y": False}, {"y": "reference"}, "TS2")
-    R.check_inputs(tmp_path)  # nothing recorded: passes
+    Sets.check_inputs(tmp_path)  # nothing recorded: passes
 
 
 @pytest.mark.parametrize("text, match", [
@@ -387,7 +389,7 @@ def test_every_reader_of_analysis_json_refuses_a_newer_version(tmp_path):
                   "value": [0.5]}).to_csv(d / "metametrics.csv", index=False)
     (d / R.ANALYSIS_FILE).write_text(json.dumps({"format": "ts2-analysis/3", "metrics": ["m"]}))
     msg = rf"{re.escape(str(d / R.ANALYSIS_FILE))}: expected format <= 2"
-    for read in (R.folder_schema, R.check_inputs, rs.load_result_dir, lambda p: rs.merged_results([p])):
+    for read in (R.folder_schema, Sets.check_inputs, rs.load_result_dir, lambda p: rs.merged_results([p])):
         with pytest.raises(ValueError, match=msg):
             read(d)
 

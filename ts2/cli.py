@@ -106,7 +106,7 @@ def _check_output_override(overrides: list[str]) -> None:
     """
     value = _explicit_output_dir(overrides)
     if value is not None:
-        from seg_data.results import check_swappable
+        from seg_data.result_sets import check_swappable
         from ts2.common import check_output_dir
 
         check_swappable(value)  # ValueError: the current folder or one above it, however written
@@ -204,7 +204,7 @@ def _drop_unwritten_folder(folder) -> None:
     import os
     import shutil
 
-    from seg_data.results import RUN_DIR_FILES
+    from seg_data.result_sets import RUN_DIR_FILES
 
     try:
         names = set(os.listdir(folder))
@@ -355,7 +355,7 @@ def run_hydra(cmd: Command, overrides: list[str], prog: str = "ts2") -> int:
             # raising marks the job failed, and Hydra fails the multirun after all jobs ran.
             raise JobFailed(f"{prog} job {cfg_job_name()} exited with code {rc}")
 
-    from seg_data.results import FolderLockedError, folder_lock
+    from seg_data.result_sets import FolderLockedError, folder_lock
 
     old = sys.argv
     sys.argv = [prog, *overrides]

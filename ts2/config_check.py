@@ -358,7 +358,8 @@ def _within(inner: Path, outer: Path) -> bool:
 def _set_holding(inner: Path, outer: Path | None = None) -> Path | None:
     """The result set (a folder with a manifest or run record) that holds ``inner``, looking up
     from its folder to ``outer`` (to the root when None), or None."""
-    from seg_data.results import MANIFEST, RUN_FILE
+    from seg_data.result_sets import MANIFEST
+    from seg_data.results import RUN_FILE
 
     d = inner if inner.is_dir() else inner.parent
     while True:
@@ -378,7 +379,7 @@ def output_clash(outputs: dict[str, Path | None], inputs: dict[str, list[Path]])
     with an input result set holding it. An output file (``out=``) clashes with an input that
     is the file or holds it, and with any file of a result set: writing there leaves that set
     incomplete. Paths are compared resolved (symlinks, ``..``); a user's own files in an output
-    folder are kept by :func:`seg_data.results.result_set`, so they do not clash.
+    folder are kept by :func:`seg_data.result_sets.result_set`, so they do not clash.
     """
     folder, file = outputs.get(_OUTPUT_FOLDER), outputs.get(_OUTPUT_FILE)
     for key, paths in inputs.items():

@@ -98,7 +98,9 @@ def human_table(results: pd.DataFrame, grouping: str = "global",
     ValueError
         Missing columns, or no rows for ``grouping``.
     """
-    need = {"metric", "statistic", "grouping", "value"}
+    from seg_data.results import HUMAN_REQUIRED  # here: importing seg_data loads networkx
+
+    need = set(HUMAN_REQUIRED)
     if not need <= set(results.columns):
         raise ValueError(f"expected result columns {sorted(need)}, got {list(results.columns)}")
     sub = results[(results["grouping"] == grouping) & results["statistic"].isin(statistics)]

@@ -91,7 +91,7 @@ class HumanViewOutputs:
 
 def _write_results(rows: list[dict], path: Path) -> None:
     # Rewritten after each metric so an interrupted run keeps the metrics it finished.
-    from seg_data.results import atomic_write_text
+    from seg_data.result_sets import atomic_write_text
 
     atomic_write_text(path, pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(index=False))
 

@@ -111,6 +111,6 @@ def write_usage(directory: str | Path | None, metric: str, usage: Mapping[str, A
     d = Path(directory).expanduser()
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"usage_{metric}.json"
-    from seg_data.results import atomic_write_text
+    from seg_data.result_sets import atomic_write_text
 
     return atomic_write_text(path, json.dumps(dict(usage), indent=1, default=str))

@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 
 from metrics_adapters.hub import ModelUnavailableError, package_dir, require_model
-from seg_data.results import file_sha256
+from seg_data.result_sets import file_sha256
 
 __all__ = ["ensure_mpnet", "minilm_path", "models_dir", "mpnet_wheels_dir", "resolve_matcher_model",
            "ModelFetchError", "MPNET_PARTS", "MPNET_NAME", "MPNET_SHA256", "MATCHER_DEFAULT", "MATCHER_OFFLINE"]

@@ -288,6 +288,6 @@ def save_question_csv(sets: Mapping[str, QuestionSet] | Sequence[QuestionSet], p
             records.append(rec)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from seg_data.results import atomic_write_text
+    from seg_data.result_sets import atomic_write_text
 
     return atomic_write_text(path, pd.DataFrame(records, columns=list(cols)).to_csv(index=False))

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from analysis.human.view import RESULT_COLUMNS  # noqa: F401  (the file's schema, for callers and tests)
-from seg_data.results import published_path, result_set
+from seg_data.result_sets import published_path, result_set
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.result_dirs import expand_result_paths, merged_results
-from seg_data.results import ANALYSIS_FILE, RUN_FILE, read_analysis_record, read_run_record, result_set
+from seg_data.result_sets import result_set
+from seg_data.results import ANALYSIS_FILE, RUN_FILE, read_analysis_record, read_run_record
 from ts2.commands.report import _as_list
 from ts2.common import load_dataset, output_dir
 

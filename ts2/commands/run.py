@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from seg_data.results import DiscardResultSet, result_set
+from seg_data.result_sets import DiscardResultSet, result_set
 from ts2.commands import report as report_cmd
 from ts2.commands import score as score_cmd
 from ts2.common import output_dir

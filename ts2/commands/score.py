@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from seg_data.results import DiscardResultSet, result_set
+from seg_data.result_sets import DiscardResultSet, result_set
 from ts2.common import load_dataset, output_dir
 
 log = logging.getLogger(__name__)
