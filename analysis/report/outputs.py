@@ -27,8 +27,9 @@ from seg_data.results import (
     result_set,
 )
 
-from .chance import NULL_DESCRIPTION
-from .pipeline import PER_SEG_COLUMNS, AnalysisResult
+from ..chance import NULL_DESCRIPTION
+from ..pipeline import PER_SEG_COLUMNS, AnalysisResult
+from ..verdict import pct as _pct  # one rounding rule for every printed percentage
 from .tables import seg_count_text, write_tables
 
 __all__ = ["analysis_record", "write_outputs", "write_frame", "per_seg_csv", "summary_text", "compare_text"]
@@ -147,11 +148,6 @@ def analysis_record(result: AnalysisResult, roles: dict[str, str] | None = None,
 
 def _num(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
-
-
-def _pct(v: float) -> str:
-    x = round(100 * float(v), 1)
-    return f"{x + 0.0 if x != 0 else 0.0:.1f}"  # never "-0.0"
 
 
 def _fmt(v: float, lo: float, hi: float, with_ci: bool, na: bool = False) -> str:
