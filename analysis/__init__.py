@@ -17,8 +17,13 @@ Where things are (one module per concern):
 - :mod:`analysis.pipeline`        :func:`~analysis.pipeline.analyze`: the whole thing in one call
 - :mod:`analysis.settings`        :class:`~analysis.settings.AnalysisSettings`: the settings of the
   computation (``conf/analysis/default.yaml``), taken by every entry point
-- :mod:`analysis.tables`          paper-style tables (md/tex/csv); :mod:`analysis.outputs` files
 - :mod:`analysis.pareto`          Pareto frontier in (meta-metric, cost)
+- :mod:`analysis.views`           the SEG view and the human view side by side (rank agreement)
+- :mod:`analysis.human`           the human view: correlation with human ratings, agreement, paired tests
+- :mod:`analysis.report`          the presentation: report page, figures, tables, explorer, result
+  folders, the files of ``ts2 analyze``; it uses the modules above and none of them imports it
+- :mod:`analysis.session`         :func:`~analysis.session.run_analysis`: one analysis as an object
+  that computes, draws and writes; :mod:`analysis.reproduction` the paper's Table 2 reproduced
 
 This package never imports torch or :mod:`metrics_adapters`: costs and scores reach it as numbers.
 """

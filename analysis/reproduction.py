@@ -124,10 +124,10 @@ def discrepancies_html(table: pd.DataFrame, notes: dict[str, tuple[str, ...]] | 
 def printed_figure4_html(fig_dir: Path) -> str:
     """The paper's Figure 4 redrawn from the printed Table 2 (Avg/subset rank_m and sep_m of all 19
     metrics at the printed FLOPs row; no CIs, the paper gives none), as embedded figures."""
-    from . import plots
-    from . import report as rp
     from .paper_table2 import FAMILIES, LABELS, table2
-    from .plots_pareto import pareto_figure
+    from .report import page as rp
+    from .report import plots
+    from .report.plots_pareto import pareto_figure
 
     t = table2()
     parts = []
@@ -196,9 +196,9 @@ def reproduce(path: str | Path | None, output_dir: str | Path, settings: Analysi
 
 def _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out: Path, output_dir, protocols, figures,
                         pareto) -> dict:
-    from . import report as rp
     from .paper_table2 import FAMILIES, FLOPS, LABELS
-    from .tables import write_tables
+    from .report import page as rp
+    from .report.tables import write_tables
 
     disc.to_csv(out / "discrepancies.csv", index=False)
     fail = failure_code_notes(res)

@@ -4,7 +4,7 @@
 table and dataset, computes the meta-metrics (:func:`analysis.pipeline.analyze`), and, as asked,
 the paired comparison of two metrics and the significance-grouped ranking
 (:mod:`analysis.compare`). The :class:`Analysis` it returns holds them as tidy DataFrames, draws
-the figures of :mod:`analysis.plots`, writes the files of ``ts2 analyze`` (:meth:`Analysis.write`)
+the figures of :mod:`analysis.report.plots`, writes the files of ``ts2 analyze`` (:meth:`Analysis.write`)
 or a whole report (:meth:`Analysis.to_report`), and shows the Table-2-style table in Jupyter.
 
 ``ts2 analyze`` (:mod:`ts2.commands.analyze`) and ``ts2.analyze`` both call :func:`run_analysis`,
@@ -37,7 +37,7 @@ __all__ = ["Analysis", "run_analysis", "auto_reference", "PLOT_KINDS"]
 
 log = logging.getLogger(__name__)
 
-#: What :meth:`Analysis.plot` draws (one function of :mod:`analysis.plots` each).
+#: What :meth:`Analysis.plot` draws (one function of :mod:`analysis.report.plots` each).
 PLOT_KINDS = ("histograms", "heatmap", "scatter", "pareto")
 
 
@@ -161,7 +161,7 @@ class Analysis:
         """The text ``ts2 analyze`` prints: a table per protocol (values in %, CIs), the chance
         levels, the comparison asked for, the best ranking group and (``verdict``) one verdict
         line per metric under evaluation."""
-        from .outputs import compare_text, summary_text
+        from .report.outputs import compare_text, summary_text
 
         result = self.result
         shown = list(self.table_meta_metrics) or ["rank", "sep", "delta"]
@@ -194,10 +194,10 @@ class Analysis:
 
     def _repr_html_(self) -> str:
         """The Table-2-style table of every protocol (values in %, CIs below, chance levels),
-        as in ``report.html`` (:func:`analysis.report.metametrics_html`)."""
+        as in ``report.html`` (:func:`analysis.report.page.metametrics_html`)."""
         import html
 
-        from .report import metametrics_html
+        from .report.page import metametrics_html
 
         mm = self.metametrics
         parts = [f"<p>TS2 meta-metrics of {html.escape(', '.join(self.result.metrics))}; "
@@ -215,7 +215,7 @@ class Analysis:
         Parameters
         ----------
         kind : {"histograms", "heatmap", "scatter", "pareto"}
-            ``histograms``: score distributions per error count (:func:`analysis.plots.score_histograms`);
+            ``histograms``: score distributions per error count (:func:`analysis.report.plots.score_histograms`);
             ``heatmap``: one SEG's scores, nodes by error count (``seg_id``; default the first SEG);
             ``scatter``: per-SEG ``meta_metric`` of two ``metrics`` (default the first two);
             ``pareto``: ``meta_metric`` against ``flops`` (metric -> FLOPs per image, required).
@@ -231,8 +231,8 @@ class Analysis:
         KeyError
             Unknown metric, protocol or SEG.
         """
-        from . import plots
-        from .plots_pareto import pareto_figure
+        from .report import plots
+        from .report.plots_pareto import pareto_figure
 
         if kind not in PLOT_KINDS:
             raise ValueError(f"expected kind one of {list(PLOT_KINDS)}, got {kind!r}")
@@ -270,8 +270,8 @@ class Analysis:
     def write(self, output_dir: str | Path) -> list[Path]:
         """Write what ``ts2 analyze`` writes (``metametrics.csv``, ``per_seg.csv``,
         ``table.md/.tex/.csv``, ``analysis.json`` and the ``extra`` frames) into ``output_dir``,
-        as one result set (:func:`analysis.outputs.write_outputs`)."""
-        from .outputs import write_outputs
+        as one result set (:func:`analysis.report.outputs.write_outputs`)."""
+        from .report.outputs import write_outputs
 
         return write_outputs(self.result, output_dir, dict(self.extra), roles=dict(self.roles),
                              dataset=self.dataset_name, score_files=list(self.score_files),
@@ -282,10 +282,10 @@ class Analysis:
                   figure_protocol: str | None = None, heatmaps: int = 2, scatter: Sequence[str] | None = None):
         """Write the report (``report.html`` with figures, ``scores.csv``, ``pareto.csv``, what
         ``ts2 report`` writes) and the files of ``ts2 analyze`` (:meth:`write`, byte for byte)
-        into ``output_dir``, as one result set. Returns :class:`analysis.report.ReportOutputs`."""
+        into ``output_dir``, as one result set. Returns :class:`analysis.report.page.ReportOutputs`."""
         from seg_data.result_sets import result_set
 
-        from . import report as rp
+        from .report import page as rp
 
         merged = self._merged(flops)
         with result_set(output_dir, "ts2.analyze to_report"):
@@ -298,13 +298,13 @@ class Analysis:
 
 
     def _merged(self, flops: Mapping[str, float] | None = None):
-        """This analysis as the :class:`analysis.report.MergedResults` the report and explorer draw."""
-        from . import report as rp
+        """This analysis as the :class:`analysis.report.merged.MergedResults` the report and explorer draw."""
+        from .report.merged import MergedResults, RunInfo
 
-        return rp.MergedResults(
+        return MergedResults(
             scores=self.scores, metametrics=self.metametrics, per_seg=self.per_seg, flops=dict(flops or {}),
             lower_is_better=self.result.lower_is_better,
-            runs=(rp.RunInfo(label=Path(self.score_files[0]).name if self.score_files else self.result.source,
+            runs=(RunInfo(label=Path(self.score_files[0]).name if self.score_files else self.result.source,
                              dirs=tuple(self.score_files), overrides={}, columns={m: m for m in self.result.metrics},
                              n_images=len(self.scores)),),
             notes=tuple(self.result.notes), roles=dict(self.roles), dataset=self.dataset_name,
@@ -312,10 +312,10 @@ class Analysis:
 
     def explore(self, path: str | Path, dataset: SEGDataset | None = None, *, protocol: str | None = None,
                 title: str = "SEG explorer"):
-        """Write the SEG explorer of this analysis (:func:`analysis.explorer.write_explorer`: one
+        """Write the SEG explorer of this analysis (:func:`analysis.report.explorer.write_explorer`: one
         self-contained HTML page; ``dataset`` adds the real graphs and image thumbnails) to ``path``.
         Returns the explorer's result (page size, SEG and image counts)."""
-        from .explorer import write_explorer
+        from .report.explorer import write_explorer
 
         return write_explorer(self._merged(), Path(path), dataset, protocol=protocol, title=title)
 

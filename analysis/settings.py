@@ -2,7 +2,7 @@
 
 Every key lives once in ``conf/analysis/default.yaml``; ``ts2 analyze``, ``ts2 report``,
 ``ts2 run``, ``ts2 reproduce`` and the Python API (``ts2.analyze``, ``ts2.report``,
-``ts2.reproduce``, :func:`analysis.session.run_analysis`, :func:`analysis.result_dirs.build_report`,
+``ts2.reproduce``, :func:`analysis.session.run_analysis`, :func:`analysis.report.result_dirs.build_report`,
 :func:`analysis.reproduction.reproduce`) build one :class:`AnalysisSettings` from it
 (:meth:`AnalysisSettings.from_config`) and hand it, whole, to :func:`analysis.pipeline.analyze`
 and :func:`analysis.pipeline.run_protocol`. The dataclass defaults equal the config's

@@ -5,7 +5,7 @@
 The release has no images here, so each of its 2,840 ``file_name`` entries gets a seeded
 noise JPEG of ``--side`` pixels (noise is JPEG's worst case: the largest thumbnails). The
 released scores (``released/scores_subset.csv``) are analysed without a bootstrap, then
-:func:`analysis.explorer.write_explorer` builds the page.
+:func:`analysis.report.explorer.write_explorer` builds the page.
 
 Reported: thumbnail/page build time, page size (target: < 50 MB), and, in headless Chromium
 (selenium + chromedriver), the time from navigation start to the page's ``load`` event and to
@@ -51,9 +51,9 @@ def main() -> int:
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--no-browser", action="store_true")
     a = ap.parse_args()
-    from analysis.explorer import write_explorer
     from analysis.pipeline import analyze
-    from analysis.report import MergedResults
+    from analysis.report.explorer import write_explorer
+    from analysis.report.merged import MergedResults
     from seg_data import load_path
 
     ts2 = Path(a.ts2)

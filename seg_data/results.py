@@ -303,7 +303,7 @@ _ANALYSIS_FORMAT_RE = re.compile(r"^ts2-analysis/(\d+)$")
 class AnalysisRecord:
     """The ``analysis.json`` of ``ts2 analyze``: what was analysed, how, and from which files.
 
-    Written by :meth:`to_json` (``analysis/outputs.py`` builds the record from an analysis), read
+    Written by :meth:`to_json` (``analysis/report/outputs.py`` builds the record from an analysis), read
     back by :func:`read_analysis_record`, the one reader: ``folder_schema`` (directions, roles,
     dataset), :func:`seg_data.result_sets.check_inputs` (``inputs``) and ``ts2 report``'s folder
     reader (``confidence``, ``score_files``) all go through it. Fields a version-1 file lacks read

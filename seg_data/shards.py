@@ -13,7 +13,7 @@ depends only on the id, the split is
 
 Shard sizes are balanced only in expectation (a binomial draw per shard); a shard may be empty
 when ``n`` is close to the number of images. ``ts2 report`` concatenates the shard outputs of one
-run again (see :mod:`analysis.result_dirs`).
+run again (see :mod:`analysis.report.result_dirs`).
 
 The index ``i`` is 0-based (``0/4`` ... ``3/4``), matching ``SLURM_ARRAY_TASK_ID`` for
 ``--array=0-3`` and Hydra's sweep syntax ``shard=0/4,1/4,2/4,3/4``.

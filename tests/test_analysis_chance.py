@@ -234,9 +234,9 @@ def test_mini_controls_sit_at_chance_and_the_real_metric_far_above(protocol):
 
 
 def test_summary_and_report_name_the_null_and_show_the_error_and_the_random_control():
-    from analysis import report as rp
     from analysis.chance import NULL_DESCRIPTION
-    from analysis.outputs import summary_text
+    from analysis.report import page as rp
+    from analysis.report.outputs import summary_text
 
     r = analyze(read_scores(MINI), protocols=["paper"], bootstrap=0, chance=30, seed=0)
     assert NULL_DESCRIPTION in summary_text(r)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.outputs import per_seg_csv, write_outputs
 from analysis.pipeline import analyze
+from analysis.report.outputs import per_seg_csv, write_outputs
 
 
 def _awkward() -> pd.DataFrame:

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
+import analysis.report.result_dirs
 import analysis.reproduction
-import analysis.result_dirs
 import analysis.session
 import ts2
 from analysis.pipeline import analyze
@@ -70,7 +70,7 @@ def test_every_entry_point_gets_the_same_defaults(monkeypatch, table, tmp_path):
         return f
 
     monkeypatch.setattr(analysis.session, "run_analysis", capture("ts2.analyze"))
-    monkeypatch.setattr(analysis.result_dirs, "build_report", capture("ts2.report"))
+    monkeypatch.setattr(analysis.report.result_dirs, "build_report", capture("ts2.report"))
     monkeypatch.setattr(analysis.reproduction, "reproduce", capture("ts2.reproduce"))
     for call in (lambda: ts2.analyze(table), lambda: ts2.report(tmp_path, tmp_path / "r"),
                  lambda: ts2.reproduce(tmp_path, tmp_path / "p")):

@@ -87,7 +87,7 @@ def test_a_nan_in_the_cache_is_scored_again_not_served(tiny, tmp_path, caplog):
 
 
 def test_figure_file_names_never_collide_nor_overflow():
-    from analysis.report_figures import SAFE_NAME_MAX, _safe
+    from analysis.report.figures import SAFE_NAME_MAX, _safe
 
     assert _safe("a/b") != _safe("a_b") and _safe("a b") != _safe("a_b")
     long = "x" * 300

@@ -1,4 +1,4 @@
-"""The SEG explorer (`ts2 explore`, analysis/explorer.py), in a real headless browser.
+"""The SEG explorer (`ts2 explore`, analysis/report/explorer.py), in a real headless browser.
 
 The browser tests drive Debian's ``chromium`` through ``chromedriver`` with selenium (the test
 extra); ``.ci/run`` installs both when missing. Without them those tests skip with the reason; the
@@ -110,7 +110,7 @@ def test_report_links_the_explorer(mini_run):
 
 
 def test_script_block_escapes_markup():
-    from analysis.explorer import explorer_html, json_for_script
+    from analysis.report.explorer import explorer_html, json_for_script
 
     payload = "</script><script>alert(1)</script>&amp;"
     block = json_for_script({"prompt": payload})

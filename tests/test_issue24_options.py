@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.outputs import summary_text
 from analysis.pipeline import MIN_SEGS_CI, analyze
+from analysis.report.outputs import summary_text
 from analysis.scores_io import read_scores, table_shape
 from analysis.stats import MAX_BOOTSTRAP, bootstrap_bytes, check_bootstrap_size, withhold_small_cis
 from ts2 import options
@@ -85,7 +85,7 @@ def test_header_states_each_metrics_real_seg_count(tmp_path):
     lines = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.startswith(("good", "noisy"))}
     assert lines["good"][1] == "12" and lines["noisy"][1] == "1"
     assert "[n/a]" in " ".join(lines["noisy"]) and "[n/a]" not in " ".join(lines["good"])
-    from analysis.tables import write_tables
+    from analysis.report.tables import write_tables
 
     md = write_tables(res, tmp_path)[0].read_text()
     assert "Avg over 1 to 12 SEGs; SEGs per metric: good 12, noisy 1." in md
@@ -286,7 +286,7 @@ def test_reproduce_names_the_missing_column(capsys, tmp_path):
 
 
 def test_report_table_says_na_where_an_interval_was_withheld():
-    from analysis.report import metametrics_html
+    from analysis.report.page import metametrics_html
 
     rows = [{"metric": "full", "protocol": "graph", "meta_metric": "rank", "subset": "Avg", "value": 0.5,
              "ci_low": 0.4, "ci_high": 0.6, "n_segs": 30},

@@ -142,7 +142,7 @@ def test_kill_at_random_moments_leaves_the_old_or_the_new_set(tmp_path, kind):
         if finished and rc == 0:
             assert got != _set_of(old), plan
         outcomes.append("new" if got != _set_of(old) else "old")
-        from analysis.result_dirs import load_result_dir
+        from analysis.report.result_dirs import load_result_dir
 
         load_result_dir(out)  # readable as it stands
         # beside it, a killed writer leaves at most its staging folder and its lock file

@@ -93,7 +93,7 @@ def test_joblib_two_job_sweep_then_merged_by_report(tmp_path):
                       bootstrap=0)
         assert val == pytest.approx(ref.value("good", "rank"))
     # ts2 report collects the sweep folder into one table with both runs
-    from analysis.result_dirs import build_report
+    from analysis.report.result_dirs import build_report
 
     out = build_report([sweep], tmp_path / "all", bootstrap=0, protocols=["graph"], figures=[])
     table = out.tables[0].read_text()

@@ -1,4 +1,4 @@
-"""Report figures (analysis.plots): what is drawn is checked against hand-computed values."""
+"""Report figures (analysis.report.plots): what is drawn is checked against hand-computed values."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 from scipy.stats import spearmanr
 
-from analysis import plots
-from analysis.plots_pareto import pareto_figure
+from analysis.report import plots
+from analysis.report.plots_pareto import pareto_figure
 
 
 def _png_ok(path):

@@ -1,4 +1,4 @@
-"""Report assembly and merging of result directories (analysis.report, ts2 report)."""
+"""Report assembly and merging of result directories (analysis.report.page, ts2 report)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import report as rp
-from analysis import result_dirs as rs
 from analysis.pipeline import analyze
+from analysis.report import page as rp
+from analysis.report import result_dirs as rs
 from seg_data.results import BASE_COLUMNS
 from seg_data.shards import Shard
 
@@ -58,7 +58,7 @@ def write_run(d, scores: pd.DataFrame, overrides=None, flops=None, analyse=True,
 
 
 def test_report_on_a_synthetic_results_dir(tmp_path):
-    from analysis.result_dirs import build_report
+    from analysis.report.result_dirs import build_report
 
     src = write_run(tmp_path / "run1", make_scores())
     out = build_report([src], tmp_path / "rep", bootstrap=0)
@@ -184,7 +184,7 @@ def test_ts2_report_command_line(tmp_path):
 
 
 def test_report_on_a_ts2_analyze_output_finds_the_analysed_scores(tmp_path):
-    from analysis.result_dirs import build_report
+    from analysis.report.result_dirs import build_report
 
     make_scores(n_segs=6, seed=4).to_csv(tmp_path / "my_scores.csv", index=False)
     r = subprocess.run([sys.executable, "-m", "ts2", "analyze", "scores=my_scores.csv", "metrics=[good]",
@@ -233,7 +233,7 @@ def test_cis_at_different_levels_are_noted_in_the_merged_result_and_the_report(t
 def test_an_analysed_table_with_text_columns_is_read_back_for_its_analysed_metrics(tmp_path):
     """A folder analysed with metrics=[good] from a table that also holds a text column: the report
     reads the analysed scores from the table (one reader, read_score_frame) and leaves the text."""
-    from analysis.outputs import write_outputs
+    from analysis.report.outputs import write_outputs
 
     scores = make_scores(n_segs=6, seed=3)
     scores["model"] = ["sd-xl", "dalle"] * (len(scores) // 2)

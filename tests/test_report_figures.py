@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import plots
-from analysis.plots_pareto import pareto_figure
-from analysis.report import metametrics_html
-from analysis.report_figures import agreement, best_worst_segs, pareto_table
+from analysis.report import plots
+from analysis.report.figures import agreement, best_worst_segs, pareto_table
+from analysis.report.page import metametrics_html
+from analysis.report.plots_pareto import pareto_figure
 
 
 def test_pareto_zero_tick_is_per_panel():
@@ -84,7 +84,7 @@ def _run_folder(d, scores, wall=11.1):
 
 
 def test_report_marks_controls_and_names_heatmap_metrics(tmp_path, monkeypatch):
-    from analysis.result_dirs import build_report
+    from analysis.report.result_dirs import build_report
 
     rng = np.random.default_rng(0)
     rows = []

@@ -280,7 +280,7 @@ def _blur_folder(d):
 def test_analyze_and_report_read_the_same_directions(tmp_path):
     """Issue 18: the same scores.csv gave rank_m +x to ts2 report and -x to ts2 analyze."""
     from analysis.pipeline import analyze
-    from analysis.result_dirs import build_report
+    from analysis.report.result_dirs import build_report
 
     scores = _blur_folder(tmp_path / "run")
     # independent reference: the analysis told explicitly that blur is lower-is-better
@@ -330,8 +330,8 @@ def test_analysis_record_round_trip(tmp_path):
 
 
 def test_ts2_analyze_writes_the_record_and_the_folder_reads_it(tmp_path):
-    from analysis.outputs import write_outputs
     from analysis.pipeline import analyze
+    from analysis.report.outputs import write_outputs
 
     rng = np.random.default_rng(0)
     f = pd.DataFrame({"seg_id": ["0"] * 6 + ["1"] * 6, "node": ["0", "0", "1", "1", "2", "2"] * 2,
@@ -381,7 +381,7 @@ def test_a_bad_or_newer_analysis_json_is_refused_naming_the_file(tmp_path, text,
 def test_every_reader_of_analysis_json_refuses_a_newer_version(tmp_path):
     """folder_schema, check_inputs and ts2 report's folder reader all read through
     read_analysis_record: each refuses a version-3 file with the same message."""
-    from analysis import result_dirs as rs
+    from analysis.report import result_dirs as rs
 
     d = tmp_path / "ana"
     d.mkdir()

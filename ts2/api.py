@@ -290,7 +290,7 @@ def report(results: str | Path | Sequence[str | Path], output_dir: str | Path | 
     (default: ``conf/report.yaml``'s timestamped folder). ``options``: the keys of
     ``conf/report/default.yaml`` and the analysis settings of ``conf/analysis/default.yaml``
     (``bootstrap``, ``chance``, ``ci_method``, ...: the meta-metrics computed for results that have
-    none). Returns :class:`analysis.report.ReportOutputs`."""
+    none). Returns :class:`analysis.report.page.ReportOutputs`."""
     from seg_data.model import SEGDataset
     from ts2.commands.report import report_from_config
     from ts2.common import load_dataset as load_configured

@@ -1,8 +1,8 @@
 """``ts2 explore results=DIR [metrics=[a,b]] [out=FILE]``: the interactive SEG explorer.
 
-Reads result folders the way ``ts2 report`` does (:func:`analysis.result_dirs.merged_results`:
+Reads result folders the way ``ts2 report`` does (:func:`analysis.report.result_dirs.merged_results`:
 per-image scores, ``per_seg.csv``; values missing for score-only folders are computed, without a
-bootstrap) and writes one self-contained HTML page (:mod:`analysis.explorer`): ``explorer.html``
+bootstrap) and writes one self-contained HTML page (:mod:`analysis.report.explorer`): ``explorer.html``
 in ``output_dir`` as a result set, or the file ``out=``. The SEG structure (prompts, node errors,
 edges, image files) comes from ``path=``/``dataset=``, else from the dataset the run recorded in
 its ``run.json``, else from the score table's node labels. Exit code 0, or 2 for bad input.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.result_dirs import expand_result_paths, merged_results
+from analysis.report.result_dirs import expand_result_paths, merged_results
 from seg_data.result_sets import result_set
 from seg_data.results import ANALYSIS_FILE, RUN_FILE, read_analysis_record, read_run_record
 from ts2.commands.report import _as_list
@@ -105,7 +105,7 @@ def recorded_dataset(cfg: DictConfig, results: list[str]):
 
 
 def main(cfg: DictConfig) -> int:
-    from analysis.explorer import write_explorer
+    from analysis.report.explorer import write_explorer
 
     results = _as_list(cfg.get("results"))
     if not results:

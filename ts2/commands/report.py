@@ -3,7 +3,7 @@
 Collects score and analysis outputs (``ts2 score`` / ``ts2 analyze`` / ``ts2 run`` folders, Hydra
 sweep folders, shards of one run), computes the meta-metrics that are missing, and writes
 ``report.html`` (figures embedded), ``table.md/.tex/.csv``, ``figures/*.png`` and the merged
-``scores.csv``, ``metametrics.csv`` and ``per_seg.csv`` (see :mod:`analysis.report`).
+``scores.csv``, ``metametrics.csv`` and ``per_seg.csv`` (see :mod:`analysis.report.page`).
 Exit code 0, or 2 for bad input (missing folder, unreadable file, clashing shards).
 
 Never imports torch.
@@ -36,14 +36,14 @@ def _plain(value):
 
 
 def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path, dataset=None):
-    """:func:`analysis.result_dirs.build_report` with its settings read from a config (``ts2 report``
+    """:func:`analysis.report.result_dirs.build_report` with its settings read from a config (``ts2 report``
     and ``ts2 run``).
 
     Both compose ``conf/analysis/default.yaml`` (the :class:`analysis.settings.AnalysisSettings`
     of the meta-metrics computed here) and ``conf/report/default.yaml``, where every setting and
     its default lives; none is restated here.
     """
-    from analysis.result_dirs import build_report
+    from analysis.report.result_dirs import build_report
     from analysis.settings import AnalysisSettings
 
     return build_report(

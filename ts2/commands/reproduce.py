@@ -12,7 +12,7 @@ and ``graph`` by default) and writes into ``output_dir``:
     difference in percentage points, whether it matches after rounding, and the known reason
     when the TS2 data README documents one;
 ``report.html`` + ``figures/``
-    the report of :mod:`analysis.report`, with the Pareto frontiers drawn at the paper's FLOPs
+    the report of :mod:`analysis.report.page`, with the Pareto frontiers drawn at the paper's FLOPs
     row (Figure 4 of the paper) and the discrepancy list;
 ``metametrics.csv``, ``per_seg.csv``, ``scores.csv``.
 

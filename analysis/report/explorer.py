@@ -1,6 +1,6 @@
 """The SEG explorer: one self-contained HTML page to browse where a metric fails.
 
-From merged results (:class:`analysis.report.MergedResults`: per-image scores and ``per_seg.csv``)
+From merged results (:class:`analysis.report.merged.MergedResults`: per-image scores and ``per_seg.csv``)
 and the SEG structure, :func:`explorer_data` builds one plain-data record per SEG: its nodes with
 error texts, images and scores, a left-to-right layout by error count (``networkx``'s
 ``multipartite_layout``), its walks with each metric's per-walk rank_m (Spearman, the protocol's
@@ -42,11 +42,11 @@ from seg_data import SEGDataset
 from seg_data.result_sets import atomic_write_text
 from seg_data.results import KEY_COLUMNS, metric_columns
 
-from .metametrics.rank import rank_walks
-from .metametrics.walkstats import WalkStats
-from .protocols import PROTOCOLS, Protocol
-from .scores_io import prepare_inputs, read_scores
-from .walks import protocol_walks, walk_count
+from ..metametrics.rank import rank_walks
+from ..metametrics.walkstats import WalkStats
+from ..protocols import PROTOCOLS, Protocol
+from ..scores_io import prepare_inputs, read_scores
+from ..walks import protocol_walks, walk_count
 
 __all__ = ["ExplorerOutputs", "explorer_data", "explorer_html", "json_for_script", "make_thumbnails",
            "write_explorer", "THUMB_SIDE", "THUMB_BUDGET", "MAX_PAIRS", "MAX_WALKS"]
@@ -231,7 +231,7 @@ def explorer_data(merged, dataset: SEGDataset | None = None, metrics: Sequence[s
                   progress: bool = True) -> tuple[dict, dict[str, str]]:
     """The page's data and thumbnails (``key -> data URI``) from merged results.
 
-    ``merged`` is a :class:`analysis.report.MergedResults` with per-image ``scores`` (and usually
+    ``merged`` is a :class:`analysis.report.merged.MergedResults` with per-image ``scores`` (and usually
     ``per_seg``); ``dataset`` gives prompts, node errors and edges (without one, SEGs come from
     the score table's node labels with TS2-convention edges). ``metrics`` (default: all) are
     shown; ``protocol`` (default ``graph`` when computed, else the first) decides the per-SEG
@@ -386,9 +386,9 @@ def _misordered(edges, node_rows, x: np.ndarray) -> dict:
 
 
 def _asset(name: str) -> str:
-    text = files("analysis").joinpath("assets", name).read_text(encoding="utf-8")
+    text = files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
     if "</" in text:  # would end its inline <script>/<style> element early
-        raise ValueError(f"analysis/assets/{name}: expected no '</' (it would end the inline element), found one")
+        raise ValueError(f"analysis/report/assets/{name}: expected no '</' (it would end the inline element), found one")
     return text
 
 

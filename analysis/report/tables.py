@@ -13,8 +13,8 @@ import pandas as pd
 
 from seg_data.result_sets import atomic_write_text
 
-from .metametrics import PAPER_META_METRICS
-from .pipeline import AnalysisResult
+from ..metametrics import PAPER_META_METRICS
+from ..pipeline import AnalysisResult
 
 __all__ = ["paper_table", "to_markdown", "to_latex", "write_tables", "seg_count_text", "seg_counts"]
 

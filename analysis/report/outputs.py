@@ -21,8 +21,9 @@ import pandas as pd
 from seg_data.result_sets import atomic_write_text, input_fingerprints, published_path, result_set
 from seg_data.results import ANALYSIS_FILE, PER_SEG_COLUMNS, AnalysisRecord
 
-from .chance import NULL_DESCRIPTION
-from .pipeline import AnalysisResult
+from ..chance import NULL_DESCRIPTION
+from ..pipeline import AnalysisResult
+from ..verdict import pct as _pct  # one rounding rule for every printed percentage
 from .tables import seg_count_text, write_tables
 
 __all__ = ["analysis_record", "write_outputs", "write_frame", "per_seg_csv", "summary_text", "compare_text"]
@@ -141,11 +142,6 @@ def analysis_record(result: AnalysisResult, roles: dict[str, str] | None = None,
 
 def _num(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
-
-
-def _pct(v: float) -> str:
-    x = round(100 * float(v), 1)
-    return f"{x + 0.0 if x != 0 else 0.0:.1f}"  # never "-0.0"
 
 
 def _fmt(v: float, lo: float, hi: float, with_ci: bool, na: bool = False) -> str:

@@ -83,7 +83,7 @@ def pareto_table(metametrics: pd.DataFrame, flops: Mapping[str, float], roles: M
         ``protocol, meta_metric, subset, metric, role, flops, value, on_frontier, why``; ``why``
         is ``control``, ``no value`` (undefined meta-metric) or empty.
     """
-    from .pareto import pareto_mask
+    from ..pareto import pareto_mask
 
     cols = ["protocol", "meta_metric", "subset", "metric", "role", "flops", "value", "on_frontier", "why"]
     d = metametrics.assign(flops=metametrics["metric"].map(flops)).dropna(subset=["flops"])

@@ -32,8 +32,8 @@ Merging (:func:`merge_results`)
       :func:`analysis.pipeline.analyze` for everything else (shards, renamed columns, score-only
       directories).
 
-This module knows Hydra's folders; :mod:`analysis.report` draws and writes from the
-:class:`analysis.report.MergedResults` built here; :func:`build_report` does both (``ts2 report``,
+This module knows Hydra's folders; :mod:`analysis.report.page` draws and writes from the
+:class:`analysis.report.merged.MergedResults` built here; :func:`build_report` does both (``ts2 report``,
 ``ts2 run`` and ``ts2.report`` call it). Never imports torch.
 """
 
@@ -64,10 +64,10 @@ from seg_data.results import (
     schema_of,
 )
 
+from ..scores_io import read_result_table, read_score_frame
+from ..settings import AnalysisSettings, resolve_settings
+from ..stats import ALPHA
 from .merged import MergedResults, RunInfo
-from .scores_io import read_result_table, read_score_frame
-from .settings import AnalysisSettings, resolve_settings
-from .stats import ALPHA
 
 __all__ = [
     "ResultDir",
@@ -520,7 +520,7 @@ def _run_info(g: list[ResultDir], label: str, ren: Mapping[str, str], sc: pd.Dat
 
 def _given_flops(flops: Mapping[str, float] | None, runs: list[RunInfo], flops_out: dict[str, float]) -> None:
     """Add hand-given FLOPs to ``flops_out`` where no run recorded one, apart to keep :func:`merge_results` short."""
-    from .pareto import parse_flops
+    from ..pareto import parse_flops
 
     for name, f in (flops or {}).items():
         matches = [m for run in runs for c, m in run.columns.items() if m == name or c == name]
@@ -595,7 +595,7 @@ def _analyze_scores(merged: MergedResults, metrics: list[str], settings: Analysi
                     **overrides: Any):
     """:func:`analysis.pipeline.analyze` of ``metrics`` from the merged per-image scores, with
     ``settings`` (``overrides`` on top) and the merge's directions."""
-    from .pipeline import analyze
+    from ..pipeline import analyze
 
     cols = [c for c in ("seg_id", "node", "file_name") if c in merged.scores.columns]
     return analyze(merged.scores[cols + metrics], dataset,
@@ -612,7 +612,7 @@ def merged_verdict(merged: MergedResults, settings: AnalysisSettings, dataset=No
     ``metametrics.csv`` does not hold). ``None`` (with an INFO line) when there is nothing to
     judge: no metric under evaluation, or no per-image scores to recompute from.
     """
-    from .verdict import verdict
+    from ..verdict import verdict
 
     if not any(merged.role(m) == "metric" for m in merged.metrics):
         log.info("no verdict: every metric is a control or a reference")
@@ -678,8 +678,8 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, settings
     section of all its sets (:func:`analysis.human.sets.human_sets_html`). With ``verdict`` (default), the report opens with the verdict of every
     metric under evaluation against the references and controls (:mod:`analysis.verdict`) and
     writes ``verdict.csv``, ``ranking.csv`` and ``pairs.csv``. With ``explorer``, ``explorer.html``
-    (:mod:`analysis.explorer`) is written beside ``report.html`` and linked from it. Returns
-    :class:`analysis.report.ReportOutputs`.
+    (:mod:`analysis.report.explorer`) is written beside ``report.html`` and linked from it. Returns
+    :class:`analysis.report.page.ReportOutputs`.
 
     Raises
     ------
@@ -688,13 +688,13 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, settings
     ValueError
         Unreadable result files, shards that disagree, a bad ``scatter`` pair.
     """
-    from . import report as rp
+    from . import page as rp
 
     settings = resolve_settings(settings, analysis)
     merged = merged_results(results, settings, flops=flops, dataset=dataset)
     extra_files = {}
     if human is not None:
-        from .human.sets import human_sets_html, read_human_sets
+        from ..human.sets import human_sets_html, read_human_sets
 
         sets = read_human_sets(human)  # ts2 analyze human=[...]: the sets' section too
         hp = Path(human)

@@ -1,8 +1,8 @@
 """What a report draws from: merged result folders (:class:`MergedResults`) and their runs (:class:`RunInfo`).
 
-:mod:`analysis.result_dirs` builds them from result folders (or :meth:`analysis.session.Analysis`
-from one analysis); :mod:`analysis.report`, :mod:`analysis.report_figures` and
-:mod:`analysis.explorer` draw them. A module of its own so that the drawing modules do not import
+:mod:`analysis.report.result_dirs` builds them from result folders (or :meth:`analysis.session.Analysis`
+from one analysis); :mod:`analysis.report.page`, :mod:`analysis.report.figures` and
+:mod:`analysis.report.explorer` draw them. A module of its own so that the drawing modules do not import
 each other (no import cycle; ``lint-imports`` checks it in CI).
 """
 

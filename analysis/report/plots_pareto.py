@@ -1,6 +1,6 @@
 """Pareto figure of the report: a meta-metric against FLOPs per image, one panel per subset.
 
-Split from :mod:`analysis.plots` (whose helpers it uses; it imports nothing back); same conventions:
+Split from :mod:`analysis.report.plots` (whose helpers it uses; it imports nothing back); same conventions:
 Agg canvas, no pyplot, Okabe-Ito colours with markers. Controls (a ``role`` column equal to
 ``control``) are grey crosses below a dashed floor and never on the frontier; ``chance_low`` /
 ``chance_high`` columns, when present, draw the chance band.

@@ -1,8 +1,8 @@
 """The report: figures and a self-contained HTML page from merged results.
 
-:mod:`analysis.result_dirs` finds, reads and merges result folders (it knows Hydra's folders and the
+:mod:`analysis.report.result_dirs` finds, reads and merges result folders (it knows Hydra's folders and the
 files of :mod:`seg_data.results`) into a :class:`MergedResults`; this module and
-:mod:`analysis.report_figures` draw it and write ``report.html``, the merged tables,
+:mod:`analysis.report.figures` draw it and write ``report.html``, the merged tables,
 ``pareto.csv`` and ``figures/*.png`` as one result set (:func:`seg_data.result_sets.result_set`).
 
 Metric roles (:data:`seg_data.results.ROLES`) decide how a metric is shown: controls are
@@ -28,9 +28,9 @@ import pandas as pd
 from seg_data.result_sets import atomic_write_text, published_path, result_set
 from seg_data.results import HUMAN_REQUIRED
 
-from .chance import NULL_DESCRIPTION
+from ..chance import NULL_DESCRIPTION
+from .figures import FIGURE_KINDS, ReportFigure, make_figures, pareto_table
 from .merged import MergedResults, RunInfo
-from .report_figures import FIGURE_KINDS, ReportFigure, make_figures, pareto_table
 
 __all__ = [
     "FIGURE_KINDS",
@@ -192,7 +192,7 @@ def read_human_results(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if p.is_dir():
         p = p / "human_metametrics.csv"
-    from .scores_io import read_result_table
+    from ..scores_io import read_result_table
 
     return read_result_table(p, "human results", HUMAN_REQUIRED, dtype={"metric": str})
 
@@ -201,7 +201,7 @@ def views_frame(mm: pd.DataFrame, human: pd.DataFrame, protocol: str, seg_meta_m
                 statistic: str = "kendall_b", grouping: str = "prompt"):
     """The SEG view (``seg_meta_metric``, subset Avg, ``protocol``) beside the human view
     (``statistic`` with ``grouping``) of the metrics in both; see :func:`analysis.views.compare_views`."""
-    from .views import compare_views, view_values
+    from ..views import compare_views, view_values
 
     d = mm[(mm["protocol"] == protocol) & (mm["meta_metric"] == seg_meta_metric) & (mm["subset"] == "Avg")]
     seg = dict(zip(d["metric"], d["value"].astype(float), strict=True))
@@ -243,7 +243,7 @@ def verdict_html(v, protocol: str, labels: Mapping[str, str] | None = None,
     t = v.table[v.table["protocol"] == protocol]
     if not len(t):
         return f"<p>No verdict for protocol {html.escape(protocol)}.</p>"
-    from .verdict import direction_hint, summary_line
+    from ..verdict import direction_hint, summary_line
 
     parts = [f"<p>For each metric under evaluation (not a control or a reference), protocol "
              f"<b>{html.escape(protocol)}</b>, subset {html.escape(str(t['subset'].iloc[0]))}: its value with the "
@@ -390,7 +390,7 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
     adds the Verdict section after the overview and writes ``verdict.csv``, ``ranking.csv`` and
     ``pairs.csv``; ``dataset_note`` (HTML, e.g. :func:`synthetic_dataset_note`) goes into the
     overview. With ``explorer`` and per-image scores, the SEG explorer
-    (:func:`analysis.explorer.write_explorer`, drawing ``dataset``'s SEGs when given) is written as
+    (:func:`analysis.report.explorer.write_explorer`, drawing ``dataset``'s SEGs when given) is written as
     ``explorer.html`` and linked from the page; when it cannot be built, a note says why.
     """
     extra_files = dict(extra_files or {})

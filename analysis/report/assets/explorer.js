@@ -1,4 +1,4 @@
-// ts2 SEG explorer (analysis/explorer.py). Our own script, MIT like the rest of ts2; no libraries.
+// ts2 SEG explorer (analysis/report/explorer.py). Our own script, MIT like the rest of ts2; no libraries.
 // Every string from the data is inserted with textContent or setAttribute (never innerHTML), so a
 // prompt holding markup shows as text.
 (function () {
