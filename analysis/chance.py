@@ -268,17 +268,13 @@ def null_classes(scores: np.ndarray, seg_rows: Sequence[np.ndarray]) -> np.ndarr
 
 class _Columns:
     """Which permuted columns go through which kernels: order-only meta-metrics once per tie
-    pattern class (:func:`null_classes`), any other permuted one for every metric (none of the
-    registered ones: delta, which reads values, is linear and never permuted)."""
+    pattern class (:func:`null_classes`), any other permuted one for every metric (a meta-metric
+    registered with a walk kernel only; delta, which reads values, is linear and never permuted)."""
 
     def __init__(self, rep: np.ndarray, meta_metrics: Sequence[str]) -> None:
         self.reps, self.member = np.unique(rep, return_inverse=True)  # member -> its class's position
         self.n_m = len(rep)
         self.order = [k for k, name in enumerate(meta_metrics) if get_meta_metric(name).order_only]
-
-    def expand(self, v: np.ndarray, p: int) -> np.ndarray:
-        """Rows ``(perm, class)`` -> rows ``(perm, metric)``."""
-        return v.reshape(p, len(self.reps), *v.shape[1:])[:, self.member].reshape(p * self.n_m, *v.shape[1:])
 
     def null_means(self, layout: NodeLayout, scores: np.ndarray, protocol: Protocol,
                    meta_metrics: Sequence[str]) -> np.ndarray:
@@ -294,38 +290,25 @@ class _Columns:
         return out
 
     def walk_values(self, layout: NodeLayout, scores: np.ndarray, keys: np.ndarray, p: int, protocol: Protocol,
-                    meta_metrics: Sequence[str], which: Sequence[int] | None = None, stand_in: Sequence[int] = (),
+                    meta_metrics: Sequence[str], which: Sequence[int], stand_in: Sequence[int] = (),
                     by_class: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(p * n_metrics, len(which), n_walks)`` walk values and, for the meta-metrics
-        ``stand_in`` (indices), their lower-variance stand-ins (NaN where none and elsewhere; None
-        when ``stand_in`` names none of ``which``; :meth:`analysis.compute.NodeLayout.walk_values`
-        with ``estimates``) of ``p`` permutations of ``scores`` (column ``q * n_metrics + j`` of
-        ``keys`` permutes metric ``j``) for the meta-metrics ``which`` (indices; default all),
-        order-only ones once per class. ``by_class`` (``which`` all order-only): rows ``(perm,
-        class)``, ``p * len(reps)`` of them, not expanded to the metrics."""
-        which = list(range(len(meta_metrics)) if which is None else which)
-        order = [k for k in which if k in self.order]
-        value = [k for k in which if k not in self.order]
-        if by_class and value:
-            raise ValueError(f"expected only order-only meta-metrics by class, got {[meta_metrics[k] for k in value]}")
-        rows = p * (len(self.reps) if by_class else self.n_m)
-        out = np.full((rows, len(which), layout.table.n_walks), np.nan)
-        est_out = np.full(out.shape, np.nan) if any(k in stand_in for k in which) else None
-        metric = np.tile(np.arange(self.n_m), p)
-        for ks, cols, expand in ((order, self.reps, not by_class), (value, None, False)):
-            if not ks:
-                continue
-            at_cols = np.arange(p * self.n_m) if cols is None else \
-                (np.arange(p)[:, None] * self.n_m + cols[None, :]).ravel()
-            perm = SegPermutation(keys[:, at_cols], metric[at_cols])
-            names = [meta_metrics[k] for k in ks if k in stand_in]
-            got = layout.walk_values(scores, protocol, [meta_metrics[k] for k in ks], permutation=perm,
-                                     estimates=names or None)
-            at = [which.index(k) for k in ks]
-            out[:, at] = self.expand(got[0], p) if expand else got[0]
-            if names:
-                est_out[:, at] = self.expand(got[2], p) if expand else got[2]
-        return out, est_out
+        """Walk values ``(rows, len(which), n_walks)`` of ``p`` permutations of ``scores`` (column
+        ``q * n_metrics + j`` of ``keys`` permutes metric ``j``) for the meta-metrics ``which``
+        (indices) and, for those in ``stand_in``, their lower-variance stand-ins (NaN where none;
+        None when ``stand_in`` names none of ``which``; :meth:`analysis.compute.NodeLayout.walk_values`
+        with ``estimates``). ``by_class`` (``which`` all order-only): one row per permutation and
+        tie-pattern class (its first member's scores), ``p * len(reps)`` rows; else one per
+        permutation and metric."""
+        which = list(which)
+        if by_class and any(k not in self.order for k in which):
+            raise ValueError(f"expected only order-only meta-metrics by class, got {[meta_metrics[k] for k in which]}")
+        cols = self.reps if by_class else np.arange(self.n_m)
+        at_cols = (np.arange(p)[:, None] * self.n_m + cols[None, :]).ravel()
+        perm = SegPermutation(keys[:, at_cols], np.tile(np.arange(self.n_m), p)[at_cols])
+        names = [meta_metrics[k] for k in which if k in stand_in]
+        got = layout.walk_values(scores, protocol, [meta_metrics[k] for k in which], permutation=perm,
+                                 estimates=names or None)
+        return got[0], (got[2] if names else None)
 
 
 class _PermutedSegs:
