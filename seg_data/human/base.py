@@ -284,14 +284,29 @@ def load_tifa_json(path: str | Path) -> HumanJudgments:
     return HumanJudgments(items, rating_df, metrics, str(p), labels)
 
 
+def read_json(p: Path, what: str):
+    """A human-judgment set's JSON file, parsed: one message per failure, naming the file.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``p`` (``what``: the set's file as its card names it, e.g. "GenAI-Bench's genai_image.json").
+    ValueError
+        Not UTF-8 or not JSON.
+    """
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: could not parse as JSON: {e}") from e
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"expected {what} at {p}, found none") from e
+
+
 def _read_tifa_records(p: Path) -> dict:
     """The file's top-level object of records, after the file/JSON/shape checks of :func:`load_tifa_json`."""
     if not p.is_file():
         raise FileNotFoundError(f"expected a TIFA v1.0 JSON file at {p}, found none")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: could not parse as JSON: {e}") from e
+    data = read_json(p, "a TIFA v1.0 JSON file")
     if not isinstance(data, dict):
         raise ValueError(f"{p}: expected a JSON object mapping image keys to records, got {type(data).__name__}")
     if not data:

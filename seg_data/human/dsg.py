@@ -20,7 +20,6 @@ The file has no prompt text: it is taken from ``tifa160.json`` (image key -> ``t
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import HumanJudgments
+from .base import HumanJudgments, read_json
 from .registry import HumanSetFamily, Sniff
 
 log = logging.getLogger(__name__)
@@ -64,10 +63,7 @@ def _prompt_texts(path: Path) -> dict[str, dict]:
     if not side.is_file():
         log.info("%s: no tifa160.json beside it, prompts are left without text", path)
         return {}
-    try:
-        data = json.loads(side.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{side}: could not parse as JSON: {e}") from e
+    data = read_json(side, "tifa160.json")
     if not isinstance(data, dict):
         raise ValueError(f"{side}: expected an object mapping image keys to records, got {type(data).__name__}")
     return data

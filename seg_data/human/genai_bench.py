@@ -27,7 +27,6 @@ An item is one generated image, id ``<model>/<prompt index>`` (the image is
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import HumanJudgments, slot_ratings
+from .base import HumanJudgments, read_json, slot_ratings
 from .registry import HumanSetFamily, Sniff
 
 log = logging.getLogger(__name__)
@@ -63,12 +62,7 @@ def detect(sniff: Sniff) -> bool:
 
 
 def _read_json(p: Path):
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: could not parse as JSON: {e}") from e
-    except FileNotFoundError as e:
-        raise FileNotFoundError(f"expected GenAI-Bench's {p.name} at {p}, found none") from e
+    return read_json(p, f"GenAI-Bench's {p.name}")
 
 
 def _image_ratings(where: str, model: str, values) -> list[float]:

@@ -19,14 +19,13 @@ image, id = its ``image_path`` entry; the group is the record's index.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from .base import HumanJudgments
+from .base import HumanJudgments, read_json
 from .registry import HumanSetFamily, Sniff
 
 log = logging.getLogger(__name__)
@@ -92,12 +91,7 @@ def load(path: str | Path) -> HumanJudgments:
     p = Path(path)
     if p.is_dir():
         p = p / FILE
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: could not parse as JSON: {e}") from e
-    except FileNotFoundError as e:
-        raise FileNotFoundError(f"expected HPDv2's {FILE} at {p}, found none") from e
+    data = read_json(p, f"HPDv2's {FILE}")
     if not isinstance(data, list) or not data:
         raise ValueError(f"{p}: expected a non-empty list of ranked prompts, got {type(data).__name__}")
     rows, per_user = [], []

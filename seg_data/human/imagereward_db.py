@@ -26,7 +26,6 @@ list of records, or a folder holding ``metadata-test.parquet``.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
@@ -34,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import HumanJudgments
+from .base import HumanJudgments, read_json
 from .registry import HumanSetFamily, Sniff
 
 log = logging.getLogger(__name__)
@@ -75,10 +74,7 @@ def _frame(p: Path) -> tuple[pd.DataFrame, str]:
             return pd.read_parquet(p), "row"
         except Exception as e:  # noqa: BLE001 - pyarrow raises many classes for a bad file
             raise ValueError(f"{p}: could not read as parquet ({type(e).__name__}: {e})") from e
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: could not parse as JSON: {e}") from e
+    data = read_json(p, "ImageRewardDB's metadata JSON")
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise ValueError(f"{p}: expected a list of image records, got {type(data).__name__}")
     return pd.DataFrame(data), "record"
