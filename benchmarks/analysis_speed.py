@@ -31,8 +31,9 @@ user + system, which a busy or throttled machine inflates less):
   19-column table is derived from the released columns as above (said in the output);
 - the same command with ``chance=0 store=false`` (what the chance levels cost);
 - ``--synthetic 100k``: ``ts2 analyze`` with default options on a synthetic 100,000-image x 20-metric
-  table (``benchmarks/scale.py`` makes the structure); target < 10 s and < 1 GB peak RSS;
-  ``--synthetic-only``: that run alone (``--repeats`` times, cold: nothing cached between runs).
+  table (``benchmarks/scale.py`` makes the structure), the fastest of ``--repeats`` cold runs (an
+  empty cache folder each); target < 15 s and < 1 GB peak RSS (issue 47); ``--synthetic-only``:
+  that run alone.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 TARGET_TABLE_S = 2.0
 TARGET_BOOTSTRAP_S = 30.0
+TARGET_SYNTHETIC_S = 15.0  # issue 47: 100k images x 20 columns, cold, on this 2-core machine
 
 
 def make_table(ts2: Path, n_columns: int, seed: int = 0) -> pd.DataFrame:
@@ -257,12 +259,14 @@ def synthetic_lines(args, work: Path) -> list[str]:
     dataset, _ = make_structure(args.synthetic, work)
     table = work / f"scores-{args.synthetic}-20.csv"
     n = make_scores(dataset, 20, table)
+    # cold: an empty cache folder (the analysis store) for every run
     wall, cpu, rss = fastest([run_process([sys.executable, "-m", "ts2", "analyze", f"scores={table}", f"path={dataset}",
-                                           f"output_dir={work / f'synthetic{i}'}"], work / "synthetic.log")
+                                           f"output_dir={work / f'synthetic{i}'}"], work / "synthetic.log",
+                                          work / f"synthetic-cache-{i}")
                               for i in range(max(1, args.repeats))])
-    ok = wall < 10 and rss < 1024
-    return [f"ts2 analyze, default options, synthetic {n:,} images x 20 metrics: {wall:.1f} s ({cpu:.1f} s CPU), "
-            f"{rss:.0f} MiB  target < 10 s and < 1 GB [{'ok' if ok else 'MISSED'}]"]
+    ok = wall < TARGET_SYNTHETIC_S and rss < 1024
+    return [f"ts2 analyze, default options, synthetic {n:,} images x 20 metrics, cold: {wall:.1f} s ({cpu:.1f} s CPU), "
+            f"{rss:.0f} MiB  target < {TARGET_SYNTHETIC_S:.0f} s and < 1 GB [{'ok' if ok else 'MISSED'}]"]
 
 
 if __name__ == "__main__":
