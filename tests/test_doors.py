@@ -88,3 +88,18 @@ def test_a_dataset_object_a_path_and_the_command_line_give_one_verdict(tmp_path)
     assert np.allclose(cli.sort_values(["metric", "meta_metric", "subset"]).value.to_numpy(),
                        mine_py.sort_values(["metric", "meta_metric", "subset"]).value.to_numpy(), equal_nan=True)
     assert by_object.verdict_lines()[0] in r.stdout
+
+
+def test_ts2_analyze_says_how_to_read_it_in_a_browser_and_ts2_explore_draws_it(tmp_path):
+    out = tmp_path / "a"
+    r = subprocess.run([sys.executable, "-m", "ts2", "analyze", f"scores={MINI}", "bootstrap=0", "chance=0",
+                        "progress=false", "store=false", f"output_dir={out}"], capture_output=True, text=True,
+                       cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"ts2 report results={out}" in r.stdout and f"ts2 explore results={out}" in r.stdout
+    page = ts2.explore(out, out=tmp_path / "x" / "explorer.html", images=False, progress=False)
+    assert page == tmp_path / "x" / "explorer.html" and page.is_file()
+    text = page.read_text()
+    assert "geneval_shapes" in text and "<script" in text
+    with pytest.raises(ValueError, match="unknown"):
+        ts2.explore(out, out=tmp_path / "y.html", metrix=["a"])

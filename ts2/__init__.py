@@ -27,6 +27,7 @@ _API = {
     "score": "ts2.api",
     "analyze": "ts2.api",
     "report": "ts2.api",
+    "explore": "ts2.api",
     "reproduce": "ts2.api",
     "human": "ts2.api",
     "from_labels": "seg_data.labels",

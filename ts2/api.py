@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from metrics_adapters.base import Metric
     from seg_data.model import SEGDataset
 
-__all__ = ["load_dataset", "load_metric", "score", "analyze", "report", "reproduce", "human"]
+__all__ = ["load_dataset", "load_metric", "score", "analyze", "report", "explore", "reproduce", "human"]
 
 log = logging.getLogger("ts2")
 
@@ -304,6 +304,33 @@ def report(results: str | Path | Sequence[str | Path], output_dir: str | Path | 
     cfg = _compose("report", ov, "ts2.report")
     ds = dataset if dataset is None or isinstance(dataset, SEGDataset) else load_configured(cfg)
     return report_from_config(cfg, results, Path(str(cfg.output_dir)), ds)
+
+
+def explore(results: str | Path | Sequence[str | Path], out: str | Path | None = None,
+            dataset: SEGDataset | str | Path | None = None, **options: Any) -> Path:
+    """``ts2 explore results=[...] [out=FILE]``: one HTML page to browse where each metric fails (SEGs
+    worst first, a SEG's graph, walks, images and scores) from result folders of ``ts2 run``,
+    ``ts2 score``, ``ts2 analyze`` or ``ts2 report``. ``out``: the page's path (default: an
+    ``explorer.html`` in the command's timestamped folder). ``options``: the keys of
+    ``conf/explore.yaml`` (``metrics``, ``protocol``, ``images``, ``title``, ...). ``dataset`` (a
+    loaded one is not needed: give its name or path) draws the SEGs when the results do not record
+    theirs. Returns the path written."""
+    from seg_data.model import SEGDataset
+    from ts2.commands.explore import explore_from_config
+
+    if isinstance(dataset, SEGDataset):
+        dataset = getattr(dataset, "root", None)
+        if dataset is None:
+            raise ValueError("ts2.explore: expected a dataset name or path (or a dataset loaded from a folder), "
+                             "got an in-memory dataset")
+    results = [results] if isinstance(results, str | Path) else list(results)
+    ov = _overrides("explore", {"results": [str(r) for r in results], **options})
+    if out is not None:
+        ov.append(f"out={_value(str(out))}")
+    if dataset is not None:
+        ov += _dataset_overrides(dataset)
+    cfg = _compose("explore", ov, "ts2.explore")
+    return explore_from_config(cfg)[0]
 
 
 def reproduce(path: str | Path | None = None, output_dir: str | Path | None = None, **options: Any) -> dict:

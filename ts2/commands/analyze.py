@@ -130,7 +130,9 @@ def main(cfg: DictConfig) -> int:
         sys.stdout.write("missing scores:\n" + "".join(f"  {n}\n" for n in missing))
     text = analysis.summary(verdict=False)
     sys.stdout.write(text + f"\nwrote {out}/metametrics.csv, per_seg.csv, table.md|tex|csv"
-                     + "".join(f", {k}.csv" for k in analysis.extra) + "\n")
+                     + "".join(f", {k}.csv" for k in analysis.extra) + "\n"
+                     + f"to read them in a browser: ts2 report results={out} (report.html: tables, figures, verdict, "
+                     f"explorer) or ts2 explore results={out} (the SEG explorer alone)\n")
     lines = analysis.verdict_lines()
     if lines:  # the last lines of the output: one verdict per metric under evaluation
         sys.stdout.write("\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n")

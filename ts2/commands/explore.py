@@ -104,29 +104,40 @@ def recorded_dataset(cfg: DictConfig, results: list[str]):
     return None
 
 
-def main(cfg: DictConfig) -> int:
+def explore_from_config(cfg: DictConfig):
+    """Write the explorer a config asks for (``ts2 explore`` and ``ts2.explore``); returns ``(path
+    written, analysis.report.explorer result)``.
+
+    Raises
+    ------
+    ValueError
+        No ``results``, or results that cannot be merged or drawn.
+    FileNotFoundError
+        A results folder or dataset that does not exist.
+    """
     from analysis.report.explorer import write_explorer
 
     results = _as_list(cfg.get("results"))
     if not results:
-        log.error("expected results=DIR or results=[DIR1,DIR2] (ts2 run/score/analyze/report folders), got none")
-        return 2
+        raise ValueError("expected results=DIR or results=[DIR1,DIR2] (ts2 run/score/analyze/report folders), got none")
     options = dict(metrics=_as_list(cfg.metrics) or None, protocol=cfg.protocol, subsets=str(cfg.subsets),
                    title=str(cfg.title), images=bool(cfg.images), thumb_side=int(cfg.thumbnail_size),
                    progress=bool(cfg.progress))
+    dataset = recorded_dataset(cfg, results)
+    merged = merged_results(results, protocols=_as_list(cfg.protocols), bootstrap=0, chance=0,
+                            dataset=dataset, subsets=str(cfg.subsets))  # the explorer shows values, no CIs
+    if cfg.get("out"):
+        target = Path(str(cfg.out)).expanduser()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target, write_explorer(merged, target, dataset, **options)
+    with result_set(output_dir(cfg), "ts2 explore") as stage:
+        res = write_explorer(merged, stage / "explorer.html", dataset, **options)
+    return output_dir(cfg) / "explorer.html", res
+
+
+def main(cfg: DictConfig) -> int:
     try:
-        dataset = recorded_dataset(cfg, results)
-        merged = merged_results(results, protocols=_as_list(cfg.protocols), bootstrap=0, chance=0,
-                                dataset=dataset, subsets=str(cfg.subsets))  # the explorer shows values, no CIs
-        if cfg.get("out"):
-            target = Path(str(cfg.out)).expanduser()
-            target.parent.mkdir(parents=True, exist_ok=True)
-            res = write_explorer(merged, target, dataset, **options)
-            written = res.html
-        else:
-            with result_set(output_dir(cfg), "ts2 explore") as stage:
-                res = write_explorer(merged, stage / "explorer.html", dataset, **options)
-            written = output_dir(cfg) / "explorer.html"
+        written, res = explore_from_config(cfg)
     except (FileNotFoundError, ValueError) as e:
         log.error("%s", e)
         return 2
