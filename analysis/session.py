@@ -84,6 +84,7 @@ class Analysis:
     verdict_result: Any = None  # analysis.verdict.Verdict (None: not computed, e.g. one metric only)
     settings: AnalysisSettings = AnalysisSettings()  # how it was computed
     comparison: ComparisonSettings = ComparisonSettings()  # how metrics were compared and ranked
+    dataset: Any = field(default=None, repr=False)  # the SEGDataset analysed (the report's explorer draws it)
 
     @property
     def permutations(self) -> int:
@@ -280,9 +281,11 @@ class Analysis:
     def to_report(self, output_dir: str | Path, *, title: str = "TS2 report", figures: Sequence[str] | None = None,
                   labels: Mapping[str, str] | None = None, flops: Mapping[str, float] | None = None,
                   figure_protocol: str | None = None, heatmaps: int = 2, scatter: Sequence[str] | None = None):
-        """Write the report (``report.html`` with figures, ``scores.csv``, ``pareto.csv``, what
-        ``ts2 report`` writes) and the files of ``ts2 analyze`` (:meth:`write`, byte for byte)
-        into ``output_dir``, as one result set. Returns :class:`analysis.report.page.ReportOutputs`."""
+        """Write the report (``report.html`` with figures, ``scores.csv``, ``pareto.csv``, the SEG
+        explorer ``explorer.html`` linked from it, the synthetic-data caveat when the dataset is
+        generated: what ``ts2 report`` writes) and the files of ``ts2 analyze``
+        (:meth:`write`, byte for byte) into ``output_dir``, as one result set. Returns
+        :class:`analysis.report.page.ReportOutputs`."""
         from seg_data.result_sets import result_set
 
         from .report import page as rp
@@ -292,7 +295,8 @@ class Analysis:
             out = rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels,
                                   scatter=scatter, n_heatmaps=heatmaps, prompts=dict(self.prompts) or None,
                                   figures=rp.FIGURE_KINDS if figures is None else tuple(figures),
-                                  verdict=self.verdict_result)
+                                  verdict=self.verdict_result, dataset=self.dataset, explorer=True,
+                                  dataset_note=rp.synthetic_dataset_note(getattr(self.dataset, "metadata", None)))
             self.write(output_dir)  # after the report: the analysis files are exactly those of ts2 analyze
         return out
 
@@ -416,7 +420,7 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
                     dataset_name=getattr(dataset, "name", None) or (run.dataset if run else None),
                     score_files=tuple(files), dataset_path=_dataset_folder(dataset),
                     prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
-                    verdict_result=vd, settings=settings, comparison=comparison)
+                    verdict_result=vd, settings=settings, comparison=comparison, dataset=dataset)
 
 
 def open_store(store: bool | ColumnStore | None) -> ColumnStore | None:

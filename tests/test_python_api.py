@@ -201,6 +201,10 @@ def test_analyze_api_writes_the_files_of_ts2_analyze(score_file, tmp_path):
     a = ts2.analyze(score_file, "mini", **OPTS)
     rep = a.to_report(api_out)
     assert rep.html.is_file() and (api_out / "scores.csv").is_file()
+    # as ts2 run's report: the SEG explorer beside it, linked, and the synthetic-data caveat of mini
+    page = rep.html.read_text()
+    assert (api_out / "explorer.html").is_file() and "href='explorer.html'" in page
+    assert "This dataset is synthetic" in page
     written = sorted(p.name for p in cli_out.iterdir() if p.is_file() and not p.name.startswith(".")
                      and p.suffix in (".csv", ".md", ".tex", ".json") and p.name != "manifest.json")
     assert {"metametrics.csv", "per_seg.csv", "table.md", "table.tex", "table.csv", "analysis.json",
