@@ -507,7 +507,7 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     wv0, nv0 = walk_values(walk_table, scores, protocol, meta_metrics) if observed is None else observed
     width, steps = chance_steps(n_perm, walk_table.n_walks, n_k, max_columns)
     null = _Null(NodeLayout(walk_table, structure), structure, protocol, tuple(meta_metrics), steps, float(confidence),
-                 int(seed))
+                 int(seed), seg_rows)
     patterns = null_patterns(scores, seg_rows)
     flip = np.array([m in set(lower_is_better) for m in metrics], dtype=bool)
     blocks = [np.arange(lo, min(lo + width, n_m)) for lo in range(0, n_m, width)]
@@ -542,6 +542,7 @@ class _Null:
     steps: list[int]
     confidence: float
     seed: int
+    seg_rows: list[np.ndarray]  # each SEG's rows, in the walk table's SEG order (built once per call)
 
     def levels(self, scores: np.ndarray, wv0: np.ndarray, nv0: np.ndarray, sigma: np.ndarray, metrics: list[str],
                flip: np.ndarray, patterns: list[bytes], bar) -> tuple[np.ndarray, ...]:
@@ -562,10 +563,7 @@ class _Null:
         # Permuted from each SEG's scores in sorted order (a uniform permutation of them is one of the
         # original arrangement): columns of one tie pattern then read the same order under the same
         # keys, so a class's permuted values are its members' own, whichever member comes first.
-        by_id = {x.seg_id: x for x in self.structure.segs}
-        seg_rows = [np.concatenate(by_id[i].rows) if by_id[i].rows else np.zeros(0, np.int64)
-                    for i in walk_table.seg_ids]
-        segs = _PermutedSegs(layout, cols, sorted_within_segs(scores, seg_rows), exact, nv0, sigma, protocol,
+        segs = _PermutedSegs(layout, cols, sorted_within_segs(scores, self.seg_rows), exact, nv0, sigma, protocol,
                              metrics, meta_metrics, open_)
         linear = segs.linear
         n_perm = sum(self.steps)

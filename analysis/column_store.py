@@ -36,7 +36,7 @@ import os
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -312,7 +312,7 @@ class _Stored:
         keys = column_keys(kind, shared, scores, per_column)
         return cls(store, keys, store.get_many(keys), names, shape)
 
-    @property
+    @cached_property
     def need(self) -> list[int]:
         """Columns with no usable entry (absent, or a damaged or foreign file of other arrays)."""
         return [j for j, e in enumerate(self.got)

@@ -275,12 +275,11 @@ def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path 
 
 def _check_keywords(where: str, options: Mapping[str, Any], valid: Sequence[str]) -> None:
     """An unknown keyword is a ``ValueError`` naming close matches and the valid ones."""
-    import difflib
+    from ts2.names import did_you_mean
 
     for key in options:
         if key not in valid:
-            close = difflib.get_close_matches(key, valid, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(key, valid, n=1)
             raise ValueError(f"{where}: unknown option {key!r}{hint} (expected one of {sorted(valid)})")
 
 

@@ -9,7 +9,6 @@ the same composition ``hydra.main`` does next) and turns every problem into one
 
 from __future__ import annotations
 
-import difflib
 import errno
 import os
 import re
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from ts2.names import did_you_mean as _did_you_mean
 from ts2.options import OptionError, check_options
 
 __all__ = ["ConfigError", "precheck", "split_args", "config_keys", "compose_config", "group_options"]
@@ -101,13 +101,6 @@ def compose_config(config_name: str, overrides: list[str]):
 
     with initialize_config_module("conf", version_base="1.3"):
         return compose(config_name, overrides=overrides, return_hydra_config=True)
-
-
-def _did_you_mean(word: str, candidates) -> str:
-    close = difflib.get_close_matches(word, sorted(set(candidates)), n=3, cutoff=0.6)
-    if not close:
-        return ""
-    return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
 def _unknown_key(prog: str, key: str, config_name: str, others: list[str]) -> ConfigError:

@@ -37,14 +37,12 @@ class DatasetSpec:
         ValueError
             A required argument (``???`` in its file) not given.
         """
-        import difflib
-
         from seg_data.resolve import resolve
+        from ts2.names import did_you_mean
 
         for key in options:
             if key not in self.defaults:
-                close = difflib.get_close_matches(key, list(self.defaults), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
+                hint = did_you_mean(key, self.defaults, n=1)
                 raise TypeError(f"unknown option {key!r} of dataset {self.name!r}{hint} (expected one of "
                                 f"{sorted(self.defaults)})")
         args = {**self.defaults, **options}
