@@ -88,6 +88,11 @@ def test_a_dataset_object_a_path_and_the_command_line_give_one_verdict(tmp_path)
     assert np.allclose(cli.sort_values(["metric", "meta_metric", "subset"]).value.to_numpy(),
                        mine_py.sort_values(["metric", "meta_metric", "subset"]).value.to_numpy(), equal_nan=True)
     assert by_object.verdict_lines()[0] in r.stdout
+    # the files, byte for byte: each Python door's written tables equal the command line's
+    for name, a in (("object", by_object), ("path", by_path), ("file", by_file)):
+        a.write(tmp_path / name)
+        for f in ("verdict.csv", "metametrics.csv", "ranking.csv", "pairs.csv", "table.csv"):
+            assert (tmp_path / name / f).read_bytes() == (out / f).read_bytes(), (name, f)
 
 
 def test_ts2_analyze_says_how_to_read_it_in_a_browser_and_ts2_explore_draws_it(tmp_path):

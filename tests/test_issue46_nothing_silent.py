@@ -323,10 +323,8 @@ def test_deleted_working_directory_is_one_line(tmp_path):
 def test_analysis_json_records_the_dataset_folder_for_explore(tmp_path):
     import json
 
-    from omegaconf import OmegaConf
-
     from ts2.cli import main
-    from ts2.commands.explore import recorded_dataset
+    from ts2.result_views import recorded_dataset
 
     H = _hostile()
     data = tmp_path / "my data é"  # a space and a non-ASCII letter in the recorded path
@@ -337,5 +335,5 @@ def test_analysis_json_records_the_dataset_folder_for_explore(tmp_path):
     assert main(["analyze", f"scores={tmp_path / 's.csv'}", f"path='{data / 'metadata.csv'}'", f"output_dir={out}",
                  "bootstrap=0", "chance=0", "reference=null"]) == 0
     assert json.loads((out / "analysis.json").read_text())["dataset_path"] == str(data.resolve())
-    ds = recorded_dataset(OmegaConf.create({}), [str(out)])
+    ds = recorded_dataset([str(out)])
     assert ds is not None and [s.prompt for s in ds] == ["a red cube", "two cats"]

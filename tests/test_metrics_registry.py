@@ -101,7 +101,7 @@ def test_extra_metrics_compose_as_a_dict():
     with initialize_config_module(config_module="conf", version_base="1.3"):
         cfg = compose("score", overrides=["metric=clipscore_hf", "+metric@metrics.sig=siglip",
                                           "metrics.sig.name=sig2"])
-    from ts2.commands.score import build_metrics
+    from ts2.metric_configs import metrics_from_config as build_metrics
 
     ms = build_metrics(cfg)
     assert [type(m).__name__ for m in ms] == ["HFCLIPScore", "SigLIPScore"]

@@ -48,8 +48,8 @@ def _cli_metric(overrides, tmp_path):
     """The metric `ts2 score <overrides>` builds, the way its handler builds it."""
     from omegaconf import open_dict
 
-    from ts2.commands.score import build_metrics
     from ts2.config_check import compose_config
+    from ts2.metric_configs import metrics_from_config as build_metrics
 
     cfg = compose_config("score", overrides)
     with open_dict(cfg):

@@ -1,11 +1,12 @@
 """The Python API: ``import ts2`` and score, validate and compare a metric in a notebook.
 
-Each function calls the library function its command's handler calls, with the same defaults:
-:func:`load_dataset` and :func:`analyze` build the typed objects directly (the dataset group's
-files, :class:`analysis.settings.AnalysisSettings`, :class:`analysis.settings.ComparisonSettings`);
-the others still compose the command's Hydra config (``conf/<command>.yaml``, keyword arguments as
-``key=value`` overrides, checked like the command line's). An unknown keyword is a ``ValueError``
-with close matches. Nothing is computed here. See docs/python.md.
+Each function builds the typed settings its command's handler builds from the config
+(:class:`metrics_adapters.scoring.ScoreSettings`, :class:`analysis.settings.AnalysisSettings`,
+:class:`analysis.settings.ComparisonSettings`, :class:`analysis.report.settings.ReportSettings`,
+:class:`analysis.report.settings.ExploreSettings`, :class:`analysis.human.settings.HumanSettings`), here from
+keyword arguments over the dataclasses' defaults, and calls the same library function. No Hydra config is composed,
+except by :func:`load_metric` (and :func:`score` given a metric's name): a metric config is a Hydra config. An
+unknown keyword is a ``ValueError`` with close matches. Nothing is computed here. See docs/python.md.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,80 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["load_dataset", "load_metric", "score", "analyze", "report", "explore", "reproduce", "human"]
 
 log = logging.getLogger("ts2")
-
-
-# -- keyword arguments -> Hydra overrides -------------------------------------------------------------
-def _value(v: Any) -> str:
-    """A Python value in Hydra's override grammar (strings quoted, so paths and spaces survive)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, Path):
-        v = str(v)
-    if isinstance(v, str):
-        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if isinstance(v, Mapping):
-        return "{" + ",".join(f"{k}:{_value(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, Sequence):
-        return "[" + ",".join(_value(x) for x in v) + "]"
-    raise TypeError(f"expected a number, string, bool, None, list or dict option value, got {type(v).__name__}")
-
-
-@lru_cache(maxsize=16)
-def _groups(config: str) -> frozenset[str]:
-    """The config groups a primary config chooses (``protocol``, ``metric``, ...)."""
-    from ts2.config_check import compose_config
-
-    return frozenset(compose_config(config, []).hydra.runtime.choices.keys())
-
-
-def _overrides(config: str, options: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """``key=value`` overrides; a group choice (``protocol="graph"``) stays unquoted, a mapping
-    given for a config node that is a mapping (``ranking={"enabled": False}``) sets its keys."""
-    groups = _groups(config)
-    out = []
-    for k, v in options.items():
-        key = f"{prefix}{k}"
-        if key in groups and isinstance(v, str):
-            out.append(f"{key}={v}")
-        elif isinstance(v, Mapping) and v and key in _dict_nodes(config):
-            out += _overrides(config, v, prefix=f"{key}.")
-        else:
-            out.append(f"{key}={_value(v)}")
-    return out
-
-
-@lru_cache(maxsize=16)
-def _dict_nodes(config: str) -> frozenset[str]:
-    from omegaconf import DictConfig
-
-    from ts2.config_check import compose_config, config_keys
-
-    cfg = compose_config(config, [])
-    return frozenset(k.rpartition(".")[0] for k in config_keys(cfg) if "." in k
-                     and isinstance(cfg.get(k.split(".")[0]), DictConfig))
-
-
-def _compose(config: str, overrides: list[str], prog: str):
-    """The config ``ts2 <config> <overrides>`` runs with, checked as the command line checks it."""
-    from ts2.config_check import precheck
-
-    return precheck(prog, config, overrides)
-
-
-def _is_dataset_name(source: str) -> bool:
-    from ts2.config_check import group_options
-
-    return source in group_options("dataset") and not Path(source).exists()
-
-
-def _dataset_overrides(source: str | Path) -> list[str]:
-    if isinstance(source, str) and _is_dataset_name(source):
-        return [f"dataset={source}"]
-    return [f"path={_value(str(source))}"]
 
 
 # -- the API ----------------------------------------------------------------------------------------
@@ -146,15 +72,9 @@ def load_metric(name: str, /, **options: Any) -> Metric:
     ValueError
         An unknown metric name or key (with close matches).
     """
-    from omegaconf import open_dict
+    from ts2.metric_configs import metric_from_name
 
-    from ts2.commands.score import build_metrics
-
-    cfg = _compose("score", [f"metric={name}", *_overrides("score", options, prefix="metric.")],
-                   "ts2.load_metric")
-    with open_dict(cfg):
-        cfg.output_dir = None  # no answers.csv beside nothing: a metric used from Python writes no files
-    return build_metrics(cfg)[0]
+    return metric_from_name(name, options)
 
 
 def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "mini", *, device: str | None = None,
@@ -191,37 +111,28 @@ def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "m
         A function without ``name`` while ``cache=True``; a function returning the wrong number of
         scores or NaN/inf; more failed images than ``max_failure_share`` (the first reasons named).
     """
-    from metrics_adapters.cache import open_cache
     from metrics_adapters.callable import as_metric, check_contract
-    from metrics_adapters.engine import items_from_table, resolve_device, score_metric, scores_frame
+    from metrics_adapters.scoring import ScoreSettings, check_run, score_dataset
     from seg_data.model import SEGDataset
-    from ts2.commands.score import engine_settings
 
     given = {"device": device, "batch_size": batch_size, **options}
-    cfg = _compose("score", _overrides("score", {k: v for k, v in given.items() if v is not None}), "ts2.score")
+    _check_keywords("ts2.score", options, [k for k in ScoreSettings.keys() if k not in ("cache", "shard")])
+    settings = ScoreSettings().updated(cache=bool(cache), **{k: v for k, v in given.items() if v is not None})
     if isinstance(metric, str):
         metric = load_metric(metric)
     m = as_metric(metric, name=name, version=version, cache=cache, higher_is_better=higher_is_better)
     if hasattr(m, "contract_errors"):
         m.contract_errors.clear()
-    settings = engine_settings(cfg)
-    resolve_device(settings.device)
+    check_run([m], settings)
     ds = dataset if isinstance(dataset, SEGDataset) else load_dataset(dataset)
-    table = ds.image_table()
-    if cfg.get("limit") is not None:
-        table = table.head(int(cfg.limit))
-    items = items_from_table(table)
-    if not items:
-        raise ValueError(f"expected images to score, got none in dataset {ds.name!r}")
-    with open_cache(bool(cache), cfg.cache_dir) as store:
-        run = score_metric(m, items, store, settings)
+    scored = score_dataset([m], ds, settings)
     check_contract(m)
-    if run.failure_share > float(cfg.max_failure_share):
+    for run in scored.failed_runs:
         reasons = "; ".join(f"{f.file_name}: {f.reason}" for f in run.failures[:3])
-        raise ValueError(f"{m.name}: expected at most {100 * float(cfg.max_failure_share):.1f}% failed images "
+        raise ValueError(f"{m.name}: expected at most {100 * settings.max_failure_share:.1f}% failed images "
                          f"(max_failure_share), got {run.n_failed} of {run.n_items}: {reasons}")
-    frame = m.finalize(scores_frame(items, [run]))
-    frame.attrs["run"] = json.loads(json.dumps(run.summary(), default=str))
+    frame = m.finalize(scored.frame())
+    frame.attrs["run"] = json.loads(json.dumps(scored.runs[0].summary(), default=str))
     return frame
 
 
@@ -283,67 +194,83 @@ def _check_keywords(where: str, options: Mapping[str, Any], valid: Sequence[str]
             raise ValueError(f"{where}: unknown option {key!r}{hint} (expected one of {sorted(valid)})")
 
 
+def _results_list(results: str | Path | Sequence[str | Path]) -> list[str]:
+    return [str(results)] if isinstance(results, str | Path) else [str(r) for r in results]
+
+
+def _optional_dataset(dataset: SEGDataset | str | Path | None, image_roots=None) -> SEGDataset | None:
+    from seg_data.model import SEGDataset
+
+    if dataset is None or isinstance(dataset, SEGDataset):
+        return dataset
+    return load_dataset(dataset, image_roots=image_roots)
+
+
+def _analysis_and_own(where: str, options: Mapping[str, Any], own_keys: Sequence[str]):
+    """Keywords split into :class:`AnalysisSettings` (over its defaults) and the command's own."""
+    from analysis.settings import AnalysisSettings
+
+    _check_keywords(where, options, (*AnalysisSettings.keys(), *own_keys))
+    settings = AnalysisSettings().updated(**{k: v for k, v in options.items() if k in AnalysisSettings.keys()})
+    return settings, {k: v for k, v in options.items() if k in own_keys}
+
+
 def report(results: str | Path | Sequence[str | Path], output_dir: str | Path | None = None,
            dataset: SEGDataset | str | Path | None = None, **options: Any):
     """``ts2 report results=[...]``: merge result folders into one report in ``output_dir``
-    (default: ``conf/report.yaml``'s timestamped folder). ``options``: the keys of
-    ``conf/report/default.yaml`` and the analysis settings of ``conf/analysis/default.yaml``
-    (``bootstrap``, ``chance``, ``ci_method``, ...: the meta-metrics computed for results that have
-    none). Returns :class:`analysis.report.page.ReportOutputs`."""
-    from seg_data.model import SEGDataset
-    from ts2.commands.report import report_from_config
-    from ts2.common import load_dataset as load_configured
+    (default: ``conf/report.yaml``'s timestamped folder), through the function the command calls
+    (:func:`ts2.result_views.write_report`). ``options``: the keys of ``conf/report/default.yaml``
+    (:class:`analysis.report.settings.ReportSettings`) and the analysis settings of
+    ``conf/analysis/default.yaml`` (``bootstrap``, ``chance``, ``ci_method``, ...: the meta-metrics computed
+    for results that have none). Returns :class:`analysis.report.page.ReportOutputs`."""
+    from analysis.report.settings import ReportSettings
+    from ts2.common import default_output_dir
+    from ts2.result_views import write_report
 
-    results = [results] if isinstance(results, str | Path) else list(results)
-    ov = _overrides("report", {"results": [str(r) for r in results], **options})
-    if output_dir is not None:
-        ov.append(f"output_dir={_value(str(output_dir))}")
-    if dataset is not None and not isinstance(dataset, SEGDataset):
-        ov += _dataset_overrides(dataset)
-    cfg = _compose("report", ov, "ts2.report")
-    ds = dataset if dataset is None or isinstance(dataset, SEGDataset) else load_configured(cfg)
-    return report_from_config(cfg, results, Path(str(cfg.output_dir)), ds)
+    analysis, own = _analysis_and_own("ts2.report", options, ReportSettings.keys())
+    out = default_output_dir("report") if output_dir is None else Path(output_dir)
+    return write_report(_results_list(results), out, analysis, ReportSettings().updated(**own),
+                        _optional_dataset(dataset))
 
 
 def explore(results: str | Path | Sequence[str | Path], out: str | Path | None = None,
-            dataset: SEGDataset | str | Path | None = None, **options: Any) -> Path:
+            dataset: SEGDataset | str | Path | None = None, *, image_roots: Sequence[str | Path] | None = None,
+            **options: Any) -> Path:
     """``ts2 explore results=[...] [out=FILE]``: one HTML page to browse where each metric fails (SEGs
     worst first, a SEG's graph, walks, images and scores) from result folders of ``ts2 run``,
     ``ts2 score``, ``ts2 analyze`` or ``ts2 report``. ``out``: the page's path (default: an
     ``explorer.html`` in the command's timestamped folder). ``options``: the keys of
-    ``conf/explore.yaml`` (``metrics``, ``protocol``, ``images``, ``title``, ...). ``dataset`` (a
-    loaded one is not needed: give its name or path) draws the SEGs when the results do not record
-    theirs. Returns the path written."""
-    from seg_data.model import SEGDataset
-    from ts2.commands.explore import explore_from_config
+    ``conf/explore.yaml`` (:class:`analysis.report.settings.ExploreSettings`: ``metrics``, ``protocol``,
+    ``images``, ``title``, ...). ``dataset`` (loaded, a name or a path) draws the SEGs; without it, the
+    dataset the results recorded. Returns the path written."""
+    from analysis.report.settings import ExploreSettings
+    from ts2.common import default_output_dir
+    from ts2.result_views import recorded_dataset, write_explorer_page
 
-    if isinstance(dataset, SEGDataset):
-        dataset = getattr(dataset, "root", None)
-        if dataset is None:
-            raise ValueError("ts2.explore: expected a dataset name or path (or a dataset loaded from a folder), "
-                             "got an in-memory dataset")
-    results = [results] if isinstance(results, str | Path) else list(results)
-    ov = _overrides("explore", {"results": [str(r) for r in results], **options})
-    if out is not None:
-        ov.append(f"out={_value(str(out))}")
-    if dataset is not None:
-        ov += _dataset_overrides(dataset)
-    cfg = _compose("explore", ov, "ts2.explore")
-    return explore_from_config(cfg)[0]
+    _check_keywords("ts2.explore", options, ExploreSettings.keys())
+    roots = None if image_roots is None else [str(r) for r in image_roots]
+    results = _results_list(results)
+    ds = _optional_dataset(dataset, roots) if dataset is not None else recorded_dataset(results, roots)
+    return write_explorer_page(results, ExploreSettings().updated(**options), ds,
+                               out=out, output_dir=None if out is not None else default_output_dir("explore"))[0]
 
 
 def reproduce(path: str | Path | None = None, output_dir: str | Path | None = None, **options: Any) -> dict:
     """``ts2 reproduce path=... output_dir=...``: the paper's Table 2 from the released scores, in
-    both protocols, with the list of cells that differ from the print. ``options``: the keys of
-    ``conf/reproduce.yaml`` and the analysis settings of ``conf/analysis/default.yaml``. Returns a dict with
-    ``discrepancies`` (DataFrame), ``tables``, ``report`` (:func:`analysis.reproduction.reproduce`)."""
-    from ts2.commands.reproduce import reproduce_from_config
+    both protocols, with the list of cells that differ from the print. ``options``: ``scores``,
+    ``revision``, ``figures``, ``pareto`` (``conf/reproduce.yaml``) and the analysis settings of
+    ``conf/analysis/default.yaml``. Returns a dict with ``discrepancies`` (DataFrame), ``tables``,
+    ``report`` (:func:`analysis.reproduction.reproduce`, which the command calls too)."""
+    from analysis.reproduction import reproduce as run_reproduction
+    from ts2.common import default_output_dir
 
-    ov = _overrides("reproduce", {"path": None if path is None else str(path), **options})
-    if output_dir is not None:
-        ov.append(f"output_dir={_value(str(output_dir))}")
-    cfg = _compose("reproduce", ov, "ts2.reproduce")
-    return reproduce_from_config(cfg, Path(str(cfg.output_dir)))
+    settings, own = _analysis_and_own("ts2.reproduce", options, ("scores", "revision", "figures", "pareto"))
+    out = default_output_dir("reproduce") if output_dir is None else Path(output_dir)
+    return run_reproduction(None if path is None else str(path), out, settings, **own)
+
+
+#: Keywords of :func:`human` besides :class:`analysis.human.settings.HumanSettings`' names (the config's names).
+_HUMAN_KEYWORDS = ("human_scores", "human_permutations", "human_clusters")
 
 
 def human(source, output_dir: str | Path | None = None, **options: Any):
@@ -351,28 +278,30 @@ def human(source, output_dir: str | Path | None = None, **options: Any):
 
     ``source``: one set (a path, ``NAME:PATH``, a set ``NAME`` from the hub, or a DataFrame in our
     long CSV's format) or a list of sets (not DataFrames). ``options``: ``human_scores`` (a score
-    file, or a list: one per set), ``metrics``, ``bootstrap``, ``seed``, ``confidence``,
-    ``human_permutations``, ``human_clusters``, ``progress`` (``conf/analyze.yaml``). Writes into
-    ``output_dir`` (default: the command's timestamped folder). Returns, for one set,
+    file, or a list: one per set) and :class:`analysis.human.settings.HumanSettings`' keys
+    (``metrics``, ``bootstrap``, ``seed``, ``confidence``, ``permutations``, ``cluster_statistics``,
+    ``alpha``, ``progress``; ``conf/analyze.yaml``'s names ``human_permutations`` and ``human_clusters``
+    work too). Writes into ``output_dir`` (default: the command's timestamped folder) through the
+    function the command calls (:func:`ts2.human_sets.human_views`). Returns, for one set,
     :class:`analysis.human.view.HumanViewOutputs` (``.results``, ``.tests`` DataFrames); for a list,
     :class:`analysis.human.sets.HumanSetsOutputs` (``.long``, ``.summary``, ``.views``)."""
-    from seg_data.human import human_from_frame
-    from ts2.commands.analyze_human import human_views, load_sets
+    from analysis.human.settings import HumanSettings
+    from seg_data.human import attach_scores, human_from_frame
+    from ts2.common import default_output_dir
+    from ts2.human_sets import human_entries, human_views, load_human_sets, score_files
 
+    _check_keywords("ts2.human", options, (*HumanSettings.keys(), *_HUMAN_KEYWORDS))
+    direct = {k: v for k, v in options.items() if k in HumanSettings.keys()}
+    settings = HumanSettings.from_mapping({k: v for k, v in options.items() if k in _HUMAN_KEYWORDS})
+    settings = settings.updated(**direct)
     many = isinstance(source, list | tuple)
-    frame = None if many or not hasattr(source, "columns") else source
-    entries = list(source) if many else [None if frame is not None else str(source)]
-    ov = _overrides("analyze", {"human": None if frame is not None else [str(e) for e in entries], **options})
-    if output_dir is not None:
-        ov.append(f"output_dir={_value(str(output_dir))}")
-    cfg = _compose("analyze", ov, "ts2.human")
-    if frame is not None:
-        from seg_data.human import attach_scores
-
-        hj = human_from_frame(frame)
-        scores = cfg.get("human_scores")
-        sets = [attach_scores(hj, str(scores)) if isinstance(scores, str) else hj]
+    if not many and hasattr(source, "columns"):
+        hj = human_from_frame(source)
+        scores = options.get("human_scores")
+        sets = [attach_scores(hj, str(scores)) if isinstance(scores, str | Path) else hj]
     else:
-        sets = load_sets(cfg)
-    res = human_views(sets, cfg, Path(str(cfg.output_dir)))
+        entries = human_entries(list(source) if many else source)
+        sets = load_human_sets(entries, score_files(options.get("human_scores"), len(entries)))
+    out = default_output_dir("analyze") if output_dir is None else Path(output_dir)
+    res = human_views(sets, out, settings)
     return res if many else res.views[0]

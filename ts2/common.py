@@ -42,6 +42,33 @@ def load_dataset(cfg: DictConfig, check_images: bool | None = None):
         raise
 
 
+def as_list(value) -> list[str]:
+    """A config value that is one name or a list of names, as a list of strings (None: empty)."""
+    from omegaconf import ListConfig
+
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, ListConfig)):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def default_output_dir(command: str) -> Path:
+    """The folder ``ts2 COMMAND`` writes into when no ``output_dir`` is given: ``conf/COMMAND.yaml``'s
+    ``output_dir`` (the one place it is written), its ``${now:FORMAT}`` filled in as Hydra fills it, for callers
+    that compose no config (:mod:`ts2.api`)."""
+    import re
+    from datetime import datetime
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(OmegaConf.create(files("conf").joinpath(f"{command}.yaml").read_text("utf-8")),
+                                 resolve=False)["output_dir"]
+    now = datetime.now()
+    return Path(re.sub(r"\$\{now:([^}]*)\}", lambda m: now.strftime(m.group(1)), str(raw)))
+
+
 def check_output_dir(path: str | Path, min_free_bytes: int = MIN_FREE_BYTES) -> Path:
     """Create ``path`` and prove it can take a run's outputs: writable, ``min_free_bytes`` free.
 

@@ -105,7 +105,7 @@ def main(cfg: DictConfig) -> int:
     try:
         if cfg.get("human"):  # a wrong human= entry fails before the SEG view's work, not after it
             from seg_data.human import resolve_human
-            from ts2.commands.analyze_human import human_entries
+            from ts2.human_sets import human_entries
 
             for entry in human_entries(cfg.get("human")):
                 resolve_human(entry)

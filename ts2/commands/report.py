@@ -16,48 +16,26 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig
 
-from ts2.common import output_dir
+from ts2.common import as_list, output_dir
 
 log = logging.getLogger(__name__)
 
 
-def _as_list(value) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple, ListConfig)):
-        return [str(v) for v in value]
-    return [str(value)]
-
-
-def _plain(value):
-    return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
-
-
 def report_from_config(cfg: DictConfig, results: Sequence[str | Path], out: Path, dataset=None):
-    """:func:`analysis.report.result_dirs.build_report` with its settings read from a config (``ts2 report``
-    and ``ts2 run``).
-
-    Both compose ``conf/analysis/default.yaml`` (the :class:`analysis.settings.AnalysisSettings`
-    of the meta-metrics computed here) and ``conf/report/default.yaml``, where every setting and
-    its default lives; none is restated here.
-    """
-    from analysis.report.result_dirs import build_report
+    """:func:`ts2.result_views.write_report` with the settings of a composed ``ts2 report``/``ts2 run`` config:
+    :class:`analysis.settings.AnalysisSettings` (``conf/analysis/default.yaml``) and
+    :class:`analysis.report.settings.ReportSettings` (``conf/report/default.yaml``)."""
+    from analysis.report.settings import ReportSettings
     from analysis.settings import AnalysisSettings
+    from ts2.result_views import write_report
 
-    return build_report(
-        results, out, AnalysisSettings.from_config(cfg), title=str(cfg.title), dataset=dataset,
-        figure_protocol=cfg.figure_protocol, flops=_plain(cfg.flops) or {}, labels=_plain(cfg.labels) or {},
-        scatter=_as_list(cfg.scatter) or None, heatmaps=int(cfg.heatmaps),
-        figures=None if cfg.figures is None else _as_list(cfg.figures),
-        pareto=None if cfg.pareto is None else _as_list(cfg.pareto), human=cfg.human,
-        human_statistic=str(cfg.human_statistic), human_grouping=str(cfg.human_grouping),
-        seg_meta_metric=str(cfg.seg_meta_metric), explorer=bool(cfg.explorer))
+    return write_report(results, out, AnalysisSettings.from_config(cfg), ReportSettings.from_mapping(cfg), dataset)
 
 
 def main(cfg: DictConfig) -> int:
-    results = _as_list(cfg.get("results"))
+    results = as_list(cfg.get("results"))
     if not results:
         log.error("expected results=DIR or results=[DIR1,DIR2] (ts2 score/analyze/run output folders), got none")
         return 2

@@ -42,19 +42,6 @@ def build_metrics(cfg: DictConfig) -> list:
     return metrics
 
 
-def engine_settings(cfg: DictConfig):
-    """The engine's settings from a score config's keys (``ts2 score``, ``ts2.score``)."""
-    from metrics_adapters.engine import EngineSettings
-
-    return EngineSettings(device=str(cfg.device), precision=str(cfg.precision),
-                          batch_size=cfg.batch_size if cfg.batch_size == "auto" else int(cfg.batch_size),
-                          num_workers=cfg.num_workers if cfg.num_workers == "auto" else int(cfg.num_workers),
-                          decode=str(cfg.get("decode", "pil")),
-                          max_image_side=None if cfg.max_image_side is None else int(cfg.max_image_side),
-                          progress=bool(cfg.progress), measure_flops=bool(cfg.measure_flops),
-                          rehash=bool(cfg.get("rehash", False)))
-
-
 def list_metrics() -> str:
     from importlib.resources import files
 
@@ -110,24 +97,13 @@ def _with_output_dir(cfg: DictConfig, folder: Path) -> DictConfig:
 
 def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
     t0 = time.perf_counter()
-    from metrics_adapters.engine import (
-        check_unique_columns,
-        items_from_table,
-        resolve_device,
-        score_metric,
-        write_outputs,
-    )
+    from metrics_adapters.engine import write_outputs
+    from metrics_adapters.scoring import ScoreSettings, check_run, score_dataset, select_items
 
     try:
         metrics = build_metrics(_with_output_dir(cfg, stage))
-        if not metrics:
-            raise ValueError("expected at least one metric (metric=NAME or +metric@metrics.KEY=NAME), got none")
-        check_unique_columns(metrics)
-        settings = engine_settings(cfg)
-        resolve_device(settings.device)  # device=cuda on a machine without CUDA: say so now
-        from seg_data.shards import parse_shard
-
-        shard = parse_shard(cfg.get("shard"))  # shard=i/n of a data-parallel run (experiment=slurm_shards)
+        settings = ScoreSettings.from_mapping(cfg)
+        check_run(metrics, settings)  # before the dataset and any model: a bad device or shard fails in a second
     except (ValueError, TypeError, RuntimeError) as e:
         log.error("%s", e)
         return 2
@@ -139,13 +115,8 @@ def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
     except NotADirectoryError as e:  # the cache folder of the mini set is a file (TS2_CACHE_DIR)
         log.error("%s", e.strerror or e)
         return 2
-    table = ds.image_table()
-    if shard is not None:
-        table = table[shard.mask(table["file_name"])]
-    if cfg.get("limit") is not None:
-        table = table.head(int(cfg.limit))
-    items = items_from_table(table)
-    if not items and shard is not None and len(ds.image_table()):
+    items = select_items(ds, settings)
+    if not items and settings.shard is not None and len(ds.image_table()):
         # More shards than images (or an unlucky hash split): an empty shard is a finished job,
         # not a failure, so a cluster array job does not report a spurious error.
         log.warning("shard %s of dataset %r holds no images; writing an empty scores.csv", cfg.shard, ds.name)
@@ -167,20 +138,21 @@ def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
         return 2
     from metrics_adapters.cache import open_cache
 
-    cache = open_cache(bool(cfg.cache), cfg.cache_dir)
+    cache = open_cache(settings.cache, settings.cache_dir)
     log.info("scoring %d images of %r with %s; cache %s; output %s", len(items), ds.name,
              [m.name for m in metrics], cache.path, out)
     try:
-        runs = [score_metric(m, items, cache, settings) for m in metrics]
+        scored = score_dataset(metrics, ds, settings, cache)
     finally:
         cache.close()
+    runs = scored.runs
     config = OmegaConf.to_container(cfg, resolve=True)
     wall = time.perf_counter() - t0
     try:
         csv_path, json_path = write_outputs(out, items, runs, config=config, extra={
             "dataset": {"name": ds.name, "n_segs": len(ds), "n_images": len(items)},
             "output_dir": str(out), "cache_path": cache.path, "wall_time_s": wall,
-            "max_failure_share": float(cfg.max_failure_share),
+            "max_failure_share": settings.max_failure_share,
         }, metrics=metrics)
     except OSError as e:  # e.g. the disk filled up during the run: the scores themselves are safe
         log.error("could not write scores.csv/run.json to %s: %s; every finished score is in the cache %s, so "
@@ -192,9 +164,9 @@ def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
         rate = f"{r.images_per_s:.1f} img/s" if r.images_per_s else "-"
         sys.stdout.write(f"{r.name}: {r.n_items} images, {r.cache_hits} cached, {r.n_scored} scored ({rate}), "
                          f"{r.n_failed} failed, {r.truncated_prompts} truncated prompt(s)\n")
-        if r.failure_share > float(cfg.max_failure_share):
+        if r in scored.failed_runs:
             log.error("%s failed on %d of %d images (%.1f%% > max_failure_share %.1f%%); reasons in %s",
-                      r.name, r.n_failed, r.n_items, 100 * r.failure_share, 100 * float(cfg.max_failure_share),
+                      r.name, r.n_failed, r.n_items, 100 * r.failure_share, 100 * settings.max_failure_share,
                       json_path)
             rc = 1
     sys.stdout.write(f"wrote {csv_path} and {json_path} ({wall:.1f} s)\n")

@@ -1,0 +1,66 @@
+"""What every settings object of a door-independent entry point shares: its keys, how it is read from a composed
+config or a plain mapping, and how single settings are replaced.
+
+A settings class is a frozen dataclass whose field defaults are the defaults (the YAML file of its config group
+states the same values, and a test composes it and compares). It derives from :class:`PlainSettings` and, when a
+config value needs turning into the field's type (a list into a tuple, ``null`` into ``{}``), says how in
+``_coerce``. The command line reads it with :meth:`~PlainSettings.from_mapping`; Python callers build it or call
+:meth:`~PlainSettings.updated` with keywords, without Hydra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+S = TypeVar("S", bound="PlainSettings")
+
+
+def plain(value: Any) -> Any:
+    """A config value as plain Python (a DictConfig/ListConfig resolved into dicts and lists)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def as_tuple(value: Any) -> tuple[str, ...] | None:
+    """``None`` stays ``None``; one name becomes a 1-tuple; a list a tuple of its names."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    return tuple(str(v) for v in value)
+
+
+class PlainSettings:
+    """``keys()``, ``from_mapping()`` and ``updated()`` for a frozen settings dataclass."""
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The setting names."""
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def _coerce(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Config values -> field values (override where a field needs it)."""
+        return values
+
+    @classmethod
+    def from_mapping(cls: type[S], cfg: Mapping[str, Any]) -> S:
+        """The settings a composed config (or a plain mapping) holds; keys it lacks keep their defaults and keys
+        that are not settings are ignored."""
+        return cls(**cls._coerce({k: plain(cfg[k]) for k in cls.keys() if k in cfg}))
+
+    def updated(self: S, **changes: Any) -> S:
+        """A copy with ``changes`` (setting name -> value).
+
+        Raises
+        ------
+        TypeError
+            A name that is not a setting (the valid ones named).
+        """
+        unknown = sorted(set(changes) - set(self.keys()))
+        if unknown:
+            raise TypeError(f"expected {type(self).__name__} keys among {list(self.keys())}, got {unknown}")
+        return dataclasses.replace(self, **type(self)._coerce(dict(changes))) if changes else self  # type: ignore
