@@ -41,10 +41,8 @@ def main(out: Path) -> None:
     mine = ts2.score(colour_match, ds, name="colour_match", version="1", progress=False)
     builtin = ts2.score("geneval_shapes", ds, progress=False)
     control = ts2.score("random", ds, progress=False)
-    keys = ["seg_id", "node", "file_name", "image_path", "prompt"]
-    scores = mine.merge(builtin, on=keys).merge(control, on=keys)
-
-    a = ts2.analyze(scores, ds, roles={"random": "control"}, bootstrap=200, chance=20,
+    # a list of score frames is joined on the key columns; each keeps its role (random is a control)
+    a = ts2.analyze([mine, builtin, control], ds, bootstrap=200, chance=20,
                     compare=["colour_match", "geneval_shapes"])
     print(a.summary())
     mm = a.metametrics

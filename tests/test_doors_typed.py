@@ -160,3 +160,19 @@ def test_load_metric_takes_values_as_values(tmp_path):
         ts2.load_metric("tifa", matcher={"batchsize": 8})
     with pytest.raises(ValueError, match="expected a config option name for metric.vqa"):
         ts2.load_metric("tifa", vqa="replay,blip")
+
+
+def test_the_readme_python_snippet_as_written_gives_a_verdict_against_the_control(tmp_path):
+    readme = (REPO / "README.md").read_text()
+    snippet = re.search(r"## From Python.*?```python\n(.*?)```", readme, re.S).group(1)
+    metric = ("import numpy as np\n"
+              "def my_metric(images, prompts):\n"
+              "    return [float(np.asarray(im.convert('L')).mean()) for im in images]\n")
+    r = subprocess.run([sys.executable, "-c", metric + snippet], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=900, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                         "TS2_ANALYSIS_STORE_MAX_MB": "0"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    verdict = [line for line in r.stdout.splitlines() if line.startswith("[paper] mine:")]
+    assert verdict and "control" in verdict[0] and "no reference or control" not in r.stdout
+    html = (tmp_path / "outputs" / "mine" / "report.html").read_text()
+    assert "random" in html and "control" in html

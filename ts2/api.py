@@ -133,6 +133,7 @@ def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "m
                          f"(max_failure_share), got {run.n_failed} of {run.n_items}: {reasons}")
     frame = m.finalize(scored.frame())
     frame.attrs["run"] = json.loads(json.dumps(scored.runs[0].summary(), default=str))
+    frame.attrs["roles"] = {c: r for c, r in m.roles().items() if c in frame.columns}  # read by analyze
     return frame
 
 
@@ -140,13 +141,14 @@ def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "m
 _ANALYZE_KEYWORDS = ("metrics", "reference", "progress", "store", "protocol")
 
 
-def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path | None = None, *,
+def analyze(scores: pd.DataFrame | Sequence[pd.DataFrame] | str | Path, dataset: SEGDataset | str | Path | None = None, *,
             settings: AnalysisSettings | None = None, comparison: ComparisonSettings | None = None,
             roles: Mapping[str, str] | None = None, **options: Any) -> Analysis:
     """The TS2 meta-metrics of a score table: the same function ``ts2 analyze scores=... [dataset=|path=]``
     calls (:func:`analysis.session.run_analysis`), with the same defaults, without composing a config.
 
-    ``scores`` is a DataFrame (e.g. from :func:`score`, or several joined on the base columns) or
+    ``scores`` is a DataFrame (e.g. from :func:`score`), a list of them (joined on the key columns, each
+    one's metric roles kept: ``[mine, ts2.score("random", ds)]`` analyses ``random`` as the control it is) or
     a ``scores.csv``; ``dataset`` a loaded dataset, a name or a path (:func:`load_dataset`): given
     either way, the paper's released reference scores lying in its folder are analysed beside
     yours (``reference="auto"``). ``settings`` (:class:`analysis.settings.AnalysisSettings`) and
@@ -155,8 +157,8 @@ def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path 
     "graph"]``, ``permutations=9999``, ``compare=["a", "b"]``, ``ranking={"enabled": False}``,
     ...) or name ``metrics``, ``reference``, ``progress``, ``store``; ``protocol="graph"`` (or a
     mapping of protocol options, or an :class:`analysis.protocols.Protocol`) analyses that one
-    protocol. ``roles`` marks metrics as ``control`` or ``reference`` (a ``scores.csv`` has them in
-    its ``run.json``; a DataFrame has none).
+    protocol. ``roles`` marks metrics as ``control`` or ``reference``, over the roles the scores carry (a
+    ``scores.csv`` in its ``run.json``, a frame of :func:`score` in ``attrs["roles"]``).
 
     Returns an :class:`analysis.session.Analysis`: ``.metametrics``, ``.per_seg``, ``.ranking``,
     ``.pairs`` (DataFrames), ``.compare(a, b)``, ``.plot(kind)``, ``.to_report(DIR)``, and the
@@ -180,8 +182,17 @@ def analyze(scores: pd.DataFrame | str | Path, dataset: SEGDataset | str | Path 
             raise ValueError("ts2.analyze: expected protocol= (one protocol) or protocols= (a list), got both")
         options["protocols"] = [options.pop("protocol")]
     ds = dataset if dataset is None or isinstance(dataset, SEGDataset) else load_dataset(dataset)
+    carried: dict[str, str] = {}
+    if isinstance(scores, list | tuple):
+        from seg_data.score_frames import join_score_frames
+
+        scores, carried = join_score_frames(scores)
+    elif hasattr(scores, "columns"):
+        from seg_data.score_frames import frame_roles
+
+        carried = frame_roles(scores)
     return run_analysis(scores if hasattr(scores, "columns") else str(scores), ds, settings, comparison,
-                        roles=roles, **options)
+                        roles={**carried, **(roles or {})} or None, **options)
 
 
 def _check_keywords(where: str, options: Mapping[str, Any], valid: Sequence[str]) -> None:
