@@ -124,6 +124,20 @@ class DatasetScores:
         """The runs that failed on more than ``max_failure_share`` of the images."""
         return [r for r in self.runs if r.failure_share > self.max_failure_share]
 
+    def raise_for_failures(self) -> None:
+        """Raise for the first run over ``max_failure_share`` (the Python door's way; the command logs every
+        such run and exits 1).
+
+        Raises
+        ------
+        ValueError
+            Naming the metric, the failed share and the first three images' reasons.
+        """
+        for run in self.failed_runs[:1]:
+            reasons = "; ".join(f"{f.file_name}: {f.reason}" for f in run.failures[:3])
+            raise ValueError(f"{run.name}: expected at most {100 * self.max_failure_share:.1f}% failed images "
+                             f"(max_failure_share), got {run.n_failed} of {run.n_items}: {reasons}")
+
     def frame(self) -> pd.DataFrame:
         """The scores as ``scores.csv`` has them (base columns, then each metric's columns)."""
         from .outputs import scores_frame

@@ -176,3 +176,26 @@ def test_the_readme_python_snippet_as_written_gives_a_verdict_against_the_contro
     assert verdict and "control" in verdict[0] and "no reference or control" not in r.stdout
     html = (tmp_path / "outputs" / "mine" / "report.html").read_text()
     assert "random" in html and "control" in html
+
+
+def test_score_frames_join_on_their_keys_and_keep_each_frames_roles():
+    from seg_data.score_frames import join_score_frames
+
+    base = pd.DataFrame({"seg_id": ["0", "0", "1"], "node": ["0", "1a", "0"], "file_name": ["a", "b", "c"],
+                         "prompt": ["p", "p", "q"]})
+    mine = base.assign(mine=[0.9, 0.2, 0.5])
+    ctrl = base.iloc[::-1].assign(random=[0.3, 0.1, 0.7])  # another row order: joined by key, not by position
+    ctrl.attrs["roles"] = {"random": "control"}
+    joined, roles = join_score_frames([mine, ctrl])
+    assert roles == {"random": "control"} and list(joined.columns) == [*base.columns, "mine", "random"]
+    assert joined.set_index("file_name").loc["c", "random"] == 0.3 and joined.attrs == {}
+    with pytest.raises(ValueError, match=r"expected each metric column in one frame, got \['mine'\]"):
+        join_score_frames([mine, mine])
+    with pytest.raises(ValueError, match="expected frame 1 to score the same images as the others"):
+        join_score_frames([mine, ctrl.iloc[:2]])
+    with pytest.raises(ValueError, match="expected every score frame to have seg_id and node"):
+        join_score_frames([mine, ctrl.drop(columns="node")])
+    bad = ctrl.copy()
+    bad.attrs["roles"] = {"random": "baseline"}
+    with pytest.raises(ValueError, match="expected roles among"):
+        join_score_frames([mine, bad])

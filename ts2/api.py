@@ -127,10 +127,7 @@ def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "m
     ds = dataset if isinstance(dataset, SEGDataset) else load_dataset(dataset)
     scored = score_dataset([m], ds, settings)
     check_contract(m)
-    for run in scored.failed_runs:
-        reasons = "; ".join(f"{f.file_name}: {f.reason}" for f in run.failures[:3])
-        raise ValueError(f"{m.name}: expected at most {100 * settings.max_failure_share:.1f}% failed images "
-                         f"(max_failure_share), got {run.n_failed} of {run.n_items}: {reasons}")
+    scored.raise_for_failures()
     frame = m.finalize(scored.frame())
     frame.attrs["run"] = json.loads(json.dumps(scored.runs[0].summary(), default=str))
     frame.attrs["roles"] = {c: r for c, r in m.roles().items() if c in frame.columns}  # read by analyze
