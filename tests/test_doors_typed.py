@@ -199,3 +199,16 @@ def test_score_frames_join_on_their_keys_and_keep_each_frames_roles():
     bad.attrs["roles"] = {"random": "baseline"}
     with pytest.raises(ValueError, match="expected roles among"):
         join_score_frames([mine, bad])
+
+
+def test_a_report_of_a_sweep_on_mini_finds_the_recorded_dataset_and_carries_the_synthetic_caveat(tmp_path):
+    runs = tmp_path / "runs"
+    r = subprocess.run([sys.executable, "-m", "ts2", "score", "-m", "dataset=mini", "metric=random,geneval_shapes",
+                        "progress=false", f"output_dir={runs}"], capture_output=True, text=True, cwd=REPO,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = ts2.report(runs, tmp_path / "py", bootstrap=0, chance=0, figures=[])
+    html = rep.html.read_text()
+    assert "This dataset is synthetic" in html and "href='explorer.html'" in html
+    subsets = set(pd.read_csv(tmp_path / "py" / "metametrics.csv")["subset"])
+    assert {"Colour", "Count", "Position"} <= subsets  # the recorded dataset's subsets, not node labels alone

@@ -29,10 +29,17 @@ log = logging.getLogger(__name__)
 def write_report(results: Sequence[str | Path], out: str | Path, analysis: AnalysisSettings,
                  report: ReportSettings, dataset: SEGDataset | None = None):
     """Merge ``results`` and write the report into ``out`` (:func:`analysis.report.result_dirs.build_report`):
-    the meta-metrics the results lack computed with ``analysis``, the page drawn as ``report`` says. Returns
-    :class:`analysis.report.page.ReportOutputs`."""
+    the meta-metrics the results lack computed with ``analysis``, the page drawn as ``report`` says. Without a
+    ``dataset``, the one the results recorded (:func:`recorded_dataset`), as the explorer finds it, so that a
+    report of a sweep on a synthetic set carries its caveat; one that cannot be loaded any more is said in a
+    warning and left out. Returns :class:`analysis.report.page.ReportOutputs`."""
     from analysis.report.result_dirs import build_report
 
+    if dataset is None:
+        try:
+            dataset = recorded_dataset(results)
+        except (FileNotFoundError, ValueError) as e:
+            log.warning("the dataset the results recorded is not used: %s", e)
     return build_report([str(r) for r in results], Path(out), analysis, dataset=dataset, **report.build_options())
 
 
