@@ -97,27 +97,12 @@ def main(cfg: DictConfig) -> int:
     if not cfg.get("scores"):
         log.error("expected scores=FILE (a score table: seg_id, node, [file_name], one column per metric), got none")
         return 2
-
     from seg_data import SEGValidationError
     from seg_data.gcpause import gc_frozen
 
     out = output_dir(cfg)
     try:
-        if cfg.get("human"):  # a wrong human= entry fails before the SEG view's work, not after it
-            from seg_data.human import resolve_human
-            from ts2.human_sets import human_entries
-
-            for entry in human_entries(cfg.get("human")):
-                resolve_human(entry)
-        dataset = None
-        if cfg.get("path") or cfg.get("dataset") is not None:
-            from ts2.common import load_dataset
-
-            dataset = load_dataset(cfg)
-        # The dataset (millions of objects at 100k images) lives through the analysis and the
-        # writing: the collector's passes need not walk it again and again.
-        with gc_frozen():
-            analysis = analysis_from_config(cfg, str(cfg.scores), dataset)
+        analysis = _analyse(cfg)
     except (FileNotFoundError, ValueError, KeyError, SEGValidationError, RuntimeError) as e:
         log.error("%s", e)
         return 2
@@ -125,20 +110,47 @@ def main(cfg: DictConfig) -> int:
         analysis.write(out)
     for note in analysis.result.notes:
         log.warning("%s", note)
-    missing = [n for r in analysis.result.protocols.values() for n in r.missing]
-    if missing:  # on stdout too: a blanked column changes the numbers below without an error
-        sys.stdout.write("missing scores:\n" + "".join(f"  {n}\n" for n in missing))
-    text = analysis.summary(verdict=False)
-    sys.stdout.write(text + f"\nwrote {out}/metametrics.csv, per_seg.csv, table.md|tex|csv"
-                     + "".join(f", {k}.csv" for k in analysis.extra) + "\n"
-                     + f"to read them in a browser: ts2 report results={out} (report.html: tables, figures, verdict, "
-                     f"explorer) or ts2 explore results={out} (the SEG explorer alone)\n")
-    lines = analysis.verdict_lines()
-    if lines:  # the last lines of the output: one verdict per metric under evaluation
-        sys.stdout.write("\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n")
+    sys.stdout.write(_printed(analysis, out))
     if cfg.get("human"):  # both views in one call: the human sets beside, in <output_dir>/human
         return _human_beside(cfg, out)
     return 0
+
+
+def _analyse(cfg: DictConfig):
+    """The SEG view's analysis of ``cfg.scores`` (with the dataset when one is given); a wrong ``human=`` entry
+    fails first, before the work."""
+    from seg_data.gcpause import gc_frozen
+
+    if cfg.get("human"):
+        from seg_data.human import resolve_human
+        from ts2.human_sets import human_entries
+
+        for entry in human_entries(cfg.get("human")):
+            resolve_human(entry)
+    dataset = None
+    if cfg.get("path") or cfg.get("dataset") is not None:
+        from ts2.common import load_dataset
+
+        dataset = load_dataset(cfg)
+    # The dataset (millions of objects at 100k images) lives through the analysis and the
+    # writing: the collector's passes need not walk it again and again.
+    with gc_frozen():
+        return analysis_from_config(cfg, str(cfg.scores), dataset)
+
+
+def _printed(analysis, out) -> str:
+    """What ``ts2 analyze`` prints: missing scores, the summary, the files written and how to read them in a
+    browser, and last one verdict line per metric under evaluation."""
+    missing = [n for r in analysis.result.protocols.values() for n in r.missing]
+    # on stdout too: a blanked column changes the numbers below without an error
+    text = "missing scores:\n" + "".join(f"  {n}\n" for n in missing) if missing else ""
+    text += analysis.summary(verdict=False)
+    text += (f"\nwrote {out}/metametrics.csv, per_seg.csv, table.md|tex|csv"
+             + "".join(f", {k}.csv" for k in analysis.extra) + "\n"
+             + f"to read them in a browser: ts2 report results={out} (report.html: tables, figures, verdict, "
+             f"explorer) or ts2 explore results={out} (the SEG explorer alone)\n")
+    lines = analysis.verdict_lines()
+    return text + ("\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n" if lines else "")
 
 
 def _human_beside(cfg: DictConfig, out) -> int:

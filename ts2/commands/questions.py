@@ -36,23 +36,60 @@ def _prompts(cfg: DictConfig) -> list[tuple[str, str]]:
     return pairs
 
 
-def generate(cfg: DictConfig) -> int:
+def _generator(cfg: DictConfig, style: str):
+    """The question generator a config describes, with its LM (not loaded yet) and its cache (or None)."""
     from hydra.utils import instantiate
 
     from metrics_adapters.qa.cache import QACache
     from metrics_adapters.qa.generation import QuestionGenerator
-    from metrics_adapters.qa.questions import QuestionSet, save_question_csv
+
+    lm = instantiate(cfg.qa_lm)
+    cache = QACache.at(cfg.cache_dir) if cfg.cache else None
+    gen = QuestionGenerator(lm, style=style, template_file=cfg.template_file, max_attempts=int(cfg.max_attempts),
+                            max_questions=int(cfg.max_questions), cache=cache, retry_failed=bool(cfg.retry_failed),
+                            chunk_size=int(cfg.chunk_size))
+    return gen, lm, cache
+
+
+FAILURE_COLUMNS = ["id", "prompt", "attempts", "error", "last_output"]
+
+
+def _sets_and_failures(pairs, results, style: str) -> tuple[dict, list[dict]]:
+    """The question set of every prompt that got one, and a failure row (``FAILURE_COLUMNS``) for every other."""
+    from metrics_adapters.qa.questions import QuestionSet
+
+    sets, failed = {}, []
+    for (sid, prompt), res in zip(pairs, results, strict=True):
+        if res.ok:
+            sets[sid] = QuestionSet(sid, prompt, res.questions, kind=style)
+        else:
+            failed.append({"id": sid, "prompt": prompt, "attempts": res.attempts,
+                           "error": res.errors[-1] if res.errors else "", "last_output": res.raw[-1] if res.raw else ""})
+    return sets, failed
+
+
+def _write_failures(failed: list[dict], path: Path, attempts: int) -> int:
+    """The failure list beside the questions (exit code 1), or no list at all (0): a stale one would mislead."""
+    if not failed:
+        path.unlink(missing_ok=True)
+        return 0
+    import pandas as pd
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(failed, columns=FAILURE_COLUMNS).to_csv(path, index=False)
+    sys.stdout.write(f"failures (after {attempts} attempts each) in {path}\n")
+    return 1
+
+
+def generate(cfg: DictConfig) -> int:
+    from metrics_adapters.qa.questions import save_question_csv
 
     style = str(cfg.style)
     try:
         pairs = _prompts(cfg)
         if not pairs:
             raise ValueError("expected at least one prompt, got none")
-        lm = instantiate(cfg.qa_lm)
-        cache = QACache.at(cfg.cache_dir) if cfg.cache else None
-        gen = QuestionGenerator(lm, style=style, template_file=cfg.template_file, max_attempts=int(cfg.max_attempts),
-                                max_questions=int(cfg.max_questions), cache=cache, retry_failed=bool(cfg.retry_failed),
-                                chunk_size=int(cfg.chunk_size))
+        gen, lm, cache = _generator(cfg, style)
     except (ValueError, TypeError, FileNotFoundError) as e:
         log.error("%s", e)
         return 2
@@ -70,28 +107,13 @@ def generate(cfg: DictConfig) -> int:
     finally:
         if cache is not None:
             cache.close()
-    sets, failed = {}, []
-    for (sid, prompt), res in zip(pairs, results, strict=True):
-        if res.ok:
-            sets[sid] = QuestionSet(sid, prompt, res.questions, kind=style)
-        else:
-            failed.append({"id": sid, "prompt": prompt, "attempts": res.attempts,
-                           "error": res.errors[-1] if res.errors else "", "last_output": res.raw[-1] if res.raw else ""})
+    sets, failed = _sets_and_failures(pairs, results, style)
     save_question_csv(sets, out, kind=style)
     n_q = sum(len(s) for s in sets.values())
     n_cached = sum(r.cached for r in results)
     sys.stdout.write(f"{style}: {len(sets)} of {len(pairs)} prompts got questions ({n_q} questions, "
                      f"{n_cached} from the cache), {len(failed)} failed; wrote {out}\n")
-    if failed:
-        import pandas as pd
-
-        failures.parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(failed, columns=["id", "prompt", "attempts", "error", "last_output"]).to_csv(failures, index=False)
-        sys.stdout.write(f"failures (after {gen.max_attempts} attempts each) in {failures}\n")
-        return 1
-    if failures.exists():
-        failures.unlink()  # a stale list from an earlier run would mislead
-    return 0
+    return _write_failures(failed, failures, gen.max_attempts)
 
 
 ACTIONS = {"generate": generate}
