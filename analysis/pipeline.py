@@ -28,10 +28,12 @@ from .aggregate import (
 )
 from .chance import ChanceLevels, chance_adjusted
 from .column_store import ChanceRequest, ColumnStore, column_results
+from .inputs import AnalysisInputs, prepare_inputs
 from .metametrics import get_meta_metric
 from .protocols import Protocol, get_protocol
 from .release import TS2_LAST_SEG, is_ts2_release
-from .scores_io import AnalysisInputs, ScoreTable, prepare_inputs, read_scores
+from .score_table import ScoreTable
+from .scores_io import read_scores
 from .settings import CI_METHODS, MIN_SEGS_CI, AnalysisSettings, resolve_settings
 from .stats import (
     BOOTSTRAP_SCHEMES,
