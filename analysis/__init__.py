@@ -2,7 +2,10 @@
 
 Where things are (one module per concern):
 
-- :mod:`analysis.scores_io`       reading wide/long score tables, joining them to SEG structure
+- :mod:`analysis.scores_io`       reading and validating wide/long score tables (also re-exports the three below)
+- :mod:`analysis.score_table`     :class:`~analysis.score_table.ScoreTable`, the validated table the readers return
+- :mod:`analysis.inputs`          a score table joined to its SEG structure (:func:`~analysis.inputs.prepare_inputs`)
+- :mod:`analysis.reference`       a score table beside a reference one (TS2's released scores), joined on file_name
 - :mod:`analysis.protocols`       the ``paper`` and ``graph`` protocols and their options
 - :mod:`analysis.walks`           walk construction per protocol, packed for the kernels
 - :mod:`analysis.metametrics`     one module per meta-metric: ``rank`` (rank_m), ``sep`` (sep_m),

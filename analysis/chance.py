@@ -63,6 +63,7 @@ within a SEG) can read higher. "Above chance" and "beats a random control" are d
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -501,9 +502,7 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     if n_perm < 1:
         raise ValueError(f"expected at least one permutation for the chance levels, got {n_perm}")
     n_m, n_k = len(metrics), len(meta_metrics)
-    by_id = {s.seg_id: s for s in structure.segs}
-    # in the walk table's SEG order (SEG j of every per-SEG array)
-    seg_rows = [np.concatenate(by_id[i].rows) if by_id[i].rows else np.zeros(0, np.int64) for i in walk_table.seg_ids]
+    seg_rows = _image_rows_per_seg(structure, walk_table)
     wv0, nv0 = walk_values(walk_table, scores, protocol, meta_metrics) if observed is None else observed
     width, steps = chance_steps(n_perm, walk_table.n_walks, n_k, max_columns)
     null = _Null(NodeLayout(walk_table, structure), structure, protocol, tuple(meta_metrics), steps, float(confidence),
@@ -511,23 +510,37 @@ def chance_levels(scores: np.ndarray, structure: Structure, walk_table: WalkTabl
     patterns = null_patterns(scores, seg_rows)
     flip = np.array([m in set(lower_is_better) for m in metrics], dtype=bool)
     blocks = [np.arange(lo, min(lo + width, n_m)) for lo in range(0, n_m, width)]
-    bar = None
-    if progress:
-        from seg_data.progress import tqdm
-
-        bar = tqdm(total=len(blocks) * len(steps), desc=f"chance levels ({protocol.name})", leave=False)
-    try:
+    with _progress_bar(progress, len(blocks) * len(steps), f"chance levels ({protocol.name})") as bar:
         parts = [null.levels(scores[:, b], wv0[b], nv0[b], sigma[b], [metrics[i] for i in b], flip[b],
                              [patterns[i] for i in b], bar) for b in blocks]
-    finally:
-        if bar is not None:
-            bar.close()
     if not parts:
         empty = np.zeros((0, n_k, len(compute_seg_values(walk_table, wv0, nv0, sigma, protocol, metrics,
                                                            meta_metrics).groups())))
         return ChanceLevels(empty, empty, empty, int(n_perm), float(confidence), empty)
     mean, low, high, mc = (np.concatenate([part[i] for part in parts]) for i in range(4))
     return ChanceLevels(mean, low, high, int(n_perm), float(confidence), mc)
+
+
+def _image_rows_per_seg(structure: Structure, walk_table: WalkTable) -> list[np.ndarray]:
+    """Each SEG's score-matrix rows (node after node), in the walk table's SEG order (SEG j of every
+    per-SEG array)."""
+    by_id = {s.seg_id: s for s in structure.segs}
+    return [np.concatenate(by_id[i].rows) if by_id[i].rows else np.zeros(0, np.int64) for i in walk_table.seg_ids]
+
+
+@contextmanager
+def _progress_bar(show: bool, total: int, desc: str):
+    """A progress bar over ``total`` steps while the block runs (closed however it ends), or None."""
+    if not show:
+        yield None
+        return
+    from seg_data.progress import tqdm
+
+    bar = tqdm(total=total, desc=desc, leave=False)
+    try:
+        yield bar
+    finally:
+        bar.close()
 
 
 @dataclass(frozen=True)

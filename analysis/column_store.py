@@ -359,8 +359,7 @@ def column_results(store: ColumnStore | None, scores: np.ndarray, structure, wal
     (SegValues, ChanceLevels or None)
     """
     from .aggregate import SegValues, compute_seg_values
-    from .chance import ChanceLevels, chance_levels, chance_steps
-    from .compute import walk_values
+    from .chance import chance_levels
 
     n_m, n_k, n_s = len(metrics), len(meta_metrics), walk_table.n_segs
     sigma = np.asarray(sigma, dtype=float)
@@ -368,39 +367,77 @@ def column_results(store: ColumnStore | None, scores: np.ndarray, structure, wal
     shared = (protocol, tuple(meta_metrics), digest)
     seg = _Stored.look_up(store, "seg_values", shared, scores, [(sigma[j : j + 1],) for j in range(n_m)],
                           ("values",), (n_k, n_s))
-    levels = None
-    if chance is not None:
-        flip = [m in set(chance.lower_is_better) for m in metrics]
-        n_g = 1 + len({s for s in walk_table.subsets if s is not None})  # Avg and each subset
-        steps = chance_steps(chance.n_perm, walk_table.n_walks, n_k)
-        levels = _Stored.look_up(store, "chance", (*shared, chance.n_perm, chance.seed, chance.confidence, steps),
-                                 scores, [(sigma[j : j + 1], flip[j]) for j in range(n_m)], _CHANCE_ARRAYS,
-                                 (n_k, n_g))
+    levels = _chance_stored(store, shared, scores, sigma, metrics, walk_table, chance, n_k) if chance is not None else None
     need_seg, need_chance = seg.need, (levels.need if levels is not None else [])
     need = sorted(set(need_seg) | set(need_chance))
     if store is not None:
         log.info("protocol %s: %d of %d columns read from the analysis store (%s)", protocol.name, n_m - len(need),
                  n_m, store.folder)
-    at = {j: i for i, j in enumerate(need)}
-    wv, nv = walk_values(walk_table, scores[:, need], protocol, meta_metrics) if need else (None, None)
-    fresh = {"values": compute_seg_values(walk_table, wv[[at[j] for j in need_seg]], nv[[at[j] for j in need_seg]],
-                                          sigma[need_seg], protocol, [metrics[j] for j in need_seg], meta_metrics
-                                          ).values} if need_seg else {"values": np.empty((0, n_k, n_s))}
+    fresh = _FreshWalks.of(walk_table, scores, need, protocol, meta_metrics)
+    values = {"values": np.empty((0, n_k, n_s))}
+    if need_seg:
+        wv, nv = fresh.rows(need_seg)
+        values = {"values": compute_seg_values(walk_table, wv, nv, sigma[need_seg], protocol,
+                                               [metrics[j] for j in need_seg], meta_metrics).values}
     sv = SegValues(protocol, tuple(metrics), tuple(meta_metrics), walk_table.seg_ids, walk_table.subsets,
-                   seg.assemble(fresh)["values"], walk_table.walks_per_seg(), sigma)
+                   seg.assemble(values)["values"], walk_table.walks_per_seg(), sigma)
     out = None
     if levels is not None:
         got = None
         if need_chance:
-            rows = [at[j] for j in need_chance]
             got = chance_levels(scores[:, need_chance], structure, walk_table, sigma[need_chance], protocol,
                                 [metrics[j] for j in need_chance], meta_metrics, chance.lower_is_better,
                                 n_perm=chance.n_perm, seed=chance.seed, confidence=chance.confidence,
-                                progress=chance.progress, observed=(wv[rows], nv[rows]))
-        arrays = levels.assemble({n: getattr(got, n) if got is not None else np.empty((0, *levels.shape))
-                                  for n in _CHANCE_ARRAYS})
-        out = ChanceLevels(arrays["mean"], arrays["low"], arrays["high"], int(chance.n_perm),
-                           float(chance.confidence), arrays["mc_error"])
+                                progress=chance.progress, observed=fresh.rows(need_chance))
+        out = _assembled_levels(levels, got, chance)
     if store is not None:
         store.prune()
     return sv, out
+
+
+def _chance_stored(store: ColumnStore | None, shared: tuple, scores: np.ndarray, sigma: np.ndarray,
+                   metrics: Sequence[str], walk_table, chance: ChanceRequest, n_k: int) -> _Stored:
+    """The chance levels ``store`` holds per column (keyed by the permutation settings, each column's
+    sigma and direction), and the columns it lacks; ``n_k`` meta-metrics."""
+    from .chance import chance_steps
+
+    flip = [m in set(chance.lower_is_better) for m in metrics]
+    n_g = 1 + len({s for s in walk_table.subsets if s is not None})  # Avg and each subset
+    steps = chance_steps(chance.n_perm, walk_table.n_walks, n_k)
+    return _Stored.look_up(store, "chance", (*shared, chance.n_perm, chance.seed, chance.confidence, steps),
+                           scores, [(sigma[j : j + 1], flip[j]) for j in range(len(metrics))], _CHANCE_ARRAYS,
+                           (n_k, n_g))
+
+
+@dataclass(frozen=True)
+class _FreshWalks:
+    """The walk values and valid counts of the columns ``need`` (sorted column indices) that the store
+    lacked, computed in one batch (None when it lacked none)."""
+
+    need: list[int]
+    wv: np.ndarray | None
+    nv: np.ndarray | None
+
+    @classmethod
+    def of(cls, walk_table, scores: np.ndarray, need: list[int], protocol, meta_metrics: Sequence[str]) -> _FreshWalks:
+        from .compute import walk_values
+
+        wv, nv = walk_values(walk_table, scores[:, need], protocol, meta_metrics) if need else (None, None)
+        return cls(need, wv, nv)
+
+    def rows(self, columns: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The walk values and valid counts of ``columns`` (each among ``need``), in that order."""
+        at = {j: i for i, j in enumerate(self.need)}
+        rows = [at[j] for j in columns]
+        return self.wv[rows], self.nv[rows]
+
+
+def _assembled_levels(levels: _Stored, got, chance: ChanceRequest):
+    """The :class:`~analysis.chance.ChanceLevels` of every column: those ``levels`` read from the store and
+    those just computed (``got``; None when none was)."""
+    from .chance import ChanceLevels
+
+    arrays = levels.assemble({n: getattr(got, n) if got is not None else np.empty((0, *levels.shape))
+                              for n in _CHANCE_ARRAYS})
+    return ChanceLevels(arrays["mean"], arrays["low"], arrays["high"], int(chance.n_perm),
+                        float(chance.confidence), arrays["mc_error"])

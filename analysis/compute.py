@@ -284,12 +284,7 @@ class NodeLayout:
         held at once."""
         n_m = scores.shape[1]
         padded = np.vstack([scores, np.full((1, n_m), np.nan)])  # row -1 -> the NaN row
-        parts = []
-        for b in self.batches:
-            S = b.rows.shape[0]
-            s_step, c_step = b.steps(n_m, max_elements)
-            parts += [(b, slice(s0, s0 + s_step), slice(c0, c0 + c_step)) for s0 in range(0, S, s_step)
-                      for c0 in range(0, n_m, c_step)]
+        parts = list(self._parts(n_m, max_elements))
         return parts, _Lazy(lambda k: parts[k][0].stats(padded[parts[k][0].rows[parts[k][1]]][:, :, parts[k][2]],
                                                         parts[k][1]), len(parts))
 
@@ -300,53 +295,85 @@ class NodeLayout:
             out[rows] = permute_by_keys(out[rows], permutation.keys[rows], axis=0)
         return out
 
+    def _parts(self, n_m: int, max_elements: int):
+        """The ``(batch, SEG slice, column slice)`` parts of memory-bounded size over ``n_m`` columns,
+        batch by batch, SEGs outer."""
+        for b in self.batches:
+            S = b.rows.shape[0]
+            s_step, c_step = b.steps(n_m, max_elements)
+            for s0 in range(0, S, s_step):
+                for c0 in range(0, n_m, c_step):
+                    yield b, slice(s0, s0 + s_step), slice(c0, c0 + c_step)
+
     def _run(self, scores, protocol, meta_metrics, max_elements, permutation, estimates=None):
         scores = np.asarray(scores, dtype=float)
         if scores.ndim != 2:
             raise ValueError(f"expected a 2-D score matrix (rows x metrics), got shape {scores.shape}")
         specs = [get_meta_metric(k) for k in meta_metrics]
-        n_m = scores.shape[1] if permutation is None else len(permutation.source)
-        values = np.full((n_m, len(specs), self.table.n_walks), np.nan)
-        n_valid = np.zeros((n_m, self.table.n_walks), dtype=np.int64)
-        est = np.full(values.shape, np.nan) if estimates is not None else None
-        stand_in = {k for k, name in enumerate(meta_metrics) if estimates is not None and name in estimates}
-        padded = np.vstack([scores, np.full((1, scores.shape[1]), np.nan)])  # row -1 -> the NaN row
-        if permutation is not None:
-            keys = np.vstack([permutation.keys, np.zeros((1, n_m))])
-        kernel: dict[int, list[np.ndarray]] = {}  # meta-metric -> walks left to the walk kernel
-        for b in self.batches:
-            S = b.rows.shape[0]
-            s_step, c_step = b.steps(n_m, max_elements)
-            for s0 in range(0, S, s_step):
-                sl = slice(s0, s0 + s_step)
-                walk = b.walk[sl]
-                ok = walk >= 0
-                for c0 in range(0, n_m, c_step):
-                    cl = slice(c0, c0 + c_step)
-                    rows = b.rows[sl]
-                    if permutation is None:
-                        x = padded[rows][:, :, cl]
-                    else:  # permuted here, one batch of SEGs at a time
-                        x = permute_by_keys(padded[rows][:, :, permutation.source[cl]], keys[rows][:, :, cl], axis=1)
-                    ns = b.stats(x, sl)
-                    n_valid[cl, walk[ok]] = ns.n.transpose(1, 0, 2)[:, ok]
-                    for k, spec in enumerate(specs):
-                        try:
-                            v = spec.from_nodes(ns, protocol)
-                        except NodeFormUnavailable:
-                            if c0 == 0:
-                                kernel.setdefault(k, []).append(walk[ok])
-                            continue
-                        values[cl, k, walk[ok]] = v.transpose(1, 0, 2)[:, ok]
-                        if k in stand_in:
-                            e = spec.null_estimate_from_nodes(ns, protocol)
-                            est[cl, k, walk[ok]] = e.transpose(1, 0, 2)[:, ok]
-        table = scores if permutation is None or not kernel else self.permuted(scores, permutation)
-        for k, walks in kernel.items():
+        source = _ScoreBlocks(scores, permutation)
+        out = _NodeFormValues(source.n_columns, specs, self.table.n_walks, meta_metrics, estimates)
+        for b, sl, cl in self._parts(source.n_columns, max_elements):
+            out.add(b.walk[sl], cl, b.stats(source.block(b.rows[sl], cl), sl), protocol)
+        table = scores if permutation is None or not out.kernel else self.permuted(scores, permutation)
+        for k, walks in out.kernel.items():
             idx = np.concatenate(walks)
             sub = walk_values(_sub_table(self.table, idx), table, protocol, [meta_metrics[k]], max_elements)[0]
-            values[:, k, idx] = sub[:, 0, idx]
-        return (values, n_valid) if est is None else (values, n_valid, est)
+            out.values[:, k, idx] = sub[:, 0, idx]
+        return out.result()
+
+
+class _ScoreBlocks:
+    """The score columns a pass of :class:`NodeLayout` reads, a block of SEG rows at a time: as they are,
+    or (with ``permutation``) its columns permuted within each SEG, one batch of SEGs at a time."""
+
+    def __init__(self, scores: np.ndarray, permutation: SegPermutation | None) -> None:
+        self.permutation = permutation
+        self.n_columns = scores.shape[1] if permutation is None else len(permutation.source)
+        self.padded = np.vstack([scores, np.full((1, scores.shape[1]), np.nan)])  # row -1 -> the NaN row
+        if permutation is not None:
+            self.keys = np.vstack([permutation.keys, np.zeros((1, self.n_columns))])
+
+    def block(self, rows: np.ndarray, cl: slice) -> np.ndarray:
+        """``(S, P, columns)`` scores of the padded node rows ``rows``, columns ``cl``."""
+        if self.permutation is None:
+            return self.padded[rows][:, :, cl]
+        return permute_by_keys(self.padded[rows][:, :, self.permutation.source[cl]], self.keys[rows][:, :, cl],
+                               axis=1)
+
+
+class _NodeFormValues:
+    """What one pass of :class:`NodeLayout` fills from node statistics: each walk's value per
+    meta-metric and its number of valid scores, the null estimates of the meta-metrics named in
+    ``estimates`` (when given), and the walks of meta-metrics without a node form, left to the walk
+    kernel (``kernel``: meta-metric index -> walk indices)."""
+
+    def __init__(self, n_m: int, specs: Sequence, n_walks: int, meta_metrics: Sequence[str],
+                 estimates: Sequence[str] | None) -> None:
+        self.specs = specs
+        self.values = np.full((n_m, len(specs), n_walks), np.nan)
+        self.n_valid = np.zeros((n_m, n_walks), dtype=np.int64)
+        self.est = np.full(self.values.shape, np.nan) if estimates is not None else None
+        self.stand_in = {k for k, name in enumerate(meta_metrics) if estimates is not None and name in estimates}
+        self.kernel: dict[int, list[np.ndarray]] = {}
+
+    def add(self, walk: np.ndarray, cl: slice, ns: NodeStats, protocol: Protocol) -> None:
+        """The values of one part: walks ``walk`` (-1: padding), columns ``cl``, node statistics ``ns``."""
+        ok = walk >= 0
+        self.n_valid[cl, walk[ok]] = ns.n.transpose(1, 0, 2)[:, ok]
+        for k, spec in enumerate(self.specs):
+            try:
+                v = spec.from_nodes(ns, protocol)
+            except NodeFormUnavailable:
+                if cl.start == 0:
+                    self.kernel.setdefault(k, []).append(walk[ok])
+                continue
+            self.values[cl, k, walk[ok]] = v.transpose(1, 0, 2)[:, ok]
+            if k in self.stand_in:
+                e = spec.null_estimate_from_nodes(ns, protocol)
+                self.est[cl, k, walk[ok]] = e.transpose(1, 0, 2)[:, ok]
+
+    def result(self) -> tuple:
+        return (self.values, self.n_valid) if self.est is None else (self.values, self.n_valid, self.est)
 
 
 class _Lazy(Sequence):

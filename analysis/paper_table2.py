@@ -119,6 +119,34 @@ def table2(metrics=None):
     return pd.DataFrame(rows)
 
 
+def _unreproduced_rows(metametrics, missing: dict) -> list[dict]:
+    """The printed cells of each metric of ``missing`` that ``metametrics`` lacks, per protocol of
+    ``metametrics`` (input order), unreproduced (NaN) with the reason in ``known``."""
+    import numpy as np
+
+    rows = []
+    for proto in dict.fromkeys(metametrics["protocol"]) if missing else ():
+        for m, why in missing.items():
+            if m in set(metametrics["metric"]):
+                continue
+            rows += [{"metric": m, "protocol": str(proto), "meta_metric": key[1], "subset": key[2], "printed": p,
+                      "reproduced": np.nan, "difference": np.nan, "match": False, "known": why}
+                     for key, p in _TABLE.items() if key[0] == m]
+    return rows
+
+
+def _known_difference(key: tuple[str, str, str], protocol: str, missing: dict) -> str:
+    """Why a reproduced (metric, meta_metric, subset) cell may differ from the print, when that is
+    expected: the metric's values are missing, the delta subset rows, or another protocol ("" if none)."""
+    if key[0] in missing:
+        return missing[key[0]]
+    if (key[1], key[2]) in IRREPRODUCIBLE:
+        return "delta subset rows of the print cannot be reproduced from the released scores"
+    if protocol != "paper":
+        return "another protocol than the authors' code behind the print"
+    return ""
+
+
 def compare_with_printed(metametrics, tolerance: float = 0.05, missing=None):
     """Every cell of ``metametrics`` that Table 2 prints, next to the printed number.
 
@@ -155,16 +183,7 @@ def compare_with_printed(metametrics, tolerance: float = 0.05, missing=None):
     import pandas as pd
 
     missing = dict(missing or {})
-    rows = []
-    for proto in dict.fromkeys(metametrics["protocol"]) if missing else ():
-        for m, why in missing.items():
-            if m in set(metametrics["metric"]):
-                continue
-            for key, p in _TABLE.items():
-                if key[0] == m:
-                    rows.append({"metric": m, "protocol": str(proto), "meta_metric": key[1], "subset": key[2],
-                                 "printed": p, "reproduced": np.nan, "difference": np.nan, "match": False,
-                                 "known": why})
+    rows = _unreproduced_rows(metametrics, missing)
     for r in metametrics.itertuples(index=False):
         key = (str(r.metric), str(r.meta_metric), str(r.subset))
         if key not in _TABLE:
@@ -173,13 +192,7 @@ def compare_with_printed(metametrics, tolerance: float = 0.05, missing=None):
         v = 100.0 * float(r.value)
         diff = v - p
         ok = bool(np.isfinite(v) and abs(diff) <= tolerance + 1e-9)
-        known = ""
-        if not ok and key[0] in missing:
-            known = missing[key[0]]
-        elif not ok and (key[1], key[2]) in IRREPRODUCIBLE:
-            known = "delta subset rows of the print cannot be reproduced from the released scores"
-        elif not ok and str(r.protocol) != "paper":
-            known = "another protocol than the authors' code behind the print"
+        known = "" if ok else _known_difference(key, str(r.protocol), missing)
         rows.append({"metric": key[0], "protocol": str(r.protocol), "meta_metric": key[1], "subset": key[2],
                      "printed": p, "reproduced": round(v, 4), "difference": round(diff, 4), "match": ok,
                      "known": known})

@@ -28,10 +28,12 @@ from .aggregate import (
 )
 from .chance import ChanceLevels, chance_adjusted
 from .column_store import ChanceRequest, ColumnStore, column_results
+from .inputs import AnalysisInputs, prepare_inputs
 from .metametrics import get_meta_metric
 from .protocols import Protocol, get_protocol
 from .release import TS2_LAST_SEG, is_ts2_release
-from .scores_io import AnalysisInputs, ScoreTable, prepare_inputs, read_scores
+from .score_table import ScoreTable
+from .scores_io import read_scores
 from .settings import CI_METHODS, MIN_SEGS_CI, AnalysisSettings, resolve_settings
 from .stats import (
     BOOTSTRAP_SCHEMES,
@@ -250,6 +252,66 @@ def missing_notes(scores: np.ndarray, structure, wt, protocol: str, metrics: Seq
     return tuple(out)
 
 
+def _check_interval_settings(ci_method: str, bootstrap_scheme: str) -> None:
+    if ci_method not in CI_METHODS:
+        raise ValueError(f"expected ci_method one of {list(CI_METHODS)}, got {ci_method!r}")
+    if bootstrap_scheme not in BOOTSTRAP_SCHEMES:
+        raise ValueError(f"expected bootstrap_scheme one of {list(BOOTSTRAP_SCHEMES)}, got {bootstrap_scheme!r}")
+
+
+def _magnitude_cells(inputs: AnalysisInputs, meta_metrics: Sequence[str]) -> list[tuple[int, int]]:
+    """The (metric, meta-metric) cells reported as a magnitude under ``lower_is_better_delta=magnitude``:
+    each lower-is-better metric's normalised meta-metrics (delta)."""
+    return [(i, k) for k, name in enumerate(meta_metrics) if get_meta_metric(name).normalised
+            for i, m in enumerate(inputs.metrics) if m in inputs.lower_is_better]
+
+
+def _normalised(meta_metrics: Sequence[str]) -> tuple[int, ...]:
+    """The indices of the meta-metrics divided by the score normaliser (sigma)."""
+    return tuple(k for k, name in enumerate(meta_metrics) if get_meta_metric(name).normalised)
+
+
+@dataclass(frozen=True)
+class _GroupMeans:
+    """Every cell (metric, meta-metric, group) as the mean of its SEG values over the group, recomputed
+    with each SEG counted a given number of times: a bootstrap replicate, or a jackknife's leave-one-out.
+
+    With the normaliser's ``moments``, each recomputation divides the ``normalised`` meta-metrics by
+    its own std (holding it fixed made delta's CI cover 82% instead of 95%); the ``magnitude`` cells
+    are reported as magnitudes (rule 6 of the paper's protocol).
+    """
+
+    values: np.ndarray  # (metric, meta-metric, SEG)
+    groups: list
+    sigma: np.ndarray
+    moments: object | None
+    normalised: tuple[int, ...]
+    magnitude: tuple[tuple[int, int], ...]
+
+    def __call__(self, counts: np.ndarray) -> np.ndarray:
+        """Every cell recomputed with SEG ``j`` counted ``counts[b, j]`` times: ``(B, metric, mm, group)``."""
+        n_m, n_k, n_s = self.values.shape
+        out = bootstrap_group_means(self.values.reshape(n_m * n_k, n_s), counts, self.groups).reshape(
+            len(counts), n_m, n_k, len(self.groups))
+        if self.moments is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratio = self.sigma[None, :] / self.moments.std(counts)  # (B, metric)
+            for k in self.normalised:
+                out[:, :, k, :] *= ratio[:, :, None]
+        for i, k in self.magnitude:
+            out[:, i, k] = np.abs(out[:, i, k])
+        return out
+
+
+def _interval(ci_method: str, reps: np.ndarray, est: np.ndarray, recompute: _GroupMeans, confidence: float):
+    """The bootstrap interval of every cell: percentile, or BCa (its acceleration from the jackknife,
+    each SEG left out once)."""
+    if ci_method == "bca":
+        n_s = recompute.values.shape[2]
+        return bca_ci(reps, est, recompute(1.0 - np.eye(n_s)), confidence)
+    return percentile_ci(reps, confidence)
+
+
 def run_protocol(inputs: AnalysisInputs, protocol: Protocol, settings: AnalysisSettings, progress: bool = True,
                  store: ColumnStore | None = None) -> ProtocolResult:
     """All meta-metrics of all metrics under one protocol, with bootstrap CIs and chance levels as
@@ -264,10 +326,7 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, settings: AnalysisS
     meta_metrics, bootstrap, seed = settings.meta_metrics, settings.bootstrap, settings.seed
     confidence, chance, ci_method = settings.confidence, settings.chance, settings.ci_method
     bootstrap_scheme, min_segs_ci = settings.bootstrap_scheme, settings.min_segs_ci
-    if ci_method not in CI_METHODS:
-        raise ValueError(f"expected ci_method one of {list(CI_METHODS)}, got {ci_method!r}")
-    if bootstrap_scheme not in BOOTSTRAP_SCHEMES:
-        raise ValueError(f"expected bootstrap_scheme one of {list(BOOTSTRAP_SCHEMES)}, got {bootstrap_scheme!r}")
+    _check_interval_settings(ci_method, bootstrap_scheme)
     fail_notes = failure_notes(inputs, protocol)
     inputs = inputs.for_protocol(protocol)  # failure codes: scores or missing, as the protocol says
     seg_ids = included_segs(inputs, protocol)
@@ -282,27 +341,10 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, settings: AnalysisS
     groups = sv.groups()
     est, counts = group_means(sv.values, groups)
     n_m, n_k, n_s = sv.values.shape
-    magnitude = [(i, k) for k, name in enumerate(meta_metrics) if get_meta_metric(name).normalised
-                 for i, m in enumerate(inputs.metrics) if m in inputs.lower_is_better] \
-        if protocol.lower_is_better_delta == "magnitude" else []
+    magnitude = _magnitude_cells(inputs, meta_metrics) if protocol.lower_is_better_delta == "magnitude" else []
     moments = normaliser_moments(inputs.scores, inputs.structure, sv.seg_ids, protocol.delta_norm) \
         if bootstrap and n_s else None
-
-    def recompute(counts: np.ndarray) -> np.ndarray:
-        """Every cell recomputed with SEG ``j`` counted ``counts[b, j]`` times: ``(B, metric, mm, group)``."""
-        out = bootstrap_group_means(sv.values.reshape(n_m * n_k, n_s), counts, groups).reshape(
-            len(counts), n_m, n_k, len(groups))
-        if moments is not None:
-            # The normaliser is a statistic of the resampled SEGs too: each replicate divides by
-            # its own std (holding it fixed made delta's CI cover 82% instead of 95%).
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ratio = sigma[None, :] / moments.std(counts)  # (B, metric)
-            for k, name in enumerate(meta_metrics):
-                if get_meta_metric(name).normalised:
-                    out[:, :, k, :] *= ratio[:, :, None]
-        for i, k in magnitude:
-            out[:, i, k] = np.abs(out[:, i, k])
-        return out
+    recompute = _GroupMeans(sv.values, groups, sigma, moments, _normalised(meta_metrics), tuple(magnitude))
 
     # Rule 6 of the paper's protocol: a lower-is-better metric's delta is reported as a magnitude.
     for i, k in magnitude:
@@ -313,11 +355,7 @@ def run_protocol(inputs: AnalysisInputs, protocol: Protocol, settings: AnalysisS
     if bootstrap and n_s:
         check_bootstrap_size(int(bootstrap), n_s, n_m * n_k, len(groups))
         reps = recompute(stratified_counts(sv.subsets, int(bootstrap), np.random.default_rng(seed), bootstrap_scheme))
-        if ci_method == "bca":
-            # the jackknife (each SEG left out once) gives BCa its acceleration
-            ci = bca_ci(reps, est, recompute(1.0 - np.eye(n_s)), confidence)
-        else:
-            ci = percentile_ci(reps, confidence)
+        ci = _interval(ci_method, reps, est, recompute, confidence)
         lo, hi, withheld = withhold_small_cis(ci.low, ci.high, counts, min_segs_ci)
         if withheld.any():
             notes = (_withheld_note(protocol.name, withheld, counts, inputs.metrics, meta_metrics,

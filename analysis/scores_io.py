@@ -36,16 +36,14 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from seg_data import SEG, ImageRecord, SEGDataset, ts2_subset
-from seg_data.graph import MAX_WALKS, build_graph
+from seg_data import SEGDataset
 from seg_data.ids import normalize_id, normalize_label
-from seg_data.model import label_sort_key, seg_id_sort_key
 from seg_data.results import (
     DESCRIPTIVE_COLUMNS,
     KEY_ALIASES,
@@ -55,15 +53,18 @@ from seg_data.results import (
     non_metric_reason,
     run_record_beside,
 )
-from seg_data.ts2_release import follows_ts2_naming
-from seg_data.validate import raise_on_errors, validate_dataset
 
-from .protocols import FAILURE_CODES, Protocol, failure_cells
-from .walks import Structure, walk_count
+# What the readers return, and what a read table is joined with, live beside this module; they are
+# importable from here too, where callers have always found them.
+from .inputs import SUBSET_SOURCES, AnalysisInputs, degenerate_metrics, prepare_inputs
+from .protocols import FAILURE_CODES, failure_cells
+from .reference import REFERENCE_SUFFIX, apply_lower_is_better, identical_to_reference, reference_names, with_reference
+from .score_table import ScoreTable
 
 __all__ = ["ScoreTable", "AnalysisInputs", "read_scores", "read_score_frame", "read_result_table",
            "prepare_inputs", "table_format", "table_shape", "IGNORED_COLUMNS",
-           "METRIC_SENTINELS", "SUBSET_SOURCES", "degenerate_metrics", "apply_lower_is_better", "with_reference"]
+           "METRIC_SENTINELS", "SUBSET_SOURCES", "degenerate_metrics", "apply_lower_is_better", "with_reference",
+           "identical_to_reference", "reference_names", "REFERENCE_SUFFIX", "keys_from_dataset"]
 
 log = logging.getLogger(__name__)
 
@@ -74,44 +75,7 @@ IGNORED_COLUMNS = DESCRIPTIVE_COLUMNS
 METRIC_SENTINELS = FAILURE_CODES
 LONG_EXTRA_COLUMNS = frozenset({"metric", "score", "value", "higher_is_better"})
 MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "null", "NULL", "None", "none"})
-SUBSET_SOURCES = ("auto", "dataset", "column", "ts2", "none")
 
-
-@dataclass(frozen=True)
-class ScoreTable:
-    """A validated wide score table.
-
-    ``frame`` has string columns ``seg_id``, ``node`` (and ``file_name``/``subset`` when
-    given) and one float column per metric; ``lower_is_better`` names metrics whose scores
-    fall as images get better (their scores are negated before analysis).
-    """
-
-    frame: pd.DataFrame
-    metrics: tuple[str, ...]
-    lower_is_better: frozenset[str] = frozenset()
-    source: str = "<frame>"
-    notes: tuple[str, ...] = ()  # what the reader changed or left out (failure codes, ignored columns)
-    failure_codes: dict[str, tuple[float, ...]] = field(default_factory=dict)  # metric -> its failure codes
-
-    def failure_mask(self) -> np.ndarray:
-        """``(n_rows, n_metrics)``: True where a cell holds its metric's failure code (as written)."""
-        x = self.frame[list(self.metrics)].to_numpy(dtype=float)
-        out = np.zeros(x.shape, dtype=bool)
-        for j, m in enumerate(self.metrics):
-            out[:, j] = failure_cells(x[:, j], self.failure_codes.get(m, ()))
-        return out
-
-    @property
-    def has_file_name(self) -> bool:
-        return "file_name" in self.frame.columns
-
-    def oriented(self) -> np.ndarray:
-        """``(n_rows, n_metrics)`` scores, lower-is-better columns negated: higher is better for all."""
-        x = self.frame[list(self.metrics)].to_numpy(dtype=float, copy=True)
-        for j, m in enumerate(self.metrics):
-            if m in self.lower_is_better:
-                x[:, j] = -x[:, j]
-        return x
 
 
 def _row_label(source: str, i: int, from_file: bool) -> str:
@@ -548,34 +512,58 @@ def _score_columns(df: pd.DataFrame, name: str, metrics: Sequence[str] | None, n
     """The metric columns to analyse: ``metrics`` (checked) or every column that is not a key or
     descriptive one. Numeric columns left out are warned about (and added to ``notes``): they may be
     metrics under a descriptive name."""
-    candidates = [c for c in df.columns if c not in KEY_COLUMNS]
-    why = {c: non_metric_reason(c, df.columns) for c in candidates}
-    score_cols = [c for c in candidates if why[c] is None]
-    if metrics is not None:
-        metrics = [str(m) for m in metrics]
-        unknown = [m for m in metrics if m not in candidates]
-        if unknown:
-            raise ValueError(f"{name}: expected metrics among {score_cols}, got unknown {unknown}")
-        score_cols = metrics
-    left_out = [c for c in candidates if c not in score_cols and why[c] is not None]
+    roles = _ColumnRoles.of(df)
+    score_cols = roles.chosen(metrics, name)
+    left_out = [c for c in roles.candidates if c not in score_cols and roles.why[c] is not None]
     numeric = [c for c in left_out if _all_numeric(df[c])]
-    named = [c for c in numeric if c in IGNORED_COLUMNS]
-    if named:
-        msg = (f"{name}: column(s) {named} hold only numbers but are descriptive names ({sorted(IGNORED_COLUMNS)}) "
-               f"and are not analysed; pass metrics=[...] naming them to analyse them as metrics")
+    for msg in roles.numeric_left_out(numeric, name):
         log.warning(msg)
         notes.append(msg)
-    for c in numeric:
-        if c not in IGNORED_COLUMNS:
-            msg = (f"{name}: column {c!r} holds only numbers but is {why[c]}, not a metric, and is not analysed; "
-                   f"pass metrics=[...] naming it to analyse it as a metric")
-            log.warning(msg)
-            notes.append(msg)
     if left_out and len(left_out) > len(numeric):
         log.info("%s: descriptive column(s) not analysed: %s", name, [c for c in left_out if c not in numeric])
     if not score_cols:
         raise ValueError(f"{name}: expected at least one metric column besides {list(KEY_COLUMNS)}, got none")
     return score_cols
+
+
+@dataclass(frozen=True)
+class _ColumnRoles:
+    """The non-key columns of a wide table, in order, each with why it is not a metric (None: it is one,
+    by :func:`seg_data.results.non_metric_reason`)."""
+
+    why: dict[str, str | None]
+
+    @classmethod
+    def of(cls, df: pd.DataFrame) -> _ColumnRoles:
+        return cls({c: non_metric_reason(c, df.columns) for c in df.columns if c not in KEY_COLUMNS})
+
+    @property
+    def candidates(self) -> list[str]:
+        return list(self.why)
+
+    def chosen(self, metrics: Sequence[str] | None, name: str) -> list[str]:
+        """``metrics`` when given (each must be a column), else every column that is a metric by its name."""
+        by_name = [c for c, why in self.why.items() if why is None]
+        if metrics is None:
+            return by_name
+        metrics = [str(m) for m in metrics]
+        unknown = [m for m in metrics if m not in self.why]
+        if unknown:
+            raise ValueError(f"{name}: expected metrics among {by_name}, got unknown {unknown}")
+        return metrics
+
+    def numeric_left_out(self, numeric: Sequence[str], name: str) -> list[str]:
+        """The warnings for columns left out that hold only numbers (they may be metrics): one for those
+        under a descriptive name, one per column left out for another reason."""
+        out = []
+        named = [c for c in numeric if c in IGNORED_COLUMNS]
+        if named:
+            out.append(f"{name}: column(s) {named} hold only numbers but are descriptive names "
+                       f"({sorted(IGNORED_COLUMNS)}) and are not analysed; pass metrics=[...] naming them to "
+                       "analyse them as metrics")
+        out += [f"{name}: column {c!r} holds only numbers but is {self.why[c]}, not a metric, and is not analysed; "
+                f"pass metrics=[...] naming it to analyse it as a metric" for c in numeric if c not in IGNORED_COLUMNS]
+        return out
 
 
 def _metric_values(col: pd.Series, c: str, name: str, from_file: bool, notes: list[str]) -> np.ndarray:
@@ -627,16 +615,27 @@ def table_shape(path: str | Path) -> tuple[int, int, int] | None:
     try:
         sep = "\t" if p.suffix.lower() == ".tsv" else ","
         head = [str(c).strip() for c in pd.read_csv(p, sep=sep, nrows=0).columns]
-        sid = "seg_id" if "seg_id" in head else ("id" if "id" in head else None)
+        sid = _seg_id_column(head)
         if sid is None or "metric" in head:
             return None
         cols = [sid] + (["subset"] if "subset" in head else [])
         f = pd.read_csv(p, sep=sep, usecols=cols, dtype=str, keep_default_na=False)
     except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError):
         return None
-    metrics = [c for c in head if c not in KEY_COLUMNS and c not in IGNORED_COLUMNS and c not in ALIASES]
     n_sub = int(f["subset"].nunique()) if "subset" in f.columns else 0
-    return int(f[sid].nunique()), len(metrics), n_sub
+    return int(f[sid].nunique()), len(_header_metrics(head)), n_sub
+
+
+def _seg_id_column(header: Sequence[str]) -> str | None:
+    """The header's SEG id column: ``seg_id``, else its TS2 metadata name ``id``, else None."""
+    return next((c for c in ("seg_id", "id") if c in header), None)
+
+
+def _header_metrics(header: Sequence[str]) -> list[str]:
+    """The columns of a wide table's header that hold metrics, by their names alone: neither a key, a
+    descriptive column nor a TS2 key alias."""
+    not_metrics = set(KEY_COLUMNS) | set(IGNORED_COLUMNS) | set(ALIASES)
+    return [c for c in header if c not in not_metrics]
 
 
 def _has_value(col: pd.Series) -> bool:
@@ -684,359 +683,3 @@ def table_format(df: pd.DataFrame, source: str = "<frame>") -> str:
                          f"(one row per image and metric), but columns {others} look like scores of a wide table; "
                          "expected one of the two forms (rename the columns)")
     return "long"
-
-
-@dataclass(frozen=True)
-class AnalysisInputs:
-    """What the kernels need: SEG structure and the oriented score matrix, rows aligned."""
-
-    structure: Structure
-    scores: np.ndarray  # (n_rows, n_metrics), lower-is-better metrics negated
-    metrics: tuple[str, ...]
-    lower_is_better: frozenset[str]
-    subset_source: str
-    source: str = "<frame>"
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    max_walks: int | None = MAX_WALKS  # SEGs with more walks are left out of the walk-based meta-metrics
-    failures: np.ndarray | None = None  # (n_rows, n_metrics) bool: cells holding a failure code; None = none
-    failure_codes: dict[str, tuple[float, ...]] = field(default_factory=dict)  # metric -> its failure codes
-
-    def for_protocol(self, protocol: Protocol) -> "AnalysisInputs":
-        """These inputs as ``protocol`` reads them: failure-code cells set missing (NaN) under
-        ``failure_codes=missing``, kept as scores under ``failure_codes=score``."""
-        if protocol.failure_codes == "score" or self.failures is None or not self.failures.any():
-            return self
-        from dataclasses import replace
-
-        return replace(self, scores=np.where(self.failures, np.nan, self.scores))
-
-    def failure_counts(self) -> dict[str, int]:
-        """Metric -> number of cells holding one of its failure codes (metrics with none left out)."""
-        if self.failures is None:
-            return {}
-        return {m: int(n) for m, n in zip(self.metrics, self.failures.sum(axis=0), strict=True) if n}
-
-
-def _seg_order(ids: Iterable[str]) -> list[str]:
-    ids = list(dict.fromkeys(ids))
-    return sorted(ids, key=seg_id_sort_key)
-
-
-def _subsets_from(how: str, table: ScoreTable, dataset: SEGDataset | None) -> tuple[dict[str, str | None], str]:
-    frame = table.frame
-    if how not in SUBSET_SOURCES:
-        raise ValueError(f"expected subsets to be one of {list(SUBSET_SOURCES)}, got {how!r}")
-    if how == "auto":
-        if dataset is not None and any(s.subset is not None for s in dataset):
-            how = "dataset"
-        elif "subset" in frame.columns:
-            how = "column"
-        elif "file_name" in frame.columns and follows_ts2_naming(frame["seg_id"], frame["file_name"]):
-            log.info("%s: file names follow the TS2 release (images/NNN-MM.jpg): using the TS2 subsets "
-                     "Synth 0-110, Nat 111-135, Real 136-164 (subsets=none turns this off)", table.source)
-            how = "ts2"
-        else:
-            how = "none"
-    ids = dataset.seg_ids if dataset is not None else _seg_order(frame["seg_id"])
-    if how == "dataset":
-        if dataset is None:
-            raise ValueError("subsets=dataset needs a dataset (dataset=... or path=...), got none")
-        return {s.seg_id: s.subset for s in dataset}, how
-    if how == "column":
-        if "subset" not in frame.columns:
-            raise ValueError(f"{table.source}: subsets=column expects a 'subset' column, got {list(frame.columns)}")
-        per = frame.groupby("seg_id")["subset"].agg(lambda s: sorted(set(s.dropna())))
-        out: dict[str, str | None] = {}
-        for sid, vals in per.items():
-            if len(vals) > 1:
-                raise ValueError(f"{table.source}: SEG {sid}: expected one subset per SEG, got {vals}")
-            out[str(sid)] = vals[0] if vals and vals[0] != "" else None
-        return {i: out.get(i) for i in ids}, how
-    if how == "ts2":
-        return {i: ts2_subset(i) for i in ids}, how
-    return {i: None for i in ids}, how
-
-
-def _dataset_from_table(table: ScoreTable) -> SEGDataset:
-    """SEGs from the labels alone (TS2 convention edges), one image record per table row."""
-    frame = table.frame
-    file_ids = (frame["file_name"].astype(str).tolist() if table.has_file_name
-                else [f"row:{i}" for i in range(len(frame))])
-    nodes_col = frame["node"].astype(str).tolist()
-    segs = []
-    groups = frame.groupby("seg_id", sort=False).indices
-    for sid in _seg_order(frame["seg_id"]):
-        nodes: dict[str, list[ImageRecord]] = {}
-        for i in groups[sid]:
-            nodes.setdefault(nodes_col[i], []).append(ImageRecord(image_id=file_ids[i]))
-        nodes = dict(sorted(nodes.items(), key=lambda kv: label_sort_key(kv[0])))
-        segs.append(SEG(seg_id=str(sid), prompt=f"(SEG {sid})", graph=build_graph(nodes)))
-    ds = SEGDataset(segs, name=Path(table.source).stem or "scores", metadata={"source": table.source})
-    problems = [p for p in validate_dataset(ds) if p.code not in {"empty_prompt", "empty_node"}]
-    raise_on_errors(problems, source=table.source)
-    return ds
-
-
-def prepare_inputs(table: ScoreTable, dataset: SEGDataset | None = None, subsets: str = "auto",
-                   max_walks: int | None = MAX_WALKS) -> AnalysisInputs:
-    """Join a score table to its SEG structure.
-
-    With ``dataset``, rows join on ``file_name`` = the dataset's image ids: the dataset decides
-    nodes, levels and edges; table rows of unknown images are dropped with a warning, dataset
-    images without a score are missing (NaN). Without one, SEGs come from the table's labels
-    (TS2 convention edges).
-
-    ``max_walks``: SEGs with more walks (under either walk construction, counted without
-    enumerating) are named in the notes and left out of the walk-based meta-metrics.
-
-    ``subsets``: ``auto`` (the dataset's, else a ``subset`` column, else TS2 id ranges when the
-    file names follow the TS2 release, else none), ``dataset``, ``column``, ``ts2`` or ``none``.
-
-    Raises
-    ------
-    ValueError
-        No ``file_name`` to join on, no row matching the dataset, a SEG with two subsets.
-    """
-    notes: list[str] = []
-    frame = table.frame
-    x = table.oriented()
-    fail = table.failure_mask()
-    if dataset is None:
-        ds = _dataset_from_table(table)
-        keys = frame["file_name"] if table.has_file_name else pd.Series([f"row:{i}" for i in range(len(frame))])
-        row_of = {str(k): i for i, k in enumerate(keys)}
-    else:
-        if not table.has_file_name:
-            raise ValueError(f"{table.source}: joining to dataset {dataset.name!r} needs a 'file_name' column "
-                             "holding the dataset's image ids, got none")
-        ds = dataset
-        known = {im.image_id: (s.seg_id, n) for s in ds for n, im in s.iter_images()}
-        # An index of the ids looks the names up 7x faster than isin (which hashes the ids again
-        # for its own table of them, per call).
-        in_ds = pd.Index(list(known)).get_indexer(frame["file_name"]) >= 0
-        if not in_ds.any():
-            raise ValueError(f"{table.source}: no file_name matches an image id of dataset {ds.name!r}; expected ids like "
-                             f"{next(iter(known), '?')!r}, got e.g. {frame['file_name'].iat[0]!r}")
-        if not in_ds.all():
-            n_out = int((~in_ds).sum())
-            msg = (f"{n_out} row(s) of {table.source} name images that are not in dataset {ds.name!r} and are ignored, "
-                   f"e.g. {frame['file_name'][~in_ds].iat[0]!r}")
-            log.warning(msg)
-            notes.append(msg)
-        kept = np.flatnonzero(in_ds)
-        x, fail = x[kept], fail[kept]
-        sub = frame.iloc[kept]
-        # Lists, not the Series: iterating a string Series boxes every cell (seconds at 100k rows).
-        file_names = sub["file_name"].tolist()
-        row_of = {fn: i for i, fn in enumerate(file_names)}
-        where = [known[fn] for fn in file_names]
-        disagree = int(sum((sid != str(s) or node != str(n)) for (sid, node), s, n
-                           in zip(where, sub["seg_id"].tolist(), sub["node"].tolist(), strict=True)))
-        if disagree:
-            msg = f"{disagree} row(s) of {table.source} give a seg_id/node that differs from dataset {ds.name!r}; the dataset's are used"
-            log.warning(msg)
-            notes.append(msg)
-        unscored = len(known) - len(row_of)
-        if unscored:
-            msg = f"{unscored} image(s) of dataset {ds.name!r} have no row in {table.source} (treated as missing scores)"
-            log.info(msg)
-            notes.append(msg)
-    subset_of, how = _subsets_from(subsets, table, ds)
-    structure = Structure.from_dataset(ds, row_of, n_rows=len(x), subset_of=subset_of)
-    if max_walks is not None:
-        for s in structure.segs:
-            counts = {w: walk_count(s, w, False) for w in ("levels", "dag")}
-            if max(counts.values()) > max_walks:
-                msg = (f"SEG {s.seg_id}: {counts['levels']} walks over the present levels, {counts['dag']} over its graph; "
-                       f"over max_walks={max_walks}, so a protocol enumerating that many leaves it out (NaN)")
-                log.warning(msg)
-                notes.append(msg)
-    for msg in degenerate_metrics(x, structure, table.metrics):
-        log.warning(msg)
-        notes.append(msg)
-    return AnalysisInputs(structure, x, table.metrics, table.lower_is_better, how, table.source,
-                          tuple(table.notes) + tuple(notes), max_walks, fail if fail.any() else None,
-                          dict(table.failure_codes))
-
-
-REFERENCE_SUFFIX = "_reference"  # a reference metric whose name a column of the user's table has: clipscore_reference
-
-
-def reference_names(mine: Sequence[str], reference: Sequence[str]) -> dict[str, str]:
-    """The name each reference metric is analysed under beside the columns ``mine``.
-
-    A reference metric keeps its name unless ``mine`` already has it; then it becomes
-    ``<name>_reference`` (``_reference2``, ... when that is taken too), so a user's own column
-    named like a published metric (their re-implementation of ``clipscore``) never replaces it.
-
-    Examples
-    --------
-    >>> reference_names(["clipscore", "mine"], ["clipscore", "tifa"])
-    {'clipscore': 'clipscore_reference', 'tifa': 'tifa'}
-    """
-    taken = set(mine) | {m for m in reference if m not in mine}
-    out = {}
-    for m in reference:
-        new, k = m, 2
-        if m in mine:
-            new = m + REFERENCE_SUFFIX
-            while new in taken:
-                new, k = f"{m}{REFERENCE_SUFFIX}{k}", k + 1
-            taken.add(new)
-        out[m] = new
-    return out
-
-
-def degenerate_metrics(scores: np.ndarray, structure: Structure, metrics: Sequence[str]) -> list[str]:
-    """One message per metric that cannot order images: every score the same (a constant), or no
-    score on any level-0 (error-free) image, so no walk starts where it should.
-
-    Parameters
-    ----------
-    scores : ndarray, shape (n_rows, n_metrics)
-        The analysed scores (NaN = missing).
-    structure : Structure
-        Which rows are which SEG's nodes, and their levels.
-    metrics : sequence of str
-        Column names of ``scores``.
-    """
-    rows = [r for s in structure.segs for r in s.rows]
-    used = np.unique(np.concatenate(rows)) if rows else np.zeros(0, dtype=int)
-    top = [r for s in structure.segs for r, lv in zip(s.rows, s.levels, strict=True) if lv == 0]
-    top = np.unique(np.concatenate(top)) if top else np.zeros(0, dtype=int)
-    out = []
-    for j, m in enumerate(metrics):
-        v = scores[used, j]
-        v = v[~np.isnan(v)]
-        if len(v) >= 2 and np.all(v == v[0]):
-            out.append(f"metric {m!r}: every one of its {len(v)} scores is {float(v[0]):g} (a constant): it cannot "
-                       "order images, so its meta-metrics are ties or undefined")
-        elif len(v) and len(top) and np.isnan(scores[top, j]).all():
-            out.append(f"metric {m!r}: none of the {len(top)} level-0 (error-free) images has a score: every walk "
-                       "lacks its error-free end, so its meta-metrics compare erroneous images only")
-    return out
-
-
-def apply_lower_is_better(names: Iterable[str], table: ScoreTable,
-                          reference: ScoreTable | None = None) -> tuple[ScoreTable, ScoreTable | None]:
-    """Mark ``names`` lower-is-better in every table that has a metric of that name.
-
-    ``ts2 analyze lower_is_better=[...]`` names metrics of the user's score table, of the
-    reference table added beside it (:func:`with_reference`), or of both: each column that has
-    the name gets it (a reference column renamed ``<name>_reference`` beside the user's keeps it
-    through :func:`with_reference`).
-
-    Parameters
-    ----------
-    names : iterable of str
-        Metric names.
-    table : ScoreTable
-        The user's table.
-    reference : ScoreTable, optional
-        The reference table, before it is joined.
-
-    Returns
-    -------
-    (ScoreTable, ScoreTable or None)
-        Both tables, marked.
-
-    Raises
-    ------
-    ValueError
-        A name that no table has.
-
-    Examples
-    --------
-    >>> a = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["x", "y"], "m": [1, 0]}))
-    >>> b = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["x", "y"], "r": [1, 0]}))
-    >>> [sorted(t.lower_is_better) for t in apply_lower_is_better(["r"], a, b)]
-    [[], ['r']]
-    """
-    from dataclasses import replace
-
-    names = [str(n) for n in names]
-    tables = [t for t in (table, reference) if t is not None]
-    unknown = [n for n in names if not any(n in t.metrics for t in tables)]
-    if unknown:
-        among = " or ".join(f"{list(t.metrics)} ({t.source})" for t in tables)
-        raise ValueError(f"lower_is_better names {unknown}: expected metrics among {among}")
-    marked = [replace(t, lower_is_better=t.lower_is_better | {n for n in names if n in t.metrics}) for t in tables]
-    return marked[0], (marked[1] if reference is not None else None)
-
-
-def identical_to_reference(table: ScoreTable, reference: ScoreTable) -> list[str]:
-    """The columns of ``table`` that are the reference metric of the same name: on every image of
-    ``table`` both are missing or equal (to 1e-9, what a CSV round trip keeps), with at least one
-    score. A released score file with a column added is such a table: its copies of the
-    references are recognised, not analysed twice.
-
-    Examples
-    --------
-    >>> a = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["x", "y"],
-    ...                               "clip": [0.5, 0.25], "mine": [1, 0]}))
-    >>> b = read_scores(pd.DataFrame({"seg_id": ["0", "0"], "node": ["0", "1"], "file_name": ["y", "x"],
-    ...                               "clip": [0.25, 0.5]}))
-    >>> identical_to_reference(a, b)
-    ['clip']
-    """
-    if not (table.has_file_name and reference.has_file_name):
-        return []
-    ref = reference.frame.drop_duplicates("file_name").set_index("file_name")
-    out = []
-    for m in reference.metrics:
-        if m not in table.metrics:
-            continue
-        mine = table.frame[m].to_numpy(dtype=float)
-        theirs = table.frame["file_name"].map(ref[m]).to_numpy(dtype=float)
-        both = ~np.isnan(mine) & ~np.isnan(theirs)
-        if both.any() and np.array_equal(np.isnan(mine), np.isnan(theirs)) and \
-                np.allclose(mine[both], theirs[both], rtol=1e-9, atol=1e-9):
-            out.append(m)
-    return out
-
-
-def with_reference(table: ScoreTable, reference: ScoreTable) -> ScoreTable:
-    """``table`` plus the metric columns of ``reference`` (e.g. TS2's released scores), joined on
-    ``file_name``, so a new metric is analysed beside the published ones on the same images.
-
-    A reference metric whose name ``table`` already has is kept beside the user's column as
-    ``<name>_reference`` (:func:`reference_names`), with a logged warning naming both and a note
-    in the table's notes, unless the two are identical (:func:`identical_to_reference`): then it
-    is analysed once, and a note says so; images of ``table`` missing from ``reference`` get NaN reference scores
-    (dropped per protocol, like any NaN).
-
-    Raises
-    ------
-    ValueError
-        Either table has no ``file_name`` column, or no image is in both (the message shows one
-        ``file_name`` of each).
-    """
-    for t in (table, reference):
-        if not t.has_file_name:
-            raise ValueError(f"{t.source}: expected a 'file_name' column to join the reference scores on, got none")
-    same = identical_to_reference(table, reference)
-    notes = [f"{table.source}: column(s) {same} are identical to the reference metrics of that name in "
-             f"{reference.source}: each analysed once, as the reference"] if same else []
-    reference = replace(reference, metrics=tuple(m for m in reference.metrics if m not in same))
-    names = reference_names(tuple(table.metrics) + tuple(c for c in table.frame.columns if c not in table.metrics),
-                            reference.metrics)
-    for m, new in names.items():
-        if new != m:
-            msg = (f"{table.source} has a column {m!r} named like the reference metric {m!r} of {reference.source}: "
-                   f"yours is analysed as {m!r}, the reference one beside it as {new!r}")
-            log.warning(msg)
-            notes.append(msg)
-    ref = reference.frame.set_index("file_name")[list(names)].rename(columns=names)
-    extra = list(names.values())
-    joined = table.frame.join(ref, on="file_name")
-    if extra and joined[extra].notna().to_numpy().sum() == 0:
-        # One name from each side shows the usual cause at a glance: a folder prefix on one side only
-        # ('000-00.jpg' vs 'images/000-00.jpg').
-        raise ValueError(f"expected images of {table.source} in the reference {reference.source} (joined on "
-                         f"file_name), found none in common: e.g. {table.frame['file_name'].iloc[0]!r} in yours, "
-                         f"{reference.frame['file_name'].iloc[0]!r} in the reference")
-    return ScoreTable(joined, tuple(table.metrics) + tuple(extra),
-                      frozenset(table.lower_is_better) | frozenset(names[m] for m in reference.lower_is_better
-                                                                   if m in names),
-                      table.source, tuple(table.notes) + tuple(reference.notes) + tuple(notes),
-                      dict(table.failure_codes) | {names[m]: c for m, c in reference.failure_codes.items() if m in names})

@@ -26,7 +26,7 @@ from typing import Any
 
 from seg_data.graph import MAX_WALKS
 
-from .scores_io import SUBSET_SOURCES as SUBSETS
+from .inputs import SUBSET_SOURCES as SUBSETS
 from .stats import ALPHA, BOOTSTRAP_SCHEMES
 
 __all__ = ["AnalysisSettings", "RankingSettings", "ComparisonSettings", "CI_METHODS", "BOOTSTRAP_SCHEMES", "SUBSETS",
@@ -54,6 +54,33 @@ def _int(value: Any, key: str, low: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"analysis setting {key}: expected an integer >= {low}, got {value!r}")
     return value
+
+
+def _protocols(value: Any) -> tuple:
+    """The protocols setting as a tuple of names (str) and protocol objects (a mapping of options, or an
+    object with ``walks``); one name or object alone is a tuple of one."""
+    protos = (value,) if isinstance(value, str) or not hasattr(value, "__iter__") else tuple(value)
+    if not protos:
+        raise ValueError("analysis setting protocols: expected at least one protocol, got none")
+    bad = [p for p in protos if not (isinstance(p, str | Mapping) or hasattr(p, "walks"))]
+    if bad:
+        raise ValueError(f"analysis setting protocols: expected protocol names or Protocol objects, got {bad!r}")
+    return tuple(str(p) if isinstance(p, str) else p for p in protos)
+
+
+def _max_walks(value: Any) -> int:
+    """The max_walks setting: a positive integer; null in a config is the library's bound."""
+    mw = MAX_WALKS if value is None else value
+    if isinstance(mw, bool) or not isinstance(mw, int) or mw < 1:
+        raise ValueError(f"analysis setting max_walks: expected a positive integer or null, got {mw!r}")
+    return mw
+
+
+def _confidence(value: Any) -> float:
+    """The confidence setting: a number in (0, 1), as a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise ValueError(f"analysis setting confidence: expected a number in (0, 1), got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -110,14 +137,7 @@ class AnalysisSettings:
 
     def __post_init__(self) -> None:
         # Lists (from a config or a caller) become tuples: the object stays hashable and frozen.
-        protos = self.protocols
-        protos = (protos,) if isinstance(protos, str) or not hasattr(protos, "__iter__") else tuple(protos)
-        if not protos:
-            raise ValueError("analysis setting protocols: expected at least one protocol, got none")
-        bad = [p for p in protos if not (isinstance(p, str | Mapping) or hasattr(p, "walks"))]
-        if bad:
-            raise ValueError(f"analysis setting protocols: expected protocol names or Protocol objects, got {bad!r}")
-        object.__setattr__(self, "protocols", tuple(str(p) if isinstance(p, str) else p for p in protos))
+        object.__setattr__(self, "protocols", _protocols(self.protocols))
         mms = _names(self.meta_metrics, "meta_metrics")
         if not mms:
             raise ValueError("analysis setting meta_metrics: expected at least one meta-metric, got none")
@@ -125,15 +145,8 @@ class AnalysisSettings:
         object.__setattr__(self, "lower_is_better", _names(self.lower_is_better, "lower_is_better"))
         for key in ("bootstrap", "seed", "chance", "min_segs_ci"):
             _int(getattr(self, key), key)
-        if self.max_walks is None:  # null in a config: the library's bound
-            object.__setattr__(self, "max_walks", MAX_WALKS)
-        mw = self.max_walks
-        if isinstance(mw, bool) or not isinstance(mw, int) or mw < 1:
-            raise ValueError(f"analysis setting max_walks: expected a positive integer or null, got {mw!r}")
-        conf = self.confidence
-        if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 < conf < 1:
-            raise ValueError(f"analysis setting confidence: expected a number in (0, 1), got {conf!r}")
-        object.__setattr__(self, "confidence", float(conf))
+        object.__setattr__(self, "max_walks", _max_walks(self.max_walks))
+        object.__setattr__(self, "confidence", _confidence(self.confidence))
         for key, allowed in (("ci_method", CI_METHODS), ("bootstrap_scheme", BOOTSTRAP_SCHEMES),
                              ("subsets", SUBSETS)):
             if getattr(self, key) not in allowed:

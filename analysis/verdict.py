@@ -178,16 +178,14 @@ def verdict(result: AnalysisResult, roles: Mapping[str, str], meta_metrics: Sequ
     from seg_data.results import check_role
 
     role = {m: check_role(roles.get(m, "metric"), f"role of {m!r}") for m in result.metrics}
-    own = [m for m in result.metrics if role[m] == "metric"]
-    comparators = ([m for m in result.metrics if role[m] == "reference"]
-                   + [m for m in result.metrics if role[m] == "control"])
+    own = _with_role(result.metrics, role, "metric")
+    comparators = _with_role(result.metrics, role, "reference") + _with_role(result.metrics, role, "control")
     mms = [mm for mm in meta_metrics if mm in result.meta_metrics]
     rk, pairs = (ranking if ranking is not None else (pd.DataFrame(), pd.DataFrame()))
     rk_parts, pair_parts, rows = [rk], [pairs], []
     for pname in result.protocols:
         for mm in mms:
-            have = rk[(rk["protocol"] == pname) & (rk["meta_metric"] == mm) & (rk["subset"] == subset)] \
-                if len(rk) else rk
+            have = _ranking_cell(rk, pname, mm, subset)
             if not len(have) and len(result.metrics) >= 2:
                 r, t = rank_metrics(result, mm, subset, protocol=pname, alpha=alpha, n_permutations=n_permutations,
                                     seed=seed)
@@ -199,12 +197,27 @@ def verdict(result: AnalysisResult, roles: Mapping[str, str], meta_metrics: Sequ
     rev = reversed_metrics(result, own, subset)
     for m in rev:
         log.warning("%s: %s", m, direction_hint(m, m in result.lower_is_better))
-    ranking_all = pd.concat([p for p in rk_parts if len(p)], ignore_index=True) if any(len(p) for p in rk_parts) \
-        else pd.DataFrame()
-    pairs_all = pd.concat([p for p in pair_parts if len(p)], ignore_index=True) if any(len(p) for p in pair_parts) \
-        else pd.DataFrame()
+    ranking_all, pairs_all = _stacked(rk_parts), _stacked(pair_parts)
     return Verdict(table, ranking_all, pairs_all, float(alpha), rev,
                    tuple(m for m in own if m in result.lower_is_better))
+
+
+def _with_role(metrics: Sequence[str], role: Mapping[str, str], which: str) -> list[str]:
+    """The metrics of role ``which``, in the analysis' order."""
+    return [m for m in metrics if role[m] == which]
+
+
+def _ranking_cell(ranking: pd.DataFrame, pname: str, mm: str, subset: str) -> pd.DataFrame:
+    """The rows of a :func:`analysis.compare.rank_metrics` table for one (protocol, meta-metric, subset) cell."""
+    if not len(ranking):
+        return ranking
+    return ranking[(ranking["protocol"] == pname) & (ranking["meta_metric"] == mm) & (ranking["subset"] == subset)]
+
+
+def _stacked(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The non-empty frames of ``parts`` one under the other (an empty frame when there is none)."""
+    full = [p for p in parts if len(p)]
+    return pd.concat(full, ignore_index=True) if full else pd.DataFrame()
 
 
 def _cell_rows(result: AnalysisResult, pname: str, mm: str, subset: str, own: Sequence[str],
@@ -213,10 +226,7 @@ def _cell_rows(result: AnalysisResult, pname: str, mm: str, subset: str, own: Se
     """The verdict rows of one (protocol, meta-metric, subset) cell."""
     pr = result.get(pname)
     k, g = result.meta_metrics.index(mm), pr.group_names.index(subset)
-    # Plain dicts and one pass over the tests: per-metric frame lookups cost more than the rows.
-    position = dict(zip(ranking["metric"], ranking["position"], strict=True)) if len(ranking) else None
-    group = dict(zip(ranking["metric"], ranking["group"], strict=True)) if len(ranking) else None
-    n_groups = int(ranking["group"].max()) if len(ranking) else 1
+    standing = _Standing.of(ranking)
     tests = pairwise_comparisons(result, [(m, c) for m in own for c in comparators], mm, subset, pname,
                                  n_permutations, seed) if own and comparators else None
     by_metric: dict[str, list] = {}
@@ -226,21 +236,50 @@ def _cell_rows(result: AnalysisResult, pname: str, mm: str, subset: str, own: Se
     for m in own:
         i = result.metrics.index(m)
         head = (pname, mm, subset, m, pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g],
-                int(position[m]) if position is not None else 1, len(result.metrics),
-                int(group[m]) if group is not None else 1, n_groups)
+                standing.position(m), len(result.metrics), standing.group(m), standing.n_groups)
         if tests is None:
             rows.append(head + ("", "", np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, False, "", 0))
             continue
-        t = by_metric.get(m, [])
-        # Holm over one metric's comparisons on this cell: every reference and control at once.
-        p_holm = holm(np.array([r.p_value for r in t], dtype=float))
-        for r, ph in zip(t, p_holm, strict=True):
-            sig = bool(np.isfinite(ph) and ph < alpha)
-            # no test (a value undefined on either side, e.g. delta_m of a constant control): n/a
-            direction = ("above" if r.diff > 0 else "below") if sig else ("not different" if np.isfinite(ph) else "n/a")
-            rows.append(head + (r.metric_b, role[r.metric_b], r.value_b, r.diff, r.ci_low, r.ci_high, r.p_value,
-                                float(ph), sig, direction, int(r.n_segs)))
+        rows += [head + tail for tail in _comparison_cells(by_metric.get(m, []), role, alpha)]
     return rows
+
+
+@dataclass(frozen=True)
+class _Standing:
+    """Each metric's place and group in one cell's ranking (1 of 1 when the cell has no ranking).
+
+    Plain dicts: per-metric frame lookups cost more than the rows."""
+
+    positions: dict | None
+    groups: dict | None
+    n_groups: int
+
+    @classmethod
+    def of(cls, ranking: pd.DataFrame) -> _Standing:
+        if not len(ranking):
+            return cls(None, None, 1)
+        return cls(dict(zip(ranking["metric"], ranking["position"], strict=True)),
+                   dict(zip(ranking["metric"], ranking["group"], strict=True)), int(ranking["group"].max()))
+
+    def position(self, m: str) -> int:
+        return int(self.positions[m]) if self.positions is not None else 1
+
+    def group(self, m: str) -> int:
+        return int(self.groups[m]) if self.groups is not None else 1
+
+
+def _comparison_cells(tests: Sequence, role: Mapping[str, str], alpha: float) -> list[tuple]:
+    """The comparison columns of one metric's verdict rows, one per test against a reference or control,
+    Holm-corrected over that metric's tests on the cell (every reference and control at once)."""
+    p_holm = holm(np.array([r.p_value for r in tests], dtype=float))
+    out = []
+    for r, ph in zip(tests, p_holm, strict=True):
+        sig = bool(np.isfinite(ph) and ph < alpha)
+        # no test (a value undefined on either side, e.g. delta_m of a constant control): n/a
+        direction = ("above" if r.diff > 0 else "below") if sig else ("not different" if np.isfinite(ph) else "n/a")
+        out.append((r.metric_b, role[r.metric_b], r.value_b, r.diff, r.ci_low, r.ci_high, r.p_value,
+                    float(ph), sig, direction, int(r.n_segs)))
+    return out
 
 
 def pct(v: float) -> str:
@@ -258,6 +297,41 @@ def _names(rows: Sequence[Mapping]) -> str:
     return ", ".join(r["against"] for r in rows)
 
 
+# How a comparison with a reference reads, by its direction, in the order the line says them.
+_REFERENCE_WORDS = (("significantly below", "below"), ("significantly above", "above"),
+                    ("not different from", "not different"))
+
+
+def _meta_metric_phrase(mm: str, rows: Sequence[Mapping]) -> str:
+    """One meta-metric's part of a :func:`summary_line`: value, interval, place and group, then the
+    references the metric is below, above or not different from."""
+    h = rows[0]
+    ci = "" if not np.isfinite(h["ci_low"]) else f" [{_pct(h['ci_low'])}, {_pct(h['ci_high'])}]"
+    txt = (f"{mm}_m {_pct(h['value'])}{ci}, place {int(h['position'])} of {int(h['n_metrics'])} "
+           f"(group {int(h['group'])} of {int(h['n_groups'])})")
+    refs = [r for r in rows if r["against_role"] == "reference"]
+    said = []
+    for word, key in _REFERENCE_WORDS:
+        sel = [r for r in refs if r["direction"] == key]
+        if sel:
+            said.append(f"{word} {_names(sel)}")
+    return txt + (", " + ", ".join(said) if said else "")
+
+
+def _controls_phrase(ctrl: Sequence[Mapping]) -> str:
+    """The controls' part of a :func:`summary_line` (empty without controls): above every one (where
+    defined), or the controls the metric is not above."""
+    if not ctrl:
+        return ""
+    not_above = [r for r in ctrl if r["direction"] not in ("above", "n/a")]
+    if not not_above:
+        return "; above every control" + ("" if all(r["direction"] != "n/a" for r in ctrl) else " where defined")
+    # Two floors can look contradictory: a chance-adjusted value above 0 says the metric beats
+    # a null that keeps its own ties; this floor is the scored control's value, the stricter one.
+    return ("; not above control(s) " + ", ".join(f"{r['against']} ({r['meta_metric']})" for r in not_above)
+            + " [floor: the scored control's own value, not the chance level]")
+
+
 def summary_line(rows: pd.DataFrame, alpha: float) -> str:
     """The one-line verdict of one metric from its :class:`Verdict` table rows (one protocol).
 
@@ -272,33 +346,8 @@ def summary_line(rows: pd.DataFrame, alpha: float) -> str:
     by_mm: dict = {}  # meta-metric -> its rows, in order of first appearance
     for r in recs:
         by_mm.setdefault(r["meta_metric"], []).append(r)
-    parts = []
-    for mm, d in by_mm.items():
-        h = d[0]
-        ci = "" if not np.isfinite(h["ci_low"]) else f" [{_pct(h['ci_low'])}, {_pct(h['ci_high'])}]"
-        txt = (f"{mm}_m {_pct(h['value'])}{ci}, place {int(h['position'])} of {int(h['n_metrics'])} "
-               f"(group {int(h['group'])} of {int(h['n_groups'])})")
-        refs = [r for r in d if r["against_role"] == "reference"]
-        said = []
-        for word, key in (("significantly below", "below"), ("significantly above", "above"),
-                          ("not different from", "not different")):
-            sel = [r for r in refs if r["direction"] == key]
-            if sel:
-                said.append(f"{word} {_names(sel)}")
-        if said:
-            txt += ", " + ", ".join(said)
-        parts.append(txt)
-    line = f"{metric}: " + "; ".join(parts)
-    ctrl = [r for r in recs if r["against_role"] == "control"]
-    if ctrl:
-        not_above = [r for r in ctrl if r["direction"] not in ("above", "n/a")]
-        if not not_above:
-            line += "; above every control" + ("" if all(r["direction"] != "n/a" for r in ctrl) else " where defined")
-        else:
-            # Two floors can look contradictory: a chance-adjusted value above 0 says the metric beats
-            # a null that keeps its own ties; this floor is the scored control's value, the stricter one.
-            line += ("; not above control(s) " + ", ".join(f"{r['against']} ({r['meta_metric']})" for r in not_above)
-                     + " [floor: the scored control's own value, not the chance level]")
+    line = f"{metric}: " + "; ".join(_meta_metric_phrase(mm, d) for mm, d in by_mm.items())
+    line += _controls_phrase([r for r in recs if r["against_role"] == "control"])
     if any(r["against"] != "" for r in recs):
         line += f" (Holm {alpha:g})"
     return line

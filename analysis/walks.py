@@ -298,8 +298,7 @@ def build_walk_table(structure: Structure, walks: str, root_duplication: bool,
     such SEGs is logged. A SEG with more than ``max_walks`` walks (:func:`walk_count`, counted
     before any enumeration) is treated the same way, with a warning naming it and its count.
     """
-    wanted = None if seg_ids is None else set(map(str, seg_ids))
-    segs = [s for s in structure.segs if wanted is None or s.seg_id in wanted]
+    segs = _selected_segs(structure, seg_ids)
     # Python only lists each walk's nodes (as global node numbers); the rows and levels of all
     # walks are then gathered in one pass over arrays (a concatenation per walk took seconds at
     # 100k images). Global node g of SEG si is node g - node_base[si] of that SEG.
@@ -315,12 +314,7 @@ def build_walk_table(structure: Structure, walks: str, root_duplication: bool,
         node_index = {lbl: base + i for i, lbl in enumerate(s.labels)}
         node_rows.extend(s.rows)
         node_levels.extend(s.levels)
-        n_walks = walk_count(s, walks, root_duplication)
-        if max_walks is not None and n_walks > max_walks:
-            log.warning("%s: its walk-based meta-metrics are left out (NaN)", WalkLimitError(s.seg_id, n_walks, max_walks))
-            ws = []
-        else:
-            ws = protocol_walks(s, walks, root_duplication)
+        ws = _walks_within(s, walks, root_duplication, max_walks)
         if not ws:
             no_walk.append(s.seg_id)
         walk_seg.extend([si] * len(ws))
@@ -331,24 +325,51 @@ def build_walk_table(structure: Structure, walks: str, root_duplication: bool,
         log.info("%d SEG(s) have no walk under walks=%s (their values are NaN): %s", len(no_walk), walks,
                  ", ".join(no_walk[:10]) + (" ..." if len(no_walk) > 10 else ""))
     lengths, slots, sample_walk, sample_rows, sample_levels = _gather_walks(node_rows, node_levels, seq, walk_len)
-    buckets = []
-    if len(lengths):
-        edges = _bucket_edges(int(lengths.max()))
-        which = np.searchsorted(edges, lengths)
-        sample_bucket = which[sample_walk]
-        for b in np.unique(which):
-            members = np.flatnonzero(which == b)
-            width = max(int(lengths[members].max()), 1)
-            # Scatter every member's samples into its padded row in one step; the samples of the
-            # bucket's walks are in walk order, as the members are.
-            member_len = lengths[members]
-            row_of_pos = np.repeat(np.arange(len(members)), member_len)
-            col_of_pos = np.arange(int(member_len.sum())) - np.repeat(np.cumsum(member_len) - member_len, member_len)
-            mine = sample_bucket == b
-            rows = np.full((len(members), width), -1, dtype=np.int64)
-            levs = np.full((len(members), width), LEVEL_PAD, dtype=np.int64)
-            rows[row_of_pos, col_of_pos] = sample_rows[mine]
-            levs[row_of_pos, col_of_pos] = sample_levels[mine]
-            buckets.append(WalkBucket(members, rows, levs, int(slots[members].max())))
+    buckets = _buckets(lengths, slots, sample_walk, sample_rows, sample_levels)
     return WalkTable(tuple(s.seg_id for s in segs), tuple(s.subset for s in segs),
                      np.asarray(walk_seg, dtype=np.int64), tuple(walk_nodes), tuple(buckets))
+
+
+def _selected_segs(structure: Structure, seg_ids: Sequence[str] | None) -> list[SegNodes]:
+    """The SEGs of ``structure`` whose ids are in ``seg_ids`` (all when None), in the structure's order."""
+    if seg_ids is None:
+        return list(structure.segs)
+    wanted = set(map(str, seg_ids))
+    return [s for s in structure.segs if s.seg_id in wanted]
+
+
+def _walks_within(seg: SegNodes, walks: str, root_duplication: bool, max_walks: int | None) -> list:
+    """:func:`protocol_walks` of ``seg``, or none (with a warning naming the SEG and its count) when it
+    has more than ``max_walks`` walks, counted before any enumeration."""
+    n_walks = walk_count(seg, walks, root_duplication)
+    if max_walks is not None and n_walks > max_walks:
+        log.warning("%s: its walk-based meta-metrics are left out (NaN)", WalkLimitError(seg.seg_id, n_walks, max_walks))
+        return []
+    return protocol_walks(seg, walks, root_duplication)
+
+
+def _buckets(lengths: np.ndarray, slots: np.ndarray, sample_walk: np.ndarray, sample_rows: np.ndarray,
+             sample_levels: np.ndarray) -> tuple[WalkBucket, ...]:
+    """The walks (as :func:`_gather_walks` lists their samples) in buckets of similar length
+    (:func:`_bucket_edges`), each padded to its longest walk."""
+    if not len(lengths):
+        return ()
+    buckets = []
+    edges = _bucket_edges(int(lengths.max()))
+    which = np.searchsorted(edges, lengths)
+    sample_bucket = which[sample_walk]
+    for b in np.unique(which):
+        members = np.flatnonzero(which == b)
+        width = max(int(lengths[members].max()), 1)
+        # Scatter every member's samples into its padded row in one step; the samples of the
+        # bucket's walks are in walk order, as the members are.
+        member_len = lengths[members]
+        row_of_pos = np.repeat(np.arange(len(members)), member_len)
+        col_of_pos = np.arange(int(member_len.sum())) - np.repeat(np.cumsum(member_len) - member_len, member_len)
+        mine = sample_bucket == b
+        rows = np.full((len(members), width), -1, dtype=np.int64)
+        levs = np.full((len(members), width), LEVEL_PAD, dtype=np.int64)
+        rows[row_of_pos, col_of_pos] = sample_rows[mine]
+        levs[row_of_pos, col_of_pos] = sample_levels[mine]
+        buckets.append(WalkBucket(members, rows, levs, int(slots[members].max())))
+    return tuple(buckets)

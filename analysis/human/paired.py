@@ -160,18 +160,7 @@ def permutation_test(a, b, human, groups, statistic: str = "kendall_b", grouping
     rng = np.random.default_rng(seed)
 
     if grouping == "prompt" and statistic != "pairwise_acc":
-        pa = grouped_correlation(a, h, uniq[codes], statistic).per_group
-        pb = grouped_correlation(b, h, uniq[codes], statistic).per_group
-        ok = np.isfinite(pa) & np.isfinite(pb)
-        n_ok = int(ok.sum())
-        if n_ok == 0:
-            return PairedTest("permutation", statistic, grouping, math.nan, math.nan, math.nan, math.nan,
-                              math.nan, 0, n_perm)
-        va, vb = float(pa[ok].mean()), float(pb[ok].mean())
-        # Per-prompt differences under a sign flip: the shared paired test (exact when the prompts
-        # are few enough to enumerate every sign vector).
-        p = float(sign_flip_pvalues(pa[ok] - pb[ok], n_perm, rng)[0])
-        return PairedTest("permutation", statistic, grouping, va, vb, va - vb, math.nan, p, n_ok, n_perm)
+        return _per_prompt_sign_flip_test(a, b, h, uniq[codes], statistic, n_perm, rng)
 
     flips = rng.random((n_perm, G)) < 0.5
     za, zb = _standardize(a, standardize), _standardize(b, standardize)
@@ -199,6 +188,24 @@ def permutation_test(a, b, human, groups, statistic: str = "kendall_b", grouping
         else math.nan
     n = G if grouping == "prompt" else len(a)
     return PairedTest("permutation", statistic, grouping, va, vb, va - vb, math.nan, p, n, n_perm)
+
+
+def _per_prompt_sign_flip_test(a: np.ndarray, b: np.ndarray, h: np.ndarray, labels: np.ndarray, statistic: str,
+                               n_perm: int, rng: np.random.Generator) -> PairedTest:
+    """:func:`permutation_test` of a correlation within prompts: swapping a prompt's scores flips the sign
+    of its per-prompt difference, so the test is the shared paired sign-flip test on those differences
+    (exact when the prompts are few enough to enumerate every sign vector), over the prompts where
+    both metrics' values are defined."""
+    pa = grouped_correlation(a, h, labels, statistic).per_group
+    pb = grouped_correlation(b, h, labels, statistic).per_group
+    ok = np.isfinite(pa) & np.isfinite(pb)
+    n_ok = int(ok.sum())
+    if n_ok == 0:
+        return PairedTest("permutation", statistic, "prompt", math.nan, math.nan, math.nan, math.nan,
+                          math.nan, 0, n_perm)
+    va, vb = float(pa[ok].mean()), float(pb[ok].mean())
+    p = float(sign_flip_pvalues(pa[ok] - pb[ok], n_perm, rng)[0])
+    return PairedTest("permutation", statistic, "prompt", va, vb, va - vb, math.nan, p, n_ok, n_perm)
 
 
 def pairwise_acc_permutation_test(a, b, human, groups, grouping: str = "global", n_perm: int = 1000,

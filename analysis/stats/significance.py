@@ -139,14 +139,7 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
         raise ValueError(f"expected chunk_elements >= 1, got {chunk_elements}")
     cols = None
     if pairs is not None:
-        ia, ib = (np.asarray(x, dtype=np.intp) for x in pairs)
-        gaps = np.isnan(d)
-        cols = np.where(gaps, 0.0, d)
-        # Only where both columns lack the same SEGs is the zero-filled difference a - b.
-        shared = ~(gaps[:, ia] != gaps[:, ib]).any(axis=0)
-        diff = d[:, ia]
-        diff -= d[:, ib]  # in place: one (n_segs, n_tests) array less at a time
-        d = diff
+        d, cols, ia, ib, shared = _pair_differences(d, pairs)
     ok = ~np.isnan(d)
     n = ok.sum(axis=0)
     if cols is None:
@@ -165,9 +158,7 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
     threshold = observed * (1 - 1e-12) - 1e-15
     if cols is not None:
         near_lo, near_hi = threshold - margin, threshold + margin
-    exact = n_s <= 20 and 2 ** n_s <= n_permutations
-    n_rows = 2 ** n_s if exact else int(n_permutations)
-    rng = None if exact else (rng if rng is not None else np.random.default_rng(0))
+    exact, n_rows, rng = _sign_vectors(n_s, n_permutations, rng)
     # Rows per block: its signs (rows x n_segs) and its statistics (rows x n_tests; with pairs,
     # twice: the products' second terms are gathered beside them) fit.
     step = max(1, min(n_rows, chunk_elements // max(n_s, d0.shape[1] * (1 if cols is None else 2), 1)))
@@ -176,14 +167,7 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
     for lo in range(0, n_rows, step):
         rows = min(step, n_rows - lo)
         signs = buf[:rows]
-        if exact:
-            signs[:] = 1.0 - 2.0 * (((lo + np.arange(rows))[:, None] >> np.arange(n_s)[None, :]) & 1)
-        else:
-            # choice([-1, 1]) indexes [-1, 1] with integers(0, 2, dtype=int64), and an int32 draw
-            # below 2**32 takes the same 32-bit stream: 2 * draw - 1 is choice's sign, without
-            # choice's int64 index array and copy.
-            np.multiply(rng.integers(0, 2, size=(rows, n_s), dtype=np.int32), 2.0, out=signs)
-            signs -= 1.0
+        _fill_signs(signs, lo, exact, rng)
         if cols is None:
             stat = signs @ d0
         else:
@@ -202,6 +186,43 @@ def sign_flip_pvalues(diffs: np.ndarray, n_permutations: int = 9999, rng: np.ran
     p = hits / n_rows if exact else (hits + 1) / (n_rows + 1)
     p[n == 0] = np.nan
     return p
+
+
+def _pair_differences(d: np.ndarray, pairs) -> tuple:
+    """For :func:`sign_flip_pvalues` with ``pairs=(a, b)``: each test's differences
+    ``d[:, a] - d[:, b]`` (NaN where either is), the value columns with NaN as 0, the indices ``a``
+    and ``b``, and per test whether both columns lack the same SEGs (only then is the zero-filled
+    difference ``a - b``)."""
+    ia, ib = (np.asarray(x, dtype=np.intp) for x in pairs)
+    gaps = np.isnan(d)
+    cols = np.where(gaps, 0.0, d)
+    shared = ~(gaps[:, ia] != gaps[:, ib]).any(axis=0)
+    diff = d[:, ia]
+    diff -= d[:, ib]  # in place: one (n_segs, n_tests) array less at a time
+    return diff, cols, ia, ib, shared
+
+
+def _sign_vectors(n_s: int, n_permutations: int, rng: np.random.Generator | None):
+    """Which sign vectors :func:`sign_flip_pvalues` uses over ``n_s`` SEGs: ``(exact, n_rows, rng)``,
+    every one of the ``2**n_s`` (exact, no generator) when there are at most ``n_permutations`` of
+    them, else ``n_permutations`` random ones from ``rng`` (default ``default_rng(0)``)."""
+    if n_s <= 20 and 2 ** n_s <= n_permutations:
+        return True, 2 ** n_s, None
+    return False, int(n_permutations), rng if rng is not None else np.random.default_rng(0)
+
+
+def _fill_signs(signs: np.ndarray, lo: int, exact: bool, rng: np.random.Generator | None) -> None:
+    """Rows ``lo, lo + 1, ...`` of the sign matrix into ``signs`` (rows x n_segs): the binary digits of
+    the row number when ``exact``, else the next draws of ``rng``."""
+    rows, n_s = signs.shape
+    if exact:
+        signs[:] = 1.0 - 2.0 * (((lo + np.arange(rows))[:, None] >> np.arange(n_s)[None, :]) & 1)
+        return
+    # choice([-1, 1]) indexes [-1, 1] with integers(0, 2, dtype=int64), and an int32 draw
+    # below 2**32 takes the same 32-bit stream: 2 * draw - 1 is choice's sign, without
+    # choice's int64 index array and copy.
+    np.multiply(rng.integers(0, 2, size=(rows, n_s), dtype=np.int32), 2.0, out=signs)
+    signs -= 1.0
 
 
 def williams_test(r12: float, r13: float, r23: float, n: int) -> WilliamsResult:
