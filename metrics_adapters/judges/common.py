@@ -10,7 +10,7 @@ from typing import Any
 from .backends import ChatBackend, ChatRequest
 from .parsing import ParseError
 
-__all__ = ["Outcome", "PairBatch", "ask_and_parse", "failure_summary"]
+__all__ = ["Outcome", "PairBatch", "ask_and_parse"]
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +61,6 @@ class PairBatch:
         """One answers-log row: the pair's first item's identity, then ``fields``."""
         it = items[self.first[key]]
         return {"seg_id": it.seg_id, "node": it.node, "file_name": it.file_name, "prompt": it.prompt, **fields}
-
-
-def failure_summary(failed: Sequence[tuple[tuple[str, str], Outcome]], describe: Callable[[Outcome], str]) -> str:
-    """The error a judge raises for failed pairs: the first three (``file: describe(outcome)``),
-    then how many more, so that a long batch of failures stays one readable line."""
-    more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
-    return "; ".join(f"{k[0]}: {describe(o)}" for k, o in failed[:3]) + more
 
 
 def ask_and_parse(backend: ChatBackend, requests: Sequence[ChatRequest], parse: Callable[[str | None], Any],

@@ -17,7 +17,7 @@ from .backends import (
     HTTPChatBackend,
     TransformersChatBackend,
 )
-from .common import Outcome, PairBatch, ask_and_parse, failure_summary
+from .common import Outcome, PairBatch, ask_and_parse
 from .parsing import ParseError, parse_judgement
 from .records import AnswerLog, write_usage
 from .templates import LLMSCORE_EVAL, LLMSCORE_GLOBAL, LLMSCORE_LOCAL, REMINDER_JUDGEMENT, load_template, render
@@ -159,7 +159,7 @@ class LLMJudge(Metric):
             write_usage(self.answers_dir, self.name, self._usage())
         failed = [(k, self._memo[k][2]) for k in batch.distinct() if not self._memo[k][2].ok]
         if failed:
-            raise MetricError(failure_summary(failed, lambda o: str(o.error)))
+            raise MetricError.for_items([(k[0], str(o.error)) for k, o in failed])
         return [(float(self._memo[k][2].value.error_count), float(self._memo[k][2].value.rating))
                 for k in batch.keys]
 

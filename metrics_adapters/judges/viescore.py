@@ -9,7 +9,7 @@ from typing import Any
 from ..base import Metric, MetricError, ScoreItem
 from ..hub import under
 from .backends import DEFAULT_VLM, ChatBackend, ChatRequest, TransformersChatBackend
-from .common import Outcome, PairBatch, ask_and_parse, failure_summary
+from .common import Outcome, PairBatch, ask_and_parse
 from .parsing import parse_rating
 from .records import AnswerLog, write_usage
 from .templates import REMINDER_RATING, VIESCORE_SC, load_template, render
@@ -129,5 +129,5 @@ class VLMJudge(Metric):
         if failed:
             # The engine then scores item by item: the memo answers the good ones without a new
             # call and each bad one fails alone, with its reason.
-            raise MetricError(failure_summary(failed, lambda o: f"{o.error} (after {o.attempts} attempt(s))"))
+            raise MetricError.for_items([(k[0], f"{o.error} (after {o.attempts} attempt(s))") for k, o in failed])
         return [float(self._memo[k].value.score) for k in batch.keys]
