@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -327,32 +328,39 @@ def score_metric(metric: Scorer, items: Sequence[ScoreItem], cache: ScoreCache |
     try:
         plan = _plan(metric, items, cache, settings)
         work = Work(results=dict(plan.cached), flops_est=cache.get_flops(plan.key))
-        loaded = False
-        try:
-            if plan.todo or settings.measure_flops:
-                loaded = _load(metric, plan, work)
-            if loaded:
-                _update_flops(metric, cache, plan, work)
-                if settings.measure_flops and plan.rep:
-                    first = plan.todo[0] if plan.todo else next(iter(plan.rep))
-                    work.flops_measured = _measure(metric, items[plan.rep[first]], settings, plan)
-            if loaded and plan.todo:
-                t0 = time.perf_counter()
-                work.n_scored = compute(metric, [items[plan.rep[p]] for p in plan.todo], plan, cache, settings, work)
-                work.compute_time = time.perf_counter() - t0
-            if work.flops_est is None:
-                # Some costs are known only after scoring (e.g. the mean number of generated
-                # questions); analytic ones need no model, so ask again even when nothing was loaded.
-                _update_flops(metric, cache, plan, work)
-            work.info = dict(metric.run_info() or {})
-        finally:
-            if loaded and unload:
-                metric.unload()
-                setattr(metric, _LOADED, None)
+        _run_model(metric, items, cache, settings, plan, work, unload)
     finally:
         if own_cache:
             cache.close()
     return _assemble(metric, items, settings, plan, work, time.perf_counter() - t_start)
+
+
+def _run_model(metric: Scorer, items: Sequence[ScoreItem], cache: ScoreCache, settings: EngineSettings,
+               plan: Plan, work: Work, unload: bool) -> None:
+    """What needs the metric's model: load it (only if a pair is missing or FLOPs are measured),
+    record its cost, measure FLOPs on one item, score the missing pairs, then free it (``unload``)."""
+    loaded = False
+    try:
+        if plan.todo or settings.measure_flops:
+            loaded = _load(metric, plan, work)
+        if loaded:
+            _update_flops(metric, cache, plan, work)
+            if settings.measure_flops and plan.rep:
+                first = plan.todo[0] if plan.todo else next(iter(plan.rep))
+                work.flops_measured = _measure(metric, items[plan.rep[first]], settings, plan)
+        if loaded and plan.todo:
+            t0 = time.perf_counter()
+            work.n_scored = compute(metric, [items[plan.rep[p]] for p in plan.todo], plan, cache, settings, work)
+            work.compute_time = time.perf_counter() - t0
+        if work.flops_est is None:
+            # Some costs are known only after scoring (e.g. the mean number of generated
+            # questions); analytic ones need no model, so ask again even when nothing was loaded.
+            _update_flops(metric, cache, plan, work)
+        work.info = dict(metric.run_info() or {})
+    finally:
+        if loaded and unload:
+            metric.unload()
+            setattr(metric, _LOADED, None)
 
 
 def score_direct(metric: Scorer, images: Sequence[Any], prompts: Sequence[str], *, device: str = "auto",
@@ -395,43 +403,58 @@ def score_direct(metric: Scorer, images: Sequence[Any], prompts: Sequence[str], 
 def _assemble(metric: Scorer, items: Sequence[ScoreItem], settings: EngineSettings, plan: Plan, work: Work,
               wall: float) -> MetricRun:
     """Per-item scores and failures in item order, and the run's record."""
-    scores: list[tuple[float, ...] | None] = []
-    failures: list[Failure] = []
-    truncated_prompts: set[str] = set()
-    truncated_items = 0
-    for i, it in enumerate(items):
-        reason = plan.item_fail.get(i)
-        pair = None if plan.image_keys[i] is None else (plan.image_keys[i], it.prompt)
-        if reason is None and pair in work.results:
-            vals, trunc = work.results[pair]
-            scores.append(vals)
-            if trunc:
-                truncated_prompts.add(it.prompt)
-                truncated_items += 1
-            continue
-        reason = reason or work.pair_fail.get(pair, "not scored")
-        scores.append(None)
-        failures.append(Failure(it.seg_id, it.node, it.file_name, it.image_path, reason))
-    if truncated_prompts:
+    out = _ItemOutcomes.of(items, plan, work)
+    if out.truncated_prompts:
         log.warning("%s: %d distinct prompt(s) (%d item(s)) were longer than the text encoder's context and "
-                    "were truncated", metric.name, len(truncated_prompts), truncated_items)
-    if failures:
-        log.warning("%s: %d of %d item(s) failed (first: %s: %s)", metric.name, len(failures), len(items),
-                    failures[0].file_name, failures[0].reason)
+                    "were truncated", metric.name, len(out.truncated_prompts), out.truncated_items)
+    if out.failures:
+        log.warning("%s: %d of %d item(s) failed (first: %s: %s)", metric.name, len(out.failures), len(items),
+                    out.failures[0].file_name, out.failures[0].reason)
     computed = bool(plan.todo) and work.load_time is not None
     return MetricRun(
         name=metric.name, columns=metric.output_columns(), directions=metric.directions(),
         score_range=None if metric.score_range is None else tuple(metric.score_range),
         fingerprint=plan.fingerprint, cache_key=plan.key, model_ids=dict(metric.model_ids()), device=plan.device,
         precision=plan.precision, n_items=len(items), n_pairs=len(plan.rep), cache_hits=len(plan.cached),
-        cache_misses=len(plan.todo), info=work.info, n_scored=work.n_scored, failures=tuple(failures),
-        truncated_prompts=len(truncated_prompts), truncated_items=truncated_items, wall_time_s=wall,
+        cache_misses=len(plan.todo), info=work.info, n_scored=work.n_scored, failures=tuple(out.failures),
+        truncated_prompts=len(out.truncated_prompts), truncated_items=out.truncated_items, wall_time_s=wall,
         compute_time_s=work.compute_time,
         images_per_s=(work.n_scored / work.compute_time) if work.compute_time > 0 and work.n_scored else None,
         flops_per_image_estimate=work.flops_est, flops_per_image_measured=work.flops_measured,
-        load_error=work.load_error, scores=tuple(scores), load_time_s=work.load_time, hash_time_s=plan.hash_time,
+        load_error=work.load_error, scores=tuple(out.scores), load_time_s=work.load_time, hash_time_s=plan.hash_time,
         batch_size=settings.batch_for(plan.device) if computed else None,
         num_workers=(settings.workers_for(plan.device) if metric.needs_images else 0) if computed else None)
+
+
+@dataclass
+class _ItemOutcomes:
+    """Each item's scores (``None``: failed) and failures, in item order, and the prompts the
+    text encoder truncated (distinct prompts, and how many items had one)."""
+
+    scores: list[tuple[float, ...] | None] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    truncated_prompts: set[str] = field(default_factory=set)
+    truncated_items: int = 0
+
+    @classmethod
+    def of(cls, items: Sequence[ScoreItem], plan: Plan, work: Work) -> _ItemOutcomes:
+        """Read each item's result off its (image, prompt) pair; an item failed before scoring
+        (unreadable image...) keeps that reason, one whose pair failed gets the pair's."""
+        out = cls()
+        for i, it in enumerate(items):
+            reason = plan.item_fail.get(i)
+            pair = None if plan.image_keys[i] is None else (plan.image_keys[i], it.prompt)
+            if reason is None and pair in work.results:
+                vals, trunc = work.results[pair]
+                out.scores.append(vals)
+                if trunc:
+                    out.truncated_prompts.add(it.prompt)
+                    out.truncated_items += 1
+                continue
+            reason = reason or work.pair_fail.get(pair, "not scored")
+            out.scores.append(None)
+            out.failures.append(Failure(it.seg_id, it.node, it.file_name, it.image_path, reason))
+        return out
 
 
 def _measure(metric: Scorer, item: ScoreItem, settings: EngineSettings, plan: Plan) -> float | None:

@@ -7,6 +7,7 @@ engine (``Metric.__call__`` runs it): the engine's modules take these and the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["MetricError", "ScoreItem"]
@@ -14,6 +15,13 @@ __all__ = ["MetricError", "ScoreItem"]
 
 class MetricError(RuntimeError):
     """A metric could not score an item (model error, unparseable reply, ...)."""
+
+    @classmethod
+    def for_items(cls, failures: Sequence[tuple[str, str]]) -> MetricError:
+        """One error for a batch's failed items, ``(file name, reason)`` each: the first three
+        as ``file: reason``, then how many more, so that many failures stay one readable line."""
+        more = f"; and {len(failures) - 3} more" if len(failures) > 3 else ""
+        return cls("; ".join(f"{f}: {e}" for f, e in failures[:3]) + more)
 
 
 @dataclass(frozen=True)

@@ -172,8 +172,7 @@ def collate(samples, raw: bool = False) -> Batch:
     payloads = [p for _, p in ok]
     if not payloads or all(p is None for p in payloads):
         return batch
-    if all(hasattr(p, "shape") and hasattr(p, "dtype") and type(p).__module__.startswith("torch") for p in payloads) \
-            and len({(tuple(p.shape), p.dtype) for p in payloads}) == 1:
+    if _stackable(payloads):
         import torch
 
         batch.pixels = torch.stack(payloads)
@@ -181,6 +180,16 @@ def collate(samples, raw: bool = False) -> Batch:
         batch.payloads = payloads
         batch.raw = False
     return batch
+
+
+def _is_tensor(p: Any) -> bool:
+    """Whether a payload is a torch tensor (checked without importing torch)."""
+    return hasattr(p, "shape") and hasattr(p, "dtype") and type(p).__module__.startswith("torch")
+
+
+def _stackable(payloads: Sequence[Any]) -> bool:
+    """Whether the payloads are torch tensors of one shape and dtype, so one stacked tensor."""
+    return all(_is_tensor(p) for p in payloads) and len({(tuple(p.shape), p.dtype) for p in payloads}) == 1
 
 
 class RawCollate:

@@ -156,6 +156,18 @@ class UsageMeter:
             }
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """The end of one HTTP request: the ``response``, or the ``error`` text, whether a retry may
+    help, the HTTP ``status`` (``None``: no reply) and the server's ``Retry-After``."""
+
+    response: ChatResponse | None = None
+    error: str = ""
+    retryable: bool = False
+    status: int | None = None
+    retry_after: str | None = None
+
+
 def image_data_url(image: Any, fmt: str = "PNG") -> str:
     """``data:image/...;base64,...`` URL of a PIL image (how OpenAI-style APIs take images).
 
@@ -299,8 +311,8 @@ class ChatClient:
         with self._rng_lock:
             return d / 2.0 + self._rng.uniform(0.0, d / 2.0)
 
-    def _request_once(self, payload: dict[str, Any]) -> tuple[ChatResponse | None, str, bool, int | None, str | None]:
-        """One HTTP request. Returns (response, error text, retryable, status, retry-after)."""
+    def _request_once(self, payload: dict[str, Any]) -> _Attempt:
+        """One HTTP request: its reply, or why not and whether a retry may help."""
         import requests
 
         headers = {"Content-Type": "application/json", **self._headers}
@@ -317,10 +329,10 @@ class ChatClient:
                                          timeout=(self.connect_timeout, self.timeout))
         except requests.Timeout:
             self.usage._error("timeout")
-            return None, f"timed out after {self.timeout:g} s", True, None, None
+            return _Attempt(error=f"timed out after {self.timeout:g} s", retryable=True)
         except requests.ConnectionError as e:
             self.usage._error("connection")
-            return None, f"connection failed: {type(e).__name__}", True, None, None
+            return _Attempt(error=f"connection failed: {type(e).__name__}", retryable=True)
         except Exception as e:  # requests' own errors can quote a header (the key): keep only scrubbed text
             # Every header value is masked, not only the key: an invalid-header error quotes the value.
             hidden = [*self._secrets(), *(v for v in headers.values() if v)]
@@ -329,12 +341,18 @@ class ChatClient:
             # Final (retrying cannot fix a bad header or URL); returned, not raised from the except
             # block, so no chained exception carrying the raw text travels on.
             self.usage._error("request")
-            return None, f"could not be sent: {failure}", False, None, None
+            return _Attempt(error=f"could not be sent: {failure}")
+        return self._read_reply(r)
+
+    def _read_reply(self, r: Any) -> _Attempt:
+        """What an HTTP reply says: an error status, a malformed body, or the first choice (with
+        any echo of a secret masked, and its token counts)."""
         status = r.status_code
         if status != 200:
             self.usage._error(str(status))
             body = self._quote(r.text)
-            return None, f"HTTP {status}: {body!r}", status in RETRY_STATUS or status >= 500, status, r.headers.get("Retry-After")
+            return _Attempt(None, f"HTTP {status}: {body!r}", status in RETRY_STATUS or status >= 500, status,
+                            r.headers.get("Retry-After"))
         try:
             data = r.json()
             choice = data["choices"][0]
@@ -344,7 +362,8 @@ class ChatClient:
         except (ValueError, KeyError, IndexError, TypeError) as e:
             self.usage._error("malformed")
             body = self._quote(r.text)
-            return None, f"malformed body ({type(e).__name__}: {self._quote(str(e))}): {body!r}", True, status, None
+            return _Attempt(None, f"malformed body ({type(e).__name__}: {self._quote(str(e))}): {body!r}", True,
+                            status)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
         pt = int(usage.get("prompt_tokens") or 0) if usage else 0
         ct = int(usage.get("completion_tokens") or 0) if usage else 0
@@ -359,7 +378,7 @@ class ChatClient:
                             model=scrub(str(model), self._secrets()) if model is not None else None)
         if usage is None:
             self.usage._add(no_usage=1)
-        return resp, "", False, status, None
+        return _Attempt(resp, "", False, status)
 
     # -- public --------------------------------------------------------------------------------
     def chat(self, messages: Sequence[dict[str, Any]], **params: Any) -> ChatResponse:
@@ -382,13 +401,14 @@ class ChatClient:
         self.usage._add(calls=1)
         last, status, retryable = "", None, False
         for attempt in range(self.max_retries + 1):
-            resp, last, retryable, status, retry_after = self._request_once(payload)
+            tried = self._request_once(payload)
+            resp, last, retryable, status = tried.response, tried.error, tried.retryable, tried.status
             if resp is not None:
                 self.usage._add(succeeded=1, prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens)
                 return ChatResponse(**{**resp.__dict__, "attempts": attempt + 1})
             if not retryable or attempt == self.max_retries:
                 break
-            wait = self._delay(attempt, retry_after)
+            wait = self._delay(attempt, tried.retry_after)
             self.usage._add(retries=1)
             log.warning("chat request to %s (model %s) failed: %s; retry %d/%d in %.2f s", self.base_url,
                         self.model, last, attempt + 1, self.max_retries, wait)

@@ -221,12 +221,22 @@ def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
         grams |= _pieces(s)
     if not grams or len(text) < MIN_PIECE:
         return text
+    covered = _covered(text, grams)
+    return _mask_runs(text, covered) if any(covered) else text
+
+
+def _covered(text: str, grams: set[str]) -> list[bool]:
+    """For each character of ``text``, whether it lies in an occurrence of one of ``grams``
+    (pieces of :data:`MIN_PIECE` characters of a secret)."""
     covered = [False] * len(text)
     for i in range(len(text) - MIN_PIECE + 1):
         if text[i:i + MIN_PIECE] in grams:
             covered[i:i + MIN_PIECE] = [True] * MIN_PIECE
-    if not any(covered):
-        return text
+    return covered
+
+
+def _mask_runs(text: str, covered: list[bool]) -> str:
+    """``text`` with each run of covered characters replaced by one :data:`MASK`."""
     out, i = [], 0
     while i < len(text):
         if covered[i]:

@@ -205,25 +205,41 @@ class TransformersChatModel(ChatModel):
     def _generate_batch(self, requests: list[ChatRequest], max_new_tokens, temperature, seed) -> list[ChatResult]:
         import torch
 
-        temp = self.temperature if temperature is None else float(temperature)
-        sample = self.do_sample or (temperature is not None and temp is not None and temp > 0)
-        tok = self.tokenizer
-        gen_kw: dict[str, Any] = {"max_new_tokens": self.max_new_tokens if max_new_tokens is None else int(max_new_tokens),
-                                  "num_beams": self.num_beams, "do_sample": sample, "pad_token_id": tok.pad_token_id}
-        if sample and temp is not None:
-            gen_kw["temperature"] = temp
+        gen_kw = self._decoding(max_new_tokens, temperature)
         try:
             enc = self.encode(requests)
-            if sample:
+            if gen_kw["do_sample"]:
                 torch.manual_seed(self.seed if seed is None else int(seed))
             ids, n_in = self._run_generate(requests, enc, gen_kw)
         except Exception as e:  # one failing batch is recorded per request (OOM, a model error)
-            kind = type(e).__name__
-            self.counts.calls += len(requests)
-            self.counts.failed += len(requests)
-            self.counts.errors[kind] = self.counts.errors.get(kind, 0) + len(requests)
-            log.warning("chat model %s failed on a batch of %d: %s", self.model_name, len(requests), e)
-            return [ChatResult(None, error=f"{kind}: {e}") for _ in requests]
+            return self._batch_failed(requests, e)
+        return self._replies(enc, ids, n_in)
+
+    def _decoding(self, max_new_tokens: int | None, temperature: float | None) -> dict[str, Any]:
+        """``generate()`` keywords of one call: greedy (or beams) unless the backend samples or
+        the call asks for a positive temperature."""
+        temp = self.temperature if temperature is None else float(temperature)
+        sample = self.do_sample or (temperature is not None and temp is not None and temp > 0)
+        gen_kw: dict[str, Any] = {"max_new_tokens": self.max_new_tokens if max_new_tokens is None else int(max_new_tokens),
+                                  "num_beams": self.num_beams, "do_sample": sample,
+                                  "pad_token_id": self.tokenizer.pad_token_id}
+        if sample and temp is not None:
+            gen_kw["temperature"] = temp
+        return gen_kw
+
+    def _batch_failed(self, requests: list[ChatRequest], e: Exception) -> list[ChatResult]:
+        """A failed batch as one failed result per request, counted by the error's kind."""
+        kind = type(e).__name__
+        self.counts.calls += len(requests)
+        self.counts.failed += len(requests)
+        self.counts.errors[kind] = self.counts.errors.get(kind, 0) + len(requests)
+        log.warning("chat model %s failed on a batch of %d: %s", self.model_name, len(requests), e)
+        return [ChatResult(None, error=f"{kind}: {e}") for _ in requests]
+
+    def _replies(self, enc: dict[str, Any], ids: Any, n_in: int) -> list[ChatResult]:
+        """Each request's reply text and token counts (prompt: its unpadded length; completion:
+        its non-pad new tokens)."""
+        tok = self.tokenizer
         # Encoder-decoder models return only new tokens; decoder-only ones echo the prompt.
         new = ids if getattr(self.model.config, "is_encoder_decoder", False) else ids[:, n_in:]
         texts = tok.batch_decode(new, skip_special_tokens=True)

@@ -39,17 +39,8 @@ def _open_clip_hub_table() -> dict[str, dict[str, str]]:
     WITHOUT importing open_clip (5 s, with torch): the table is a module-level literal
     (``_VITL14 = dict(openai=_pcfg(hf_hub=...), ...)``, ``_PRETRAINED = {"ViT-L-14": _VITL14, ...}``).
     Empty when open_clip is not installed or its file has another shape."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("open_clip")
-    except (ImportError, ValueError):
-        return {}
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    try:
-        tree = ast.parse((Path(list(spec.submodule_search_locations)[0]) / "pretrained.py").read_text())
-    except (OSError, SyntaxError, UnicodeDecodeError):
+    tree = _open_clip_pretrained_module()
+    if tree is None:
         return {}
     named: dict[str, ast.AST] = {}
     table: ast.Dict | None = None
@@ -67,6 +58,23 @@ def _open_clip_hub_table() -> dict[str, dict[str, str]]:
             if tags:
                 out[k.value] = tags
     return out
+
+
+def _open_clip_pretrained_module() -> ast.Module | None:
+    """The syntax tree of the installed ``open_clip/pretrained.py`` (found, not imported), or
+    ``None`` when open_clip is not installed or the file cannot be read or parsed."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("open_clip")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        return ast.parse((Path(list(spec.submodule_search_locations)[0]) / "pretrained.py").read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
 
 
 def _tag_entries(node: ast.AST | None) -> dict[str, str]:

@@ -125,39 +125,58 @@ class GenEvalMetric(Metric):
                         f"vocabulary {sorted(vocab)}")
         return None
 
-    def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any]) -> list[float]:
-        if self._log is None:
-            self._log = AnswerLog(self.answers_dir, self.name, self._FIELDS)
+    def _parse_new_prompts(self, items: Sequence[ScoreItem]) -> None:
+        """Parse (in one call to the parser) the prompts of ``items`` not parsed before; a prompt's
+        spec, or its parse error, is kept for the run."""
         new = [p for p in dict.fromkeys(it.prompt for it in items) if p not in self._specs]
         if new:
             self._specs.update(zip(new, self.parser.parse(new), strict=True))
+
+    def _detections(self, items: Sequence[ScoreItem], images: Sequence[Any]) -> list[Any]:
+        """Each image's detections of the objects its (parsed) prompt names."""
+        return self.detector.detect(list(images), [[o.name for o in self._specs[it.prompt].objects] for it in items])
+
+    def _log_once(self, rows: list[dict[str, Any]]) -> None:
+        """Append the rows of (image, prompt) pairs not logged before: a batch retried item by
+        item logs each pair once."""
+        rows = [r for r in rows if (r["file_name"], r["prompt"]) not in self._written]
+        self._written.update((r["file_name"], r["prompt"]) for r in rows)
+        self._log.write(rows)
+
+    def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any]) -> list[float]:
+        if self._log is None:
+            self._log = AnswerLog(self.answers_dir, self.name, self._FIELDS)
+        self._parse_new_prompts(items)
         errors = {i: self._spec_error(self._specs[it.prompt]) for i, it in enumerate(items)}
         ok_idx = [i for i in range(len(items)) if errors[i] is None]
-        dets = self.detector.detect([images[i] for i in ok_idx],
-                                    [[o.name for o in self._specs[items[i].prompt].objects] for i in ok_idx])
+        dets = self._detections([items[i] for i in ok_idx], [images[i] for i in ok_idx])
         scores: dict[int, float] = {}
         rows = []
         for i, d in zip(ok_idx, dets, strict=True):
             spec = self._specs[items[i].prompt]
             checks = check_requirements(spec, d, self.article_count, self.position_margin, self.count_threshold)
             scores[i] = fraction_met(checks)
-            it = items[i]
-            rows.append({"seg_id": it.seg_id, "node": it.node, "file_name": it.file_name, "prompt": it.prompt,
-                         "score": scores[i], "n_met": sum(c.ok for c in checks), "n_requirements": len(checks),
-                         "task": spec.task, "failed": "; ".join(f"{c.kind}: {c.target} ({c.found})" for c in checks if not c.ok),
-                         "checks": [[c.kind, c.target, c.ok, c.found] for c in checks],
-                         "detections": [x.to_dict() for x in d], "error": ""})
-        for i, err in errors.items():
-            if err is not None:
-                it = items[i]
-                rows.append({"seg_id": it.seg_id, "node": it.node, "file_name": it.file_name, "prompt": it.prompt,
-                             "error": err})
-        rows = [r for r in rows if (r["file_name"], r["prompt"]) not in self._written]
-        self._written.update((r["file_name"], r["prompt"]) for r in rows)
-        self._log.write(rows)
+            rows.append(_scored_row(items[i], spec, checks, d, scores[i]))
+        rows.extend(_identity(items[i]) | {"error": err} for i, err in errors.items() if err is not None)
+        self._log_once(rows)
         if self.parser.usage():
             write_usage(self.answers_dir, self.name, self.parser.usage())
         bad = [(items[i].file_name, e) for i, e in errors.items() if e is not None]
         if bad:
-            raise MetricError("; ".join(f"{f}: {e}" for f, e in bad[:3]) + (f"; and {len(bad) - 3} more" if len(bad) > 3 else ""))
+            raise MetricError.for_items(bad)
         return [scores[i] for i in range(len(items))]
+
+
+def _identity(it: ScoreItem) -> dict[str, Any]:
+    """The columns that say which image and prompt an answers-log row is about."""
+    return {"seg_id": it.seg_id, "node": it.node, "file_name": it.file_name, "prompt": it.prompt}
+
+
+def _scored_row(it: ScoreItem, spec: PromptSpec, checks: Sequence[Any], detections: Sequence[Any],
+                score: float) -> dict[str, Any]:
+    """The answers-log row of a scored image: its requirements, which failed and what was detected."""
+    return _identity(it) | {
+        "score": score, "n_met": sum(c.ok for c in checks), "n_requirements": len(checks), "task": spec.task,
+        "failed": "; ".join(f"{c.kind}: {c.target} ({c.found})" for c in checks if not c.ok),
+        "checks": [[c.kind, c.target, c.ok, c.found] for c in checks],
+        "detections": [x.to_dict() for x in detections], "error": ""}

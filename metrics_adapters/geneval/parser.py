@@ -166,31 +166,38 @@ def spec_from_dict(d: Any, prompt: str = "") -> PromptSpec:
     """
     if not isinstance(d, dict) or not isinstance(d.get("objects"), list) or not d["objects"]:
         raise PromptParseError(f"expected a JSON object with a non-empty 'objects' list for {prompt!r}, got {d!r}")
-    objs = []
-    for o in d["objects"]:
-        if not isinstance(o, dict) or not isinstance(o.get("name"), str) or not o["name"].strip():
-            raise PromptParseError(f"expected objects like {{'name': str, 'count': int, 'colour': str|null}} for {prompt!r}, got {o!r}")
-        count = o.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise PromptParseError(f"expected a positive integer count for {o['name']!r} in {prompt!r}, got {count!r}")
-        raw_col = o.get("colour", o.get("color"))
-        colour = None
-        if raw_col not in (None, "", "null", "none"):
-            colour = normalise_colour(str(raw_col))
-            if colour is None:
-                raise PromptParseError(f"expected a basic colour term for {o['name']!r} in {prompt!r}, got {raw_col!r}")
-        objs.append(ObjectSpec(o["name"].strip().lower(), int(count), colour, bool(o.get("count_explicit", count != 1))))
-    rel = d.get("relation")
-    if rel in ("", "none", "null"):
-        rel = None
-    if rel is not None:
-        rel = re.sub(r"^(?:to|on) the ", "", str(rel).strip().lower())
-        if rel not in RELATIONS:
-            raise PromptParseError(f"expected relation null or one of {RELATIONS} for {prompt!r}, got {d.get('relation')!r}")
-        if len(objs) != 2:
-            raise PromptParseError(f"expected exactly two objects with a relation for {prompt!r}, got {len(objs)}")
-    objs_t = tuple(objs)
-    return PromptSpec(objs_t, rel, _task(objs_t, rel))
+    objs = tuple(_object_from_dict(o, prompt) for o in d["objects"])
+    rel = _relation_from_dict(d.get("relation"), prompt)
+    if rel is not None and len(objs) != 2:
+        raise PromptParseError(f"expected exactly two objects with a relation for {prompt!r}, got {len(objs)}")
+    return PromptSpec(objs, rel, _task(objs, rel))
+
+
+def _object_from_dict(o: Any, prompt: str) -> ObjectSpec:
+    """One object of an LM's JSON: a non-empty name, a positive integer count (default 1) and a
+    basic colour term or none (``colour`` or ``color``)."""
+    if not isinstance(o, dict) or not isinstance(o.get("name"), str) or not o["name"].strip():
+        raise PromptParseError(f"expected objects like {{'name': str, 'count': int, 'colour': str|null}} for {prompt!r}, got {o!r}")
+    count = o.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise PromptParseError(f"expected a positive integer count for {o['name']!r} in {prompt!r}, got {count!r}")
+    raw_col = o.get("colour", o.get("color"))
+    colour = None
+    if raw_col not in (None, "", "null", "none"):
+        colour = normalise_colour(str(raw_col))
+        if colour is None:
+            raise PromptParseError(f"expected a basic colour term for {o['name']!r} in {prompt!r}, got {raw_col!r}")
+    return ObjectSpec(o["name"].strip().lower(), int(count), colour, bool(o.get("count_explicit", count != 1)))
+
+
+def _relation_from_dict(raw: Any, prompt: str) -> str | None:
+    """An LM's relation: ``None`` for none, else one of :data:`RELATIONS` ("to the left of" -> "left of")."""
+    if raw in (None, "", "none", "null"):
+        return None
+    rel = re.sub(r"^(?:to|on) the ", "", str(raw).strip().lower())
+    if rel not in RELATIONS:
+        raise PromptParseError(f"expected relation null or one of {RELATIONS} for {prompt!r}, got {raw!r}")
+    return rel
 
 
 class TemplateParser:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .detectors import Detection
-from .parser import PromptSpec
+from .parser import ObjectSpec, PromptSpec
 
 __all__ = ["Check", "check_requirements", "fraction_met", "relation_holds"]
 
@@ -72,26 +72,41 @@ def check_requirements(spec: PromptSpec, detections: Sequence[Detection], articl
     checks: list[Check] = []
     matching: list[list[Detection]] = []
     for o in spec.objects:
-        of_kind = [d for d in detections if d.label == o.name]
-        bound = [d for d in of_kind if o.colour is None or d.colour == o.colour]
+        bound, object_checks = _object_checks(o, detections, article_count, count_threshold)
         matching.append(bound)
-        checks.append(Check("present", o.name, bool(of_kind), f"{len(of_kind)} found"))
-        if o.colour is not None:
-            cols = sorted({str(d.colour) for d in of_kind})
-            checks.append(Check("colour", f"{o.colour} {o.name}", bool(bound), "colours: " + (",".join(cols) or "-")))
-        counted = sum(1 for d in bound if d.score >= count_threshold)
-        if o.count_explicit or article_count == "exact":
-            checks.append(Check("count", o.phrase(), counted == o.count, f"{counted} found"))
-        elif o.count > 1:
-            checks.append(Check("count", f">= {o.phrase()}", counted >= o.count, f"{counted} found"))
+        checks.extend(object_checks)
     if spec.relation is not None:
-        a_set, b_set = matching[0], matching[1]
-        ok = bool(a_set) and bool(b_set) and all(relation_holds(a, b, spec.relation, position_margin)
-                                                for a in a_set for b in b_set)
-        target = f"{spec.objects[0].name} {spec.relation} {spec.objects[1].name}"
-        found = "missing object" if not (a_set and b_set) else ("holds" if ok else "violated")
-        checks.append(Check("position", target, ok, found))
+        checks.append(_position_check(spec, matching[0], matching[1], position_margin))
     return checks
+
+
+def _object_checks(o: ObjectSpec, detections: Sequence[Detection], article_count: str,
+                   count_threshold: float) -> tuple[list[Detection], list[Check]]:
+    """One object's detections of its kind and colour, and its checks: present, colour (when the
+    prompt names one), count (exact when the prompt says a number or ``article_count`` is
+    ``exact``; else at least, for plurals)."""
+    of_kind = [d for d in detections if d.label == o.name]
+    bound = [d for d in of_kind if o.colour is None or d.colour == o.colour]
+    checks = [Check("present", o.name, bool(of_kind), f"{len(of_kind)} found")]
+    if o.colour is not None:
+        cols = sorted({str(d.colour) for d in of_kind})
+        checks.append(Check("colour", f"{o.colour} {o.name}", bool(bound), "colours: " + (",".join(cols) or "-")))
+    counted = sum(1 for d in bound if d.score >= count_threshold)
+    if o.count_explicit or article_count == "exact":
+        checks.append(Check("count", o.phrase(), counted == o.count, f"{counted} found"))
+    elif o.count > 1:
+        checks.append(Check("count", f">= {o.phrase()}", counted >= o.count, f"{counted} found"))
+    return bound, checks
+
+
+def _position_check(spec: PromptSpec, a_set: Sequence[Detection], b_set: Sequence[Detection],
+                    margin: float) -> Check:
+    """The relation check: met when both objects are found and every pair of their boxes holds it."""
+    ok = bool(a_set) and bool(b_set) and all(relation_holds(a, b, spec.relation, margin)
+                                            for a in a_set for b in b_set)
+    target = f"{spec.objects[0].name} {spec.relation} {spec.objects[1].name}"
+    found = "missing object" if not (a_set and b_set) else ("holds" if ok else "violated")
+    return Check("position", target, ok, found)
 
 
 def fraction_met(checks: Sequence[Check]) -> float:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .backends import ChatBackend, ChatRequest
 from .parsing import ParseError
 
-__all__ = ["Outcome", "ask_and_parse"]
+__all__ = ["Outcome", "PairBatch", "ask_and_parse"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,40 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def logged(self, field: str) -> Any:
+        """``value.<field>`` for the answers log, or ``""`` when the request failed (no value)."""
+        return getattr(self.value, field) if self.ok else ""
+
+
+@dataclass(frozen=True)
+class PairBatch:
+    """The (image file, prompt) pairs of one batch: a judge asks about each distinct pair once.
+
+    ``keys`` follows the batch order (one per item); ``first`` maps each pair to the index of
+    its first item, whose image and SEG/node the judge uses for the request and the log row.
+    """
+
+    keys: tuple[tuple[str, str], ...]
+    first: dict[tuple[str, str], int]
+
+    @classmethod
+    def of(cls, items: Sequence[Any]) -> PairBatch:
+        keys = tuple((it.file_name, it.prompt) for it in items)
+        return cls(keys, {k: i for i, k in reversed(list(enumerate(keys)))})
+
+    def distinct(self) -> list[tuple[str, str]]:
+        """Each pair once, in first-seen order."""
+        return list(dict.fromkeys(self.keys))
+
+    def unanswered(self, memo: Mapping[tuple[str, str], Any]) -> list[tuple[str, str]]:
+        """The distinct pairs that ``memo`` has no outcome for yet."""
+        return [k for k in self.distinct() if k not in memo]
+
+    def log_row(self, items: Sequence[Any], key: tuple[str, str], **fields: Any) -> dict[str, Any]:
+        """One answers-log row: the pair's first item's identity, then ``fields``."""
+        it = items[self.first[key]]
+        return {"seg_id": it.seg_id, "node": it.node, "file_name": it.file_name, "prompt": it.prompt, **fields}
 
 
 def ask_and_parse(backend: ChatBackend, requests: Sequence[ChatRequest], parse: Callable[[str | None], Any],

@@ -17,7 +17,7 @@ from .backends import (
     HTTPChatBackend,
     TransformersChatBackend,
 )
-from .common import Outcome, ask_and_parse
+from .common import Outcome, PairBatch, ask_and_parse
 from .parsing import ParseError, parse_judgement
 from .records import AnswerLog, write_usage
 from .templates import LLMSCORE_EVAL, LLMSCORE_GLOBAL, LLMSCORE_LOCAL, REMINDER_JUDGEMENT, load_template, render
@@ -144,45 +144,58 @@ class LLMJudge(Metric):
     def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any]) -> list[tuple[float, float]]:
         if self._log is None:
             self._log = AnswerLog(self.answers_dir, self.name, self._FIELDS)
-        keys = [(it.file_name, it.prompt) for it in items]
-        first = {k: i for i, k in reversed(list(enumerate(keys)))}
-        todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
+        batch = PairBatch.of(items)
+        todo = batch.unanswered(self._memo)
         if todo:
-            # 1. captions, once per image
-            need = [f for f in dict.fromkeys(k[0] for k in todo) if f not in self._captions]
-            if need:
-                img_of = {items[first[k]].file_name: images[first[k]] for k in todo}
-                reqs = [ChatRequest(t, (img_of[f],)) for f in need for t in (self.global_template, self.local_template)]
-                outs = ask_and_parse(self.captioner, reqs, _caption, "", self.max_attempts)
-                for j, f in enumerate(need):
-                    self._captions[f] = (outs[2 * j], outs[2 * j + 1])
-            # 2. the evaluator, for pairs whose captions exist
-            ready = [k for k in todo if all(o.ok for o in self._captions[k[0]])]
-            reqs = [ChatRequest(render(self.eval_template, prompt=k[1],
-                                       global_description=self._captions[k[0]][0].value,
-                                       local_description=self._captions[k[0]][1].value)) for k in ready]
-            outs = ask_and_parse(self.evaluator, reqs, lambda t: parse_judgement(t, self.rating_range),
-                                 REMINDER_JUDGEMENT, self.max_attempts) if reqs else []
-            verdict = dict(zip(ready, outs, strict=True))
+            self._describe(todo, batch, images)
+            verdict = self._evaluate([k for k in todo if all(o.ok for o in self._captions[k[0]])])
             rows = []
             for k in todo:
                 g, loc = self._captions[k[0]]
-                if k in verdict:
-                    v = verdict[k]
-                else:
-                    bad = g if not g.ok else loc
-                    v = Outcome(None, None, f"captioner failed: {bad.error}", bad.attempts)
+                v = verdict[k] if k in verdict else self._captioner_failure(g, loc)
                 self._memo[k] = (g, loc, v)
-                it = items[first[k]]
-                rows.append({"seg_id": it.seg_id, "node": it.node, "file_name": it.file_name, "prompt": it.prompt,
-                             "error_count": v.value.error_count if v.ok else "",
-                             "rating": v.value.rating if v.ok else "", "rationale": v.value.reason if v.ok else "",
-                             "global_description": g.value or "", "local_description": loc.value or "",
-                             "reply": v.reply or "", "error": v.error or "", "attempts": v.attempts})
+                rows.append(batch.log_row(items, k, **self._answer_fields(g, loc, v)))
             self._log.write(rows)
             write_usage(self.answers_dir, self.name, self._usage())
-        failed = [(k, self._memo[k][2]) for k in dict.fromkeys(keys) if not self._memo[k][2].ok]
+        failed = [(k, self._memo[k][2]) for k in batch.distinct() if not self._memo[k][2].ok]
         if failed:
-            raise MetricError("; ".join(f"{k[0]}: {o.error}" for k, o in failed[:3])
-                              + (f"; and {len(failed) - 3} more" if len(failed) > 3 else ""))
-        return [(float(self._memo[k][2].value.error_count), float(self._memo[k][2].value.rating)) for k in keys]
+            raise MetricError.for_items([(k[0], str(o.error)) for k, o in failed])
+        return [(float(self._memo[k][2].value.error_count), float(self._memo[k][2].value.rating))
+                for k in batch.keys]
+
+    def _describe(self, todo: Sequence[tuple[str, str]], batch: PairBatch, images: Sequence[Any]) -> None:
+        """Caption (global and local) each image of ``todo`` not described yet; memoised per image,
+        since the descriptions do not depend on the prompt."""
+        need = [f for f in dict.fromkeys(k[0] for k in todo) if f not in self._captions]
+        if not need:
+            return
+        img_of = {k[0]: images[batch.first[k]] for k in todo}
+        reqs = [ChatRequest(t, (img_of[f],)) for f in need for t in (self.global_template, self.local_template)]
+        outs = ask_and_parse(self.captioner, reqs, _caption, "", self.max_attempts)
+        for j, f in enumerate(need):
+            self._captions[f] = (outs[2 * j], outs[2 * j + 1])
+
+    def _evaluate(self, ready: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Outcome]:
+        """The evaluator's judgement of each described (image, prompt) pair."""
+        if not ready:
+            return {}
+        reqs = [ChatRequest(render(self.eval_template, prompt=k[1],
+                                   global_description=self._captions[k[0]][0].value,
+                                   local_description=self._captions[k[0]][1].value)) for k in ready]
+        outs = ask_and_parse(self.evaluator, reqs, lambda t: parse_judgement(t, self.rating_range),
+                             REMINDER_JUDGEMENT, self.max_attempts)
+        return dict(zip(ready, outs, strict=True))
+
+    @staticmethod
+    def _answer_fields(g: Outcome, loc: Outcome, v: Outcome) -> dict[str, Any]:
+        """What ``answers.csv`` records for a pair: verdict, both descriptions, last reply, error."""
+        return {"error_count": v.logged("error_count"), "rating": v.logged("rating"),
+                "rationale": v.logged("reason"), "global_description": g.value or "",
+                "local_description": loc.value or "", "reply": v.reply or "", "error": v.error or "",
+                "attempts": v.attempts}
+
+    @staticmethod
+    def _captioner_failure(g: Outcome, loc: Outcome) -> Outcome:
+        """The verdict of a pair whose image could not be described: the first failed caption's error."""
+        bad = g if not g.ok else loc
+        return Outcome(None, None, f"captioner failed: {bad.error}", bad.attempts)

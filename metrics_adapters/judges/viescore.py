@@ -9,7 +9,7 @@ from typing import Any
 from ..base import Metric, MetricError, ScoreItem
 from ..hub import under
 from .backends import DEFAULT_VLM, ChatBackend, ChatRequest, TransformersChatBackend
-from .common import Outcome, ask_and_parse
+from .common import Outcome, PairBatch, ask_and_parse
 from .parsing import parse_rating
 from .records import AnswerLog, write_usage
 from .templates import REMINDER_RATING, VIESCORE_SC, load_template, render
@@ -111,27 +111,23 @@ class VLMJudge(Metric):
     def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any]) -> list[float]:
         if self._log is None:
             self._log = AnswerLog(self.answers_dir, self.name, ["score", "reason", "reply", "error", "attempts"])
-        keys = [(it.file_name, it.prompt) for it in items]
-        todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
+        batch = PairBatch.of(items)
+        todo = batch.unanswered(self._memo)
         if todo:
-            first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            reqs = [ChatRequest(render(self.template, prompt=k[1]), (images[first[k]],)) for k in todo]
+            reqs = [ChatRequest(render(self.template, prompt=k[1]), (images[batch.first[k]],)) for k in todo]
             outcomes = ask_and_parse(self.backend, reqs,
                                      lambda t: parse_rating(t, *self.scale, allow_bare_number=self.allow_bare_number),
                                      REMINDER_RATING, self.max_attempts)
             rows = []
             for k, o in zip(todo, outcomes, strict=True):
                 self._memo[k] = o
-                it = items[first[k]]
-                rows.append({"seg_id": it.seg_id, "node": it.node, "file_name": it.file_name, "prompt": it.prompt,
-                             "score": o.value.score if o.ok else "", "reason": o.value.reason if o.ok else "",
-                             "reply": o.reply or "", "error": o.error or "", "attempts": o.attempts})
+                rows.append(batch.log_row(items, k, score=o.logged("score"), reason=o.logged("reason"),
+                                          reply=o.reply or "", error=o.error or "", attempts=o.attempts))
             self._log.write(rows)
             write_usage(self.answers_dir, self.name, self.backend.usage())
-        failed = [(k, self._memo[k]) for k in dict.fromkeys(keys) if not self._memo[k].ok]
+        failed = [(k, self._memo[k]) for k in batch.distinct() if not self._memo[k].ok]
         if failed:
             # The engine then scores item by item: the memo answers the good ones without a new
             # call and each bad one fails alone, with its reason.
-            raise MetricError("; ".join(f"{k[0]}: {o.error} (after {o.attempts} attempt(s))" for k, o in failed[:3])
-                              + (f"; and {len(failed) - 3} more" if len(failed) > 3 else ""))
-        return [float(self._memo[k].value.score) for k in keys]
+            raise MetricError.for_items([(k[0], f"{o.error} (after {o.attempts} attempt(s))") for k, o in failed])
+        return [float(self._memo[k].value.score) for k in batch.keys]

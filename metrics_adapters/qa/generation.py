@@ -334,12 +334,9 @@ class QuestionGenerator:
         keys = {p: self._key(p) for p in uniq}
         pending = []
         for p in uniq:
-            hit = self.cache.get_question(keys[p][0]) if self.cache is not None else None
-            if hit is not None and (hit[0] == "ok" or not self.retry_failed):
-                status, payload = hit
-                qs = tuple(_q_from_json(d) for d in payload["questions"]) if status == "ok" else None
-                done[p] = GenerationResult(p, qs, payload["attempts"], tuple(payload["errors"]), tuple(payload["raw"]),
-                                           cached=True)
+            hit = self._cached_result(p, keys[p][0])
+            if hit is not None:
+                done[p] = hit
             else:
                 pending.append(p)
         state = {p: {"errors": [], "raw": []} for p in pending}
@@ -356,6 +353,17 @@ class QuestionGenerator:
         finally:
             bar.close()
         return [done[str(p)] for p in prompts]
+
+    def _cached_result(self, prompt: str, key: str) -> GenerationResult | None:
+        """The cached generation of ``prompt``, or ``None`` to generate it: none cached, or a
+        cached failure when ``retry_failed``."""
+        hit = self.cache.get_question(key) if self.cache is not None else None
+        if hit is None or (hit[0] != "ok" and self.retry_failed):
+            return None
+        status, payload = hit
+        qs = tuple(_q_from_json(d) for d in payload["questions"]) if status == "ok" else None
+        return GenerationResult(prompt, qs, payload["attempts"], tuple(payload["errors"]), tuple(payload["raw"]),
+                                cached=True)
 
     def _attempt(self, pending, attempt, keys, state, done, bar) -> list[str]:
         outs = self.lm.complete([self.fill(p) for p in pending], attempt=attempt)

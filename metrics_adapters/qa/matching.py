@@ -183,21 +183,32 @@ def decide_yes_no(answer: object) -> tuple[str | None, str]:
     pos = 0
     for m in _SENTENCE_END.finditer(text + "\n"):
         sent, pos = text[pos:m.start()], m.end()
-        statement = "?" not in m.group()
-        boundary = _CLAUSE_END.search(sent) if statement else None
-        main_end = boundary.start() if boundary is not None else len(sent)
-        hedge = _HEDGE.search(sent, 0, main_end) if statement else None
-        for k, t in enumerate(_TOKEN.finditer(sent)):
-            w = t.group().replace("'", "")
-            if w in _YES_TOKENS:
-                return "yes", "yes_no_token"
-            if k == 0 and w in _NO_INITIAL:
-                return "no", "yes_no_token"
-            if statement and t.start() < main_end and (w in _NEGATIONS or t.group().endswith("n't")):
-                if hedge is not None and hedge.start() <= t.start():
-                    return None, "undecided"
-                return "no", "negation"
+        decision = _sentence_decision(sent, statement="?" not in m.group())
+        if decision is not None:
+            return decision
     return None, "undecided"
+
+
+def _sentence_decision(sent: str, statement: bool) -> tuple[str | None, str] | None:
+    """Rule 2 of :func:`decide_yes_no` on one sentence: its first decisive token's decision, or
+    ``None`` when the sentence decides nothing (the next sentence is read).
+
+    Negations count only in the main clause of a statement; a hedge at or before the negation
+    ends the search undecided (``(None, "undecided")``, not ``None``).
+    """
+    boundary = _CLAUSE_END.search(sent) if statement else None
+    main_end = boundary.start() if boundary is not None else len(sent)
+    hedge = _HEDGE.search(sent, 0, main_end) if statement else None
+    for k, t in enumerate(_TOKEN.finditer(sent)):
+        w = t.group().replace("'", "")
+        if w in _YES_TOKENS:
+            return "yes", "yes_no_token"
+        if k == 0 and w in _NO_INITIAL:
+            return "no", "yes_no_token"
+        if statement and t.start() < main_end and (w in _NEGATIONS or t.group().endswith("n't")):
+            hedged = hedge is not None and hedge.start() <= t.start()
+            return (None, "undecided") if hedged else ("no", "negation")
+    return None
 
 
 def is_yes_no_question(choices: Sequence[str]) -> bool:
@@ -238,26 +249,39 @@ def _word(token: str) -> str:
 
 def _inflections(word: str) -> frozenset[str]:
     """A (choice's last) word with its regular and irregular plural and singular forms."""
-    forms = {word}
     if word.isdigit() or len(word) < 3:
-        return frozenset(forms)
-    if word in _IRREGULAR_PLURAL:
-        forms.add(_IRREGULAR_PLURAL[word])
-    if word in _IRREGULAR_SINGULAR:
-        forms.add(_IRREGULAR_SINGULAR[word])
-    if word.endswith(("s", "x", "z", "ch", "sh", "o")):
+        return frozenset({word})
+    irregular = {_IRREGULAR_PLURAL.get(word, word), _IRREGULAR_SINGULAR.get(word, word)}
+    return frozenset({word} | irregular | _regular_plurals(word) | _regular_singulars(word))
+
+
+_SIBILANT_ENDS = ("s", "x", "z", "ch", "sh", "o")  # take "-es" in the plural
+_NO_S_PLURAL = ("ss", "us", "is")  # "glass", "cactus", "axis": "+s" is no plural, "-s" no singular
+
+
+def _regular_plurals(word: str) -> set[str]:
+    """English regular plurals a word may have: +es after a sibilant or o, y -> ies after a
+    consonant, else +s (none for -ss, -us, -is)."""
+    forms = set()
+    if word.endswith(_SIBILANT_ENDS):
         forms.add(word + "es")
     if word[-1] == "y" and word[-2] not in "aeiou":
         forms.add(word[:-1] + "ies")
-    elif not word.endswith(("ss", "us", "is")):
+    elif not word.endswith(_NO_S_PLURAL):
         forms.add(word + "s")
+    return forms
+
+
+def _regular_singulars(word: str) -> set[str]:
+    """Singulars a word may be the regular plural of (ies -> y, sibilant+es -> -es, -s)."""
+    forms = set()
     if word.endswith("ies") and len(word) > 4:
         forms.add(word[:-3] + "y")
-    elif word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh", "o")):
+    elif word.endswith("es") and word[:-2].endswith(_SIBILANT_ENDS):
         forms.add(word[:-2])
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
+    if word.endswith("s") and not word.endswith(_NO_S_PLURAL) and len(word) > 3:
         forms.add(word[:-1])
-    return frozenset(forms)
+    return forms
 
 
 _DIGIT_WORDS = {d: w for w, d in _NUMBER_WORDS.items()}
@@ -588,41 +612,57 @@ class AnswerMatcher:
         for i, (a, cs) in enumerate(zip(answers, choices, strict=True)):
             if not cs:
                 raise ValueError(f"answer {i}: expected at least one choice, got none")
-            na = normalize_answer(a)
-            if not na:
-                results[i] = MatchResult(None, "none", rule="none")
-                continue
-            if paper and len(cs) == 2:
-                results[i] = self._paper(str(a), cs, expected[i])
-                continue
-            norm_cs = [normalize_answer(c) for c in cs]
-            if na in norm_cs:
-                results[i] = MatchResult(cs[norm_cs.index(na)], "exact", 1.0, rule="exact")
-                continue
-            yes_no_q = len(norm_cs) == 2 and set(norm_cs) == {"yes", "no"}
-            if yes_no_q and not paper and self.yes_no_variants:
-                v, rule = decide_yes_no(a)
-                if v is not None:
-                    results[i] = MatchResult(cs[norm_cs.index(v)], "yes_no", 1.0, rule=rule)
-                    continue
-            elif not yes_no_q and not paper and self.stated_choices:
-                j, _ = stated_choice(a, cs)
-                if j is not None:
-                    results[i] = MatchResult(cs[j], "stated", 1.0, rule="stated_choice")
-                    continue
-            need.append((i, "embedding_fallback" if yes_no_q else "embedding"))
+            results[i] = self._rule_match(a, cs, expected[i] if paper else None)
+            if results[i] is None:
+                need.append((i, "embedding_fallback" if is_yes_no_question(cs) else "embedding"))
         if need:
-            # Answers are embedded with their case (as TIFA: case can carry meaning) and without
-            # markup; the release embedded the raw text ("A horse</s>"), which paper mode repeats.
-            text_of = (lambda a: str(a).strip()) if paper else strip_markup
-            texts = [text_of(answers[i]) for i, _ in need] + [str(c).strip() for i, _ in need for c in choices[i]]
-            self._encode(texts)
-            for i, rule in need:
-                a = self._emb[text_of(answers[i])]
-                sims = np.array([float(self._emb[str(c).strip()] @ a) for c in choices[i]])
-                j = int(np.argmax(sims))  # first maximum: ties go to the earlier choice
-                results[i] = MatchResult(choices[i][j], "embedding", float(sims[j]), rule=rule)
+            self._embedding_match(answers, choices, need, results)
         return results  # type: ignore[return-value]
+
+    def _rule_match(self, a: str, cs: Sequence[str], expected: str | None) -> MatchResult | None:
+        """The match decided without embeddings, in order: an empty answer (no choice), the
+        release's rule (``paper``, yes/no questions), an exact choice, a yes/no variant or a
+        stated choice (``rules``); ``None`` when only the embedding can decide."""
+        na = normalize_answer(a)
+        if not na:
+            return MatchResult(None, "none", rule="none")
+        paper = self.yes_no == "paper"
+        if paper and len(cs) == 2:
+            return self._paper(str(a), cs, expected)
+        norm_cs = [normalize_answer(c) for c in cs]
+        if na in norm_cs:
+            return MatchResult(cs[norm_cs.index(na)], "exact", 1.0, rule="exact")
+        if paper:
+            return None
+        if len(norm_cs) == 2 and set(norm_cs) == {"yes", "no"}:
+            return self._yes_no_variant(a, cs, norm_cs) if self.yes_no_variants else None
+        return self._stated(a, cs) if self.stated_choices else None
+
+    @staticmethod
+    def _yes_no_variant(a: str, cs: Sequence[str], norm_cs: list[str]) -> MatchResult | None:
+        """The yes/no choice :func:`decide_yes_no` reads in the answer, if any."""
+        v, rule = decide_yes_no(a)
+        return None if v is None else MatchResult(cs[norm_cs.index(v)], "yes_no", 1.0, rule=rule)
+
+    @staticmethod
+    def _stated(a: str, cs: Sequence[str]) -> MatchResult | None:
+        """The choice :func:`stated_choice` finds stated in the answer, if any."""
+        j, _ = stated_choice(a, cs)
+        return None if j is None else MatchResult(cs[j], "stated", 1.0, rule="stated_choice")
+
+    def _embedding_match(self, answers: Sequence[str], choices: Sequence[Sequence[str]],
+                         need: Sequence[tuple[int, str]], results: list[MatchResult | None]) -> None:
+        """Fill ``results[i]`` for each ``(i, rule)`` of ``need`` with the most similar choice."""
+        # Answers are embedded with their case (as TIFA: case can carry meaning) and without
+        # markup; the release embedded the raw text ("A horse</s>"), which paper mode repeats.
+        text_of = (lambda a: str(a).strip()) if self.yes_no == "paper" else strip_markup
+        texts = [text_of(answers[i]) for i, _ in need] + [str(c).strip() for i, _ in need for c in choices[i]]
+        self._encode(texts)
+        for i, rule in need:
+            a = self._emb[text_of(answers[i])]
+            sims = np.array([float(self._emb[str(c).strip()] @ a) for c in choices[i]])
+            j = int(np.argmax(sims))  # first maximum: ties go to the earlier choice
+            results[i] = MatchResult(choices[i][j], "embedding", float(sims[j]), rule=rule)
 
     @staticmethod
     def _paper(answer: str, choices: Sequence[str], expected: str) -> MatchResult:

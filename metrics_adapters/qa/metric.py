@@ -17,7 +17,7 @@ import hashlib
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -52,6 +52,16 @@ class _NeedsImages:
 
     def __get__(self, obj: Any, cls: type | None = None) -> bool:
         return True if obj is None else bool(obj.vqa.needs_images)
+
+
+@dataclass
+class _AskedQuestions:
+    """The VQA requests of one batch, each with its owner ``(item index, question)`` and the
+    image's answer-cache key (``None``: not cached)."""
+
+    requests: list[VQARequest] = field(default_factory=list)
+    owners: list[tuple[int, Any]] = field(default_factory=list)
+    image_keys: list[str | None] = field(default_factory=list)
 
 
 class QAMetric(Metric):
@@ -131,11 +141,7 @@ class QAMetric(Metric):
         self.accumulation = accumulation or self.default_accumulation
         if self.accumulation not in ACCUMULATIONS:
             raise ValueError(f"{name}: expected accumulation one of {sorted(ACCUMULATIONS)}, got {self.accumulation!r}")
-        if matcher is None:
-            matcher = AnswerMatcher()
-        elif isinstance(matcher, Mapping) and "_target_" not in matcher:
-            matcher = AnswerMatcher(**dict(matcher))
-        self.matcher = _instantiate(matcher, "matcher")
+        self.matcher = _build_matcher(matcher)
         self.use_cache = bool(cache)
         self.cache_dir = cache_dir
         self.question_tokens = float(question_tokens if question_tokens is not None else self.default_question_tokens)
@@ -153,13 +159,8 @@ class QAMetric(Metric):
             # The generator's cache is attached in load(); building it here validates the options.
             self.generator = QuestionGenerator(self.lm, style=self.kind, **self._generation_opts)
         self.questions_file: Path | None = None
-        if questions in ("released", "file") and questions_file:
-            self.questions_file = self._resolve_file(Path(str(questions_file)).expanduser())
-        elif questions in ("released", "file") and dataset_root:
-            root = Path(str(dataset_root)).expanduser()
-            cand = (root.parent if root.is_file() else root) / self.default_questions_file
-            if cand.is_file():  # else: inferred from the items' image paths at score time
-                self.questions_file = cand
+        if questions in ("released", "file"):
+            self.questions_file = self._question_file_of(questions_file, dataset_root)
         self.answers_dir = answers_dir
         self._log = None
         self._written: set[tuple[str, str, str]] = set()
@@ -177,6 +178,17 @@ class QAMetric(Metric):
     needs_images = _NeedsImages()  # type: ignore[assignment]
 
     # -- identity ------------------------------------------------------------------------------------
+
+    def _question_file_of(self, questions_file: str | None, dataset_root: str | None) -> Path | None:
+        """The question file to read: the one named, else the one beside the dataset, else ``None``
+        (then inferred from the items' image paths at score time)."""
+        if questions_file:
+            return self._resolve_file(Path(str(questions_file)).expanduser())
+        if not dataset_root:
+            return None
+        root = Path(str(dataset_root)).expanduser()
+        cand = (root.parent if root.is_file() else root) / self.default_questions_file
+        return cand if cand.is_file() else None
 
     def _resolve_file(self, p: Path) -> Path:
         if p.is_dir():
@@ -413,11 +425,7 @@ class QAMetric(Metric):
         self.stats["vqa_requests"] += len(reqs)
         cache = self._qa_cache() if self.vqa.cacheable else None
         if cache is None:
-            self._ensure_vqa()
-            before = self.vqa.n_model_calls
-            out = self.vqa.answer(reqs)
-            self.stats["vqa_model_calls"] += self.vqa.n_model_calls - before
-            return out
+            return self._ask_vqa(reqs)
         from .cache import answer_key, fingerprint_hash
 
         bh = fingerprint_hash(self.vqa.fingerprint())
@@ -425,19 +433,12 @@ class QAMetric(Metric):
                 for r, ik in zip(reqs, img_keys, strict=True)]
         found = cache.get_answers(set(keys))
         self.stats["vqa_cache_hits"] += sum(k in found for k in keys)
-        todo: dict[str, int] = {}
-        for j, k in enumerate(keys):
-            if k not in found and k not in todo:
-                todo[k] = j
         errors: dict[str, VQAError] = {}
-        order = list(todo.items())
+        order = list(_first_uncached(keys, found).items())
         step = max(1, self.vqa.batch_size)
         for c in range(0, len(order), step):
             chunk = order[c:c + step]
-            self._ensure_vqa()
-            before = self.vqa.n_model_calls
-            res = self.vqa.answer([reqs[j] for _, j in chunk])
-            self.stats["vqa_model_calls"] += self.vqa.n_model_calls - before
+            res = self._ask_vqa([reqs[j] for _, j in chunk])
             rows = []
             for (k, j), a in zip(chunk, res, strict=True):
                 if isinstance(a, VQAError):
@@ -447,6 +448,14 @@ class QAMetric(Metric):
                     rows.append((k, bh, img_keys[j] or "", reqs[j].question, a))
             cache.put_answers(rows)  # committed per chunk: a killed run keeps these answers
         return [found[k] if k in found else errors[k] for k in keys]
+
+    def _ask_vqa(self, reqs: list[VQARequest]) -> list[str | VQAError]:
+        """The VQA backend's answers (loaded on first use), counting its model calls."""
+        self._ensure_vqa()
+        before = self.vqa.n_model_calls
+        out = self.vqa.answer(reqs)
+        self.stats["vqa_model_calls"] += self.vqa.n_model_calls - before
+        return out
 
     # -- scoring ------------------------------------------------------------------------------------------
     def score_batch(self, items: Sequence[ScoreItem], images: Sequence[Any] | None) -> list[float]:
@@ -464,52 +473,21 @@ class QAMetric(Metric):
         n = len(items)
         fails: dict[int, str] = {}
         qsets = self.question_sets(items)
-        from .cache import image_key
-
-        reqs: list[VQARequest] = []
-        owners: list[tuple[int, Any]] = []
-        ikeys: list[str | None] = []
-        for i, (it, qs) in enumerate(zip(items, qsets, strict=True)):
-            if isinstance(qs, QuestionError):
-                fails[i] = str(qs)
-                continue
-            if len(qs) == 0:
-                fails[i] = f"SEG {it.seg_id}: expected at least one question, got none"
-                continue
-            img = images[i] if images is not None else None
-            if self.vqa.needs_images and img is None:
-                fails[i] = f"{it.file_name}: expected a decoded image for the VQA backend, got none"
-                continue
-            ik = image_key(img) if (img is not None and self.vqa.cacheable and self.use_cache) else None
-            for q in qs.questions:
-                reqs.append(VQARequest(q.question, q.choices, img, it.file_name, it.seg_id, q.question_id))
-                owners.append((i, q))
-                ikeys.append(ik)
-        answers = self._answer(reqs, ikeys) if reqs else []
-        for (i, q), a in zip(owners, answers, strict=True):
+        asked = self._questions_to_ask(items, images, qsets, fails)
+        answers = self._answer(asked.requests, asked.image_keys) if asked.requests else []
+        for (i, q), a in zip(asked.owners, answers, strict=True):
             if isinstance(a, VQAError) and i not in fails:
                 fails[i] = f"question {q.question_id} ({q.question!r}): {a}"
-        good = [k for k, (i, _) in enumerate(owners) if i not in fails]
-        matches = self.matcher.match([answers[k] for k in good], [owners[k][1].choices for k in good],
-                                     [owners[k][1].answer for k in good])
+        good = [k for k, (i, _) in enumerate(asked.owners) if i not in fails]
+        matches = self.matcher.match([answers[k] for k in good], [asked.owners[k][1].choices for k in good],
+                                     [asked.owners[k][1].answer for k in good])
         per_item: dict[int, list[tuple[Any, str, Any]]] = {}
         for k, m in zip(good, matches, strict=True):
-            i, q = owners[k]
+            i, q = asked.owners[k]
             per_item.setdefault(i, []).append((q, answers[k], m))
         scores: list[float] = [math.nan] * n
         for i, rows in per_item.items():
-            it, qs = items[i], qsets[i]
-            correct = {q.question_id: (m.choice is not None and m.choice == q.answer) for q, _, m in rows}
-            graph = self._graph(qs)
-            scores[i] = accumulate(self.accumulation, correct, graph)
-            gated = dsg_gate(correct, graph) if self.accumulation == "dsg" else correct
-            self._records[(it.seg_id, it.file_name, it.prompt)] = [
-                {"metric": self.name, "seg_id": it.seg_id, "node": it.node, "file_name": it.file_name,
-                 "prompt": it.prompt, "question_id": q.question_id, "parent_question_id": format_parents(q.parents),
-                 "question": q.question, "choices": "|".join(q.choices), "expected": q.answer, "raw_answer": a,
-                 "matched": m.choice, "match_method": m.method, "similarity": m.similarity,
-                 "correct": correct[q.question_id], "satisfied": gated[q.question_id], "match_rule": m.rule}
-                for q, a, m in rows]
+            scores[i] = self._score_item(items[i], qsets[i], rows)
         if fails:
             # Nothing is logged for a failing batch: the engine retries item by item, and the
             # items that succeed then are logged once.
@@ -519,6 +497,51 @@ class QAMetric(Metric):
             raise MetricError(f"{len(fails)} of {n} items failed; first {items[first[0]].file_name}: {first[1]}")
         self._write_log(items)
         return scores
+
+    def _unaskable(self, it: ScoreItem, qs: QuestionSet | QuestionError, img: Any) -> str | None:
+        """Why no question can be asked about ``it`` (no question set, an empty one, no image), or ``None``."""
+        if isinstance(qs, QuestionError):
+            return str(qs)
+        if len(qs) == 0:
+            return f"SEG {it.seg_id}: expected at least one question, got none"
+        if self.vqa.needs_images and img is None:
+            return f"{it.file_name}: expected a decoded image for the VQA backend, got none"
+        return None
+
+    def _questions_to_ask(self, items: Sequence[ScoreItem], images: Sequence[Any] | None,
+                          qsets: Sequence[QuestionSet | QuestionError], fails: dict[int, str]) -> _AskedQuestions:
+        """One VQA request per question of each askable item; the others get their reason in ``fails``."""
+        from .cache import image_key
+
+        asked = _AskedQuestions()
+        for i, (it, qs) in enumerate(zip(items, qsets, strict=True)):
+            img = images[i] if images is not None else None
+            problem = self._unaskable(it, qs, img)
+            if problem is not None:
+                fails[i] = problem
+                continue
+            ik = image_key(img) if (img is not None and self.vqa.cacheable and self.use_cache) else None
+            for q in qs.questions:
+                asked.requests.append(VQARequest(q.question, q.choices, img, it.file_name, it.seg_id, q.question_id))
+                asked.owners.append((i, q))
+                asked.image_keys.append(ik)
+        return asked
+
+    def _score_item(self, it: ScoreItem, qs: QuestionSet, rows: list[tuple[Any, str, Any]]) -> float:
+        """The accumulated score of one item from its (question, raw answer, match) rows; keeps
+        the per-question records for ``answers.csv``."""
+        correct = {q.question_id: (m.choice is not None and m.choice == q.answer) for q, _, m in rows}
+        graph = self._graph(qs)
+        score = accumulate(self.accumulation, correct, graph)
+        gated = dsg_gate(correct, graph) if self.accumulation == "dsg" else correct
+        self._records[(it.seg_id, it.file_name, it.prompt)] = [
+            {"metric": self.name, "seg_id": it.seg_id, "node": it.node, "file_name": it.file_name,
+             "prompt": it.prompt, "question_id": q.question_id, "parent_question_id": format_parents(q.parents),
+             "question": q.question, "choices": "|".join(q.choices), "expected": q.answer, "raw_answer": a,
+             "matched": m.choice, "match_method": m.method, "similarity": m.similarity,
+             "correct": correct[q.question_id], "satisfied": gated[q.question_id], "match_rule": m.rule}
+            for q, a, m in rows]
+        return score
 
     def _write_log(self, items: Sequence[ScoreItem]) -> None:
         if not self.answers_dir or str(self.answers_dir) in ("None", "null"):
@@ -558,6 +581,24 @@ def _parent_overrides(value: Any, name: str) -> dict[str, dict[str, tuple[str, .
             raise TypeError(f"{name}: expected parent_overrides[{seg!r}] to map question ids to parents, got {edits!r}")
         out[str(seg)] = {str(q): tuple(str(p) for p in (ps or ())) for q, ps in edits.items()}
     return out
+
+
+def _first_uncached(keys: Sequence[str], found: Mapping[str, Any]) -> dict[str, int]:
+    """Each answer key not in ``found`` once, with the index of its first request (asked for it)."""
+    todo: dict[str, int] = {}
+    for j, k in enumerate(keys):
+        if k not in found and k not in todo:
+            todo[k] = j
+    return todo
+
+
+def _build_matcher(matcher: AnswerMatcher | Mapping[str, Any] | None) -> Any:
+    """The answer matcher: the default one, one from plain keyword settings, or a Hydra config/object."""
+    if matcher is None:
+        return AnswerMatcher()
+    if isinstance(matcher, Mapping) and "_target_" not in matcher:
+        return AnswerMatcher(**dict(matcher))
+    return _instantiate(matcher, "matcher")
 
 
 def _instantiate(obj: Any, what: str) -> Any:

@@ -51,54 +51,78 @@ def parse_tifa(text: str, max_questions: int = 30) -> list[Question]:
     >>> qs[0].question, qs[0].choices, qs[0].answer, qs[0].category
     ('is there a dog?', ('yes', 'no'), 'yes', 'animal')
     """
-    out: list[Question] = []
-    seen: set[str] = set()
-    element = category = None
-    state = "start"  # start -> about -> q -> choices -> answered -> (q | about)
-    q_text: str | None = None
-    choices: tuple[str, ...] = ()
+    reader = _TifaReader(max_questions)
     for n, line in _lines(text):
         if _DESCRIPTION.match(line):
             break
-        if not line or _FENCE.match(line):
-            continue
-        m = _ABOUT.match(line)
-        if m:
-            _check_about_allowed(n, line, state, q_text, element)
-            element, category = m.group("element").strip(), m.group("category").strip().lower()
-            state = "about"
-            continue
-        if state == "start":
-            continue  # preamble before the first element
-        m = _Q.match(line)
-        if m:
-            if state in ("q", "choices"):
-                raise ParseError(f"line {n}: expected {'Choices:' if state == 'q' else 'A:'}, got a new question {line!r}")
-            q_text, state = m.group("text"), "q"
-            continue
-        m = _CHOICES.match(line)
-        if m:
-            if state != "q":
-                raise ParseError(f"line {n}: expected Choices: right after a question (Q:), got {line!r}")
-            choices = _tifa_choices(n, line, m.group("text"))
-            state = "choices"
-            continue
-        m = _A.match(line)
-        if m:
-            if state != "choices":
-                raise ParseError(f"line {n}: expected A: right after Choices:, got {line!r}")
-            ans = _tifa_answer(n, m.group("text"), choices)
-            if q_text not in seen:
-                seen.add(q_text)
-                out.append(Question(str(len(out)), q_text, choices, ans, element=element, category=category))
-                if len(out) > max_questions:
-                    raise ParseError(f"expected at most {max_questions} questions, got more (runaway output?)")
-            state = "answered"
-            continue
-        raise ParseError(f"line {n}: expected an 'About <element> (<category>):', 'Q:', 'Choices:' or 'A:' line, "
-                         f"got {line[:120]!r}")
-    _check_tifa_end(state, q_text, out)
-    return out
+        if line and not _FENCE.match(line):
+            reader.read(n, line)
+    _check_tifa_end(reader.state, reader.q_text, reader.questions)
+    return reader.questions
+
+
+class _TifaReader:
+    """Reading TIFA-style output line by line: a small grammar whose ``state`` is what was read
+    last (start -> about -> q -> choices -> answered -> (q | about)); each kind of line has one
+    step (:data:`_TIFA_GRAMMAR`) that checks it may come now and records it."""
+
+    def __init__(self, max_questions: int) -> None:
+        self.max_questions = max_questions
+        self.questions: list[Question] = []
+        self.seen: set[str] = set()
+        self.element: str | None = None
+        self.category: str | None = None
+        self.state = "start"
+        self.q_text: str | None = None
+        self.choices: tuple[str, ...] = ()
+
+    def read(self, n: int, line: str) -> None:
+        """Take line ``n``; before the first ``About`` line everything is preamble and skipped."""
+        for pattern, step in _TIFA_GRAMMAR:
+            m = pattern.match(line)
+            if m is not None:
+                if self.state != "start" or pattern is _ABOUT:
+                    step(self, n, line, m)
+                return
+        if self.state != "start":
+            raise ParseError(f"line {n}: expected an 'About <element> (<category>):', 'Q:', 'Choices:' or 'A:' "
+                             f"line, got {line[:120]!r}")
+
+    def about(self, n: int, line: str, m: re.Match[str]) -> None:
+        _check_about_allowed(n, line, self.state, self.q_text, self.element)
+        self.element, self.category = m.group("element").strip(), m.group("category").strip().lower()
+        self.state = "about"
+
+    def question(self, n: int, line: str, m: re.Match[str]) -> None:
+        if self.state in ("q", "choices"):
+            raise ParseError(f"line {n}: expected {'Choices:' if self.state == 'q' else 'A:'}, got a new question "
+                             f"{line!r}")
+        self.q_text, self.state = m.group("text"), "q"
+
+    def choice_list(self, n: int, line: str, m: re.Match[str]) -> None:
+        if self.state != "q":
+            raise ParseError(f"line {n}: expected Choices: right after a question (Q:), got {line!r}")
+        self.choices = _tifa_choices(n, line, m.group("text"))
+        self.state = "choices"
+
+    def answer(self, n: int, line: str, m: re.Match[str]) -> None:
+        """An answer ends a question; a question repeated word for word is dropped."""
+        if self.state != "choices":
+            raise ParseError(f"line {n}: expected A: right after Choices:, got {line!r}")
+        ans = _tifa_answer(n, m.group("text"), self.choices)
+        if self.q_text not in self.seen:
+            self.seen.add(self.q_text)
+            self.questions.append(Question(str(len(self.questions)), self.q_text, self.choices, ans,
+                                           element=self.element, category=self.category))
+            if len(self.questions) > self.max_questions:
+                raise ParseError(f"expected at most {self.max_questions} questions, got more (runaway output?)")
+        self.state = "answered"
+
+
+#: The TIFA line kinds, in the order they are tried, and the reader's step for each.
+_TIFA_GRAMMAR: tuple[tuple[re.Pattern[str], Callable[[_TifaReader, int, str, re.Match[str]], None]], ...] = (
+    (_ABOUT, _TifaReader.about), (_Q, _TifaReader.question), (_CHOICES, _TifaReader.choice_list),
+    (_A, _TifaReader.answer))
 
 
 def _check_about_allowed(n: int, line: str, state: str, q_text: str | None, element: str | None) -> None:

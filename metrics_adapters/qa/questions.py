@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 
@@ -212,15 +213,8 @@ def load_question_csv(path: str | Path, kind: str | None = None) -> dict[str, Qu
     be matched; it is kept (the released scores count it as wrong) and a warning is recorded in
     :attr:`QuestionSet.warnings` and logged.
     """
-    import pandas as pd
-
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"expected a question CSV at {path}, found none")
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise QuestionError(f"{path}: could not parse as CSV: {e}") from e
+    df = _read_question_table(path)
     has_parents = "parent_question_id" in df.columns
     kind = kind or ("dsg" if has_parents else "tifa")
     if kind not in ("tifa", "dsg"):
@@ -235,34 +229,54 @@ def load_question_csv(path: str | Path, kind: str | None = None) -> dict[str, Qu
         where = f"{path}, row {i + 2} (SEG {seg}, question {r.question_id})"
         if not seg:
             raise QuestionError(f"{where}: expected a SEG id in column 'id', got an empty cell")
-        qid = str(r.question_id).strip()
-        if not qid:
-            raise QuestionError(f"{where}: expected a question_id, got an empty cell")
-        if qid.lstrip("-").isdigit():
-            qid = str(int(qid))
-        text = str(r.question).strip()
-        if not text:
-            raise QuestionError(f"{where}: expected a question text, got an empty cell")
-        choices = parse_choices(r.choices, where)
-        parents = parse_parents(r.parent_question_id, where) if has_parents else ()
-        q = Question(qid, text, choices, str(r.answer).strip(), parents)
-        rows.setdefault(seg, []).append((i + 2, q, str(r.prompt)))
-    out: dict[str, QuestionSet] = {}
-    for seg, items in rows.items():
-        prompts = {p for _, _, p in items}
-        if len(prompts) > 1:
-            raise QuestionError(f"{path}, SEG {seg}: expected one prompt per SEG, got {sorted(prompts)}")
-        warnings = []
-        for line, q, _ in items:
-            if q.answer not in q.choices:
-                warnings.append(f"{path}, row {line} (SEG {seg}, question {q.question_id}): expected answer "
-                                f"{q.answer!r} is not among the choices {list(q.choices)}; it can never be matched")
-        for w in warnings:
-            log.warning(w)
-        qs = QuestionSet(seg, items[0][2], tuple(q for _, q, _ in items), kind=kind, warnings=tuple(warnings))
-        build_dependency_graph(qs.questions, where=f"{path}, SEG {seg}")
-        out[seg] = qs
-    return out
+        rows.setdefault(seg, []).append((i + 2, _question_of_row(r, where, has_parents), str(r.prompt)))
+    return {seg: _question_set(path, seg, items, kind) for seg, items in rows.items()}
+
+
+def _read_question_table(path: Path) -> Any:
+    """A question CSV as a table of strings (empty cells stay ``""``, never NaN)."""
+    import pandas as pd
+
+    if not path.is_file():
+        raise FileNotFoundError(f"expected a question CSV at {path}, found none")
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise QuestionError(f"{path}: could not parse as CSV: {e}") from e
+
+
+def _question_of_row(r: Any, where: str, has_parents: bool) -> Question:
+    """One row of a question CSV as a :class:`Question`: ids and text non-empty, an integer id
+    written without leading zeros or sign noise ("007" -> "7"), choices and parents parsed."""
+    qid = str(r.question_id).strip()
+    if not qid:
+        raise QuestionError(f"{where}: expected a question_id, got an empty cell")
+    if qid.lstrip("-").isdigit():
+        qid = str(int(qid))
+    text = str(r.question).strip()
+    if not text:
+        raise QuestionError(f"{where}: expected a question text, got an empty cell")
+    choices = parse_choices(r.choices, where)
+    parents = parse_parents(r.parent_question_id, where) if has_parents else ()
+    return Question(qid, text, choices, str(r.answer).strip(), parents)
+
+
+def _question_set(path: Path, seg: str, items: list[tuple[int, Question, str]], kind: str) -> QuestionSet:
+    """One SEG's question set from its ``(file line, question, prompt)`` rows: one prompt, a valid
+    dependency graph; an expected answer outside its choices is kept with a logged warning."""
+    prompts = {p for _, _, p in items}
+    if len(prompts) > 1:
+        raise QuestionError(f"{path}, SEG {seg}: expected one prompt per SEG, got {sorted(prompts)}")
+    warnings = []
+    for line, q, _ in items:
+        if q.answer not in q.choices:
+            warnings.append(f"{path}, row {line} (SEG {seg}, question {q.question_id}): expected answer "
+                            f"{q.answer!r} is not among the choices {list(q.choices)}; it can never be matched")
+    for w in warnings:
+        log.warning(w)
+    qs = QuestionSet(seg, items[0][2], tuple(q for _, q, _ in items), kind=kind, warnings=tuple(warnings))
+    build_dependency_graph(qs.questions, where=f"{path}, SEG {seg}")
+    return qs
 
 
 def save_question_csv(sets: Mapping[str, QuestionSet] | Sequence[QuestionSet], path: str | Path,

@@ -195,6 +195,16 @@ def _is_generative(backend: VQABackend) -> bool:
     return callable(getattr(backend, "answer_logits", None))
 
 
+def _checked_yes_words(name: str, yes_words: Sequence[str] | None, answer: str) -> list[str]:
+    """The words counted as "yes" by ``first_token`` scoring: the given non-empty list of
+    non-blank words, or the answer alone."""
+    if yes_words is None:
+        yes_words = [answer]
+    if isinstance(yes_words, str) or not yes_words or not all(isinstance(w, str) and w.strip() for w in yes_words):
+        raise ValueError(f"{name}: expected yes_words as a non-empty list of words, got {yes_words!r}")
+    return [str(w) for w in yes_words]
+
+
 class VQAScore(Metric):
     """VQAScore of a generative VQA backend: the likelihood of ``answer`` to ``template.format(prompt=...)``.
 
@@ -275,11 +285,7 @@ class VQAScore(Metric):
         self.answer = str(answer if answer is not None else (fmt.answer if fmt else "Yes"))
         if not self.answer.strip():
             raise ValueError(f"{name}: expected a non-empty answer, got {answer!r}")
-        if yes_words is None:
-            yes_words = [self.answer]
-        if isinstance(yes_words, str) or not yes_words or not all(isinstance(w, str) and w.strip() for w in yes_words):
-            raise ValueError(f"{name}: expected yes_words as a non-empty list of words, got {yes_words!r}")
-        self.yes_words = [str(w) for w in yes_words]
+        self.yes_words = _checked_yes_words(name, yes_words, self.answer)
         self.input_tokens = None if input_tokens is None else float(input_tokens)
         self.yes_ids: list[int] | None = None
         self.answer_ids: list[int] | None = None
