@@ -32,6 +32,7 @@ from seg_data import SEGDataset
 from .column_store import ColumnStore
 from .pipeline import AnalysisResult
 from .settings import AnalysisSettings, ComparisonSettings
+from .units import DELTA_NOTE, UNIT_CONVENTION, delta_above_100, delta_numbers
 
 __all__ = ["Analysis", "run_analysis", "auto_reference", "PLOT_KINDS"]
 
@@ -175,15 +176,12 @@ class Analysis:
         if "compare" in self.extra:
             text += "\n" + compare_text(self.extra["compare"], min_segs_ci=result.min_segs_ci)
         if "ranking" in self.extra:
-            r = self.extra["ranking"]
-            first = r[(r["meta_metric"] == r["meta_metric"].iloc[0]) & (r["protocol"] == r["protocol"].iloc[0])]
-            best = ", ".join(first[first["group"] == 1]["metric"])
-            text += (f"\nbest group ({first['protocol'].iloc[0]}, {first['meta_metric'].iloc[0]}, "
-                     f"{first['subset'].iloc[0]}; not significantly different, Holm alpha={self.ranking_alpha}): "
-                     f"{best}\n")
+            text += best_group_text(self.extra["ranking"], self.ranking_alpha)
         lines = self.verdict_lines() if verdict else []
         if lines:
             text += "\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n"
+            if DELTA_NOTE not in text and delta_above_100(delta_numbers(self.verdict)):
+                text += DELTA_NOTE + "\n"
         return text
 
     def __repr__(self) -> str:
@@ -194,7 +192,7 @@ class Analysis:
         return self.summary()
 
     def _repr_html_(self) -> str:
-        """The Table-2-style table of every protocol (values in %, CIs below, chance levels),
+        """The Table-2-style table of every protocol (values in %, :mod:`analysis.units`; CIs below, chance levels),
         as in ``report.html`` (:func:`analysis.report.page.metametrics_html`)."""
         import html
 
@@ -202,7 +200,8 @@ class Analysis:
 
         mm = self.metametrics
         parts = [f"<p>TS2 meta-metrics of {html.escape(', '.join(self.result.metrics))}; "
-                 f"{self.result.bootstrap} SEG bootstrap resamples, {100 * self.result.confidence:g}% CIs</p>"]
+                 f"{self.result.bootstrap} SEG bootstrap resamples, {100 * self.result.confidence:g}% CIs; "
+                 f"{html.escape(UNIT_CONVENTION)}</p>"]
         for p in self.result.protocols:
             parts.append(f"<h4>protocol: {html.escape(p)}</h4>" + metametrics_html(mm, p, roles=self.roles))
         return "".join(parts)
@@ -404,23 +403,34 @@ def run_analysis(scores: str | Path | pd.DataFrame, dataset: SEGDataset | None =
     table, ref_name = _join_reference(table, reference, required, settings.lower_is_better, roles, roles_given)
     inputs = prepare_inputs(table, dataset, settings.subsets, settings.max_walks)
     result = analyze(inputs, settings=settings, progress=progress, store=open_store(store))
-    extra: dict[str, pd.DataFrame] = {}
-    if comparison.compare:
-        from .compare import compare_metrics
-
-        a, b = comparison.compare
-        extra["compare"] = pd.concat([compare_metrics(result, a, b, protocol=p, n_permutations=comparison.permutations,
-                                                      seed=settings.seed) for p in result.protocols],
-                                     ignore_index=True)
+    extra = _asked_comparison(result, comparison, settings.seed)
     vd = _ranking_and_verdict(result, roles, comparison, settings.seed, extra)
+    return Analysis(result=result, scores=table.frame, extra=extra, roles=roles,
+                    dataset_name=getattr(dataset, "name", None) or (run.dataset if run else None),
+                    score_files=_score_files_read(scores, reference, ref_name), dataset_path=_dataset_folder(dataset),
+                    prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
+                    verdict_result=vd, settings=settings, comparison=comparison, dataset=dataset)
+
+
+def _asked_comparison(result: AnalysisResult, comparison: ComparisonSettings, seed: int) -> dict[str, pd.DataFrame]:
+    """``{"compare": frame}`` of the two metrics ``comparison.compare`` names, every protocol
+    (:func:`analysis.compare.compare_metrics`); empty when none is asked for."""
+    if not comparison.compare:
+        return {}
+    from .compare import compare_metrics
+
+    a, b = comparison.compare
+    return {"compare": pd.concat([compare_metrics(result, a, b, protocol=p, n_permutations=comparison.permutations,
+                                                  seed=seed) for p in result.protocols], ignore_index=True)}
+
+
+def _score_files_read(scores, reference, ref_name: str | None) -> tuple[str, ...]:
+    """The score files an analysis read, for ``analysis.json``: the user's table, then the
+    reference table when one was read from a file (frames have no path)."""
     files = [] if isinstance(scores, pd.DataFrame) else [str(scores)]
     if ref_name is not None and not isinstance(reference, pd.DataFrame):
         files.append(ref_name)
-    return Analysis(result=result, scores=table.frame, extra=extra, roles=roles,
-                    dataset_name=getattr(dataset, "name", None) or (run.dataset if run else None),
-                    score_files=tuple(files), dataset_path=_dataset_folder(dataset),
-                    prompts={s.seg_id: s.prompt for s in dataset} if dataset is not None else {},
-                    verdict_result=vd, settings=settings, comparison=comparison, dataset=dataset)
+    return tuple(files)
 
 
 def open_store(store: bool | ColumnStore | None) -> ColumnStore | None:
@@ -512,3 +522,14 @@ def _ranking_and_verdict(result: AnalysisResult, roles: Mapping[str, str], compa
     if "ranking" in extra:  # ranking off: the places stay in verdict.csv only
         extra["ranking"], extra["pairs"] = vd.ranking, vd.pairs
     return vd
+
+
+def best_group_text(ranking: pd.DataFrame, alpha: float) -> str:
+    """The summary's line naming the best significance group of the first ranked cell (its
+    protocol, meta-metric, subset): the metrics not significantly different from the best."""
+    first = ranking[(ranking["meta_metric"] == ranking["meta_metric"].iloc[0])
+                    & (ranking["protocol"] == ranking["protocol"].iloc[0])]
+    best = ", ".join(first[first["group"] == 1]["metric"])
+    return (f"\nbest group ({first['protocol'].iloc[0]}, {first['meta_metric'].iloc[0]}, "
+            f"{first['subset'].iloc[0]}; not significantly different, Holm alpha={alpha}): {best}\n")
+

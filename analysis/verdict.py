@@ -45,6 +45,7 @@ import pandas as pd
 from .compare import pairwise_comparisons, rank_metrics
 from .pipeline import AnalysisResult
 from .stats import ALPHA, holm
+from .units import pct  # the one rounding rule of every printed percentage (re-exported)
 
 __all__ = ["VERDICT_COLUMNS", "Verdict", "verdict", "reversed_metrics", "summary_line", "pct"]
 
@@ -280,13 +281,6 @@ def _comparison_cells(tests: Sequence, role: Mapping[str, str], alpha: float) ->
         out.append((r.metric_b, role[r.metric_b], r.value_b, r.diff, r.ci_low, r.ci_high, r.p_value,
                     float(ph), sig, direction, int(r.n_segs)))
     return out
-
-
-def pct(v: float) -> str:
-    """``0.1234`` -> ``"12.3"``: the one rounding rule of every printed percentage (the verdict's lines,
-    and :mod:`analysis.report.outputs`' terminal summary and comparison); never ``"-0.0"``."""
-    x = round(100 * float(v), 1)
-    return f"{x + 0.0 if x != 0 else 0.0:.1f}"
 
 
 def _pct(v: float) -> str:

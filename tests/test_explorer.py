@@ -19,6 +19,8 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
+from analysis.units import pct
+
 
 def _ts2(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ts2", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
@@ -180,6 +182,9 @@ def test_browser_worst_seg_shows_worst_walk_thumbnails_and_scores(browser, mini_
     ref = _per_seg(mini_run, "geneval_shapes")
     worst = rows[0].get_attribute("data-seg")
     assert ref[worst] == ref.min()
+    head = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#seg-list thead th")]
+    assert head[4] == "A: geneval_shapes rank_m (%)", head
+    assert rows[0].find_elements(By.TAG_NAME, "td")[4].text == pct(ref[worst])  # per_seg.csv keeps the fraction
     rows[0].click()
     view = _wait(browser, "#seg-view")
     data = next(s for s in _page_data(mini_page)["segs"] if s["id"] == worst)
@@ -195,7 +200,12 @@ def test_browser_worst_seg_shows_worst_walk_thumbnails_and_scores(browser, mini_
     walk = data["walks"][m["worst"]]
     row = view.find_element(By.CSS_SELECTOR, "tr.walk.worst")
     assert row.find_elements(By.TAG_NAME, "td")[0].text == " → ".join(data["nodes"][i]["label"] for i in walk)
-    assert row.find_elements(By.TAG_NAME, "td")[1].text == f"{min(v for v in m['walks'] if v is not None):.3f}"
+    # meta-metric values in % (analysis/units.py), the unit in the header and the sentence, never mixed
+    assert row.find_elements(By.TAG_NAME, "td")[1].text == pct(min(v for v in m["walks"] if v is not None))
+    assert view.find_element(By.CSS_SELECTOR, ".walks-table th:nth-child(2)").text == "rank_m (%)"
+    sentence = view.find_element(By.CSS_SELECTOR, ".panel p.sub").text
+    assert sentence.startswith(f"This SEG, in %: rank_m {pct(m['values']['rank'])}, sep_m {pct(m['values']['sep'])} ")
+    assert f"(rank_m {pct(m['walks'][m['worst']])})" in sentence and sentence.count("%") == 1
     marked = {e.get_attribute("data-node") for e in view.find_elements(By.CSS_SELECTOR, "svg g.node.worst")}
     assert marked == {data["nodes"][i]["label"] for i in walk}
     assert len(view.find_elements(By.CSS_SELECTOR, "svg path.edge.worst")) == len(walk) - 1
@@ -205,6 +215,28 @@ def test_browser_worst_seg_shows_worst_walk_thumbnails_and_scores(browser, mini_
     panels = browser.find_elements(By.CSS_SELECTOR, "#compare-view .panel")
     assert [p.get_attribute("data-metric") for p in panels] == ["geneval_shapes", "random"]
     assert all(len(p.find_elements(By.CSS_SELECTOR, ".nodes img.thumb")) == n_images for p in panels)
+
+
+def test_browser_report_table_in_percent_with_the_unit_in_the_header(browser, mini_run):
+    """report.html's meta-metric table as a person sees it: percent, the unit in the header, the
+    delta_m note exactly when a delta_m number of metametrics.csv (fractions) is above 1."""
+    from selenium.webdriver.common.by import By
+
+    from analysis.units import DELTA_NOTE
+
+    browser.get((mini_run / "report.html").as_uri())
+    table = browser.find_elements(By.CSS_SELECTOR, "table.mm")[0]
+    head = [th.text for th in table.find_elements(By.CSS_SELECTOR, "tr:first-child th")]
+    assert head[0] == "meta-metric (values in %)"
+    mm = pd.read_csv(mini_run / "metametrics.csv")
+    first = mm[mm["protocol"] == mm["protocol"].iloc[0]]
+    rank = first[(first.meta_metric == "rank") & (first.subset == "Avg")].set_index("metric")["value"]
+    col = next(i for i, h in enumerate(head) if h.split("\n")[0] == "geneval_shapes")
+    row = table.find_elements(By.CSS_SELECTOR, "tr")[1].find_elements(By.TAG_NAME, "td")
+    assert [row[0].text, row[1].text] == ["rank", "Avg"]
+    assert row[col].text.split("\n")[0] == pct(rank["geneval_shapes"])
+    delta = mm.loc[mm.meta_metric == "delta", ["value", "ci_low", "ci_high"]].to_numpy(float)
+    assert (DELTA_NOTE in browser.find_element(By.TAG_NAME, "body").text) is bool((delta[np.isfinite(delta)] > 1).any())
 
 
 PAYLOAD_PROMPT = "<script>window.__pwned = 1; alert(1)</script>"

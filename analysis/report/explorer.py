@@ -31,7 +31,7 @@ import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
@@ -247,50 +247,90 @@ def explorer_data(merged, dataset: SEGDataset | None = None, metrics: Sequence[s
         No per-image scores, an unknown metric, no SEG left to show, a protocol not in ``per_seg``.
     """
     chosen, protocol = _chosen_metrics_and_protocol(merged, metrics, protocol)
-    ps = merged.per_seg
     proto = _protocol(protocol)
-    lower = [m for m in chosen if m in merged.lower_is_better]
-    cols = [c for c in KEY_COLUMNS if c in merged.scores.columns]
-    table = read_scores(merged.scores[cols + chosen], lower_is_better=lower)
-    inputs = prepare_inputs(table, dataset, subsets=subsets, max_walks=None).for_protocol(proto)
-    x = inputs.scores  # oriented: higher is better for every metric
-    raw = x * np.where([m in lower for m in chosen], -1.0, 1.0)
-    names = _row_file_names(table, dataset)
-    path_by_file: dict[str, Path | str | None] = {}
-    if "image_path" in merged.scores.columns and "file_name" in merged.scores.columns:
-        path_by_file = {str(f): p for f, p in zip(merged.scores["file_name"], merged.scores["image_path"], strict=True)
-                        if isinstance(p, str) and p}
-    path_of_row: dict[int, Path | str | None] = {}
-    values = _seg_values(ps, protocol, chosen)
+    inputs, scores = SegScores.of(merged, dataset, chosen, proto, subsets)
+    values = _seg_values(merged.per_seg, protocol, chosen)
     meta = [k for k in ("rank", "sep") if any((m, k) in values for m in chosen)]
-    segs, notes = [], list(inputs.notes)
-    for s in inputs.structure.segs:
-        if not any(len(r) for r in s.rows):
-            continue
-        segs.append(_seg_entry(s, names, raw, x, proto, chosen, values, meta, path_by_file, path_of_row, notes))
+    files = ImageFiles.from_scores(merged.scores)
+    notes = list(inputs.notes)
+    segs = [_seg_entry(s, scores, proto, values, meta, files, notes) for s in inputs.structure.segs
+            if any(len(r) for r in s.rows)]
     if not segs:
         raise ValueError("no SEG with a scored image to show")
     thumbs: dict[str, str] = {}
     if images:
-        want = {str(r): p for r, p in path_of_row.items()}
-        thumbs, tnotes = make_thumbnails(want, side=thumb_side, budget=thumb_budget, progress=progress)
+        thumbs, tnotes = make_thumbnails(files.of_rows(), side=thumb_side, budget=thumb_budget, progress=progress)
         notes += tnotes
     else:
         notes.append("images left out (images=false): structure and scores only")
-    for seg in segs:
-        for n in seg["nodes"]:
-            for im in n["images"]:
-                im["t"] = str(im["r"]) if str(im["r"]) in thumbs else None
+    _link_thumbnails(segs, thumbs)
     data = {"title": title, "dataset": merged.dataset or getattr(dataset, "name", None), "protocol": protocol,
-            "metrics": [{"name": m, "role": merged.role(m), "lower_is_better": m in lower} for m in chosen],
+            "metrics": [{"name": m, "role": merged.role(m), "lower_is_better": m in merged.lower_is_better}
+                        for m in chosen],
             "meta_metrics": meta, "subsets": [x for x in dict.fromkeys(s["subset"] for s in segs) if x],
             "segs": segs, "notes": notes, "node_size": [_NODE_W, _NODE_H]}
     return data, thumbs
 
 
+@dataclass(frozen=True)
+class SegScores:
+    """The score matrix the explorer draws: per row (image) its file name (``names``), the
+    metrics' scores as given (``raw``, shown) and oriented higher-is-better (``oriented``, for
+    walks and misordered pairs); one column per metric of ``metrics``."""
+
+    names: list[str]
+    raw: np.ndarray
+    oriented: np.ndarray
+    metrics: list[str]
+
+    @classmethod
+    def of(cls, merged, dataset: SEGDataset | None, chosen: list[str], proto: Protocol, subsets: str):
+        """``(inputs, scores)``: the prepared inputs of ``merged``'s per-image scores of the
+        ``chosen`` metrics under ``proto`` (:func:`analysis.scores_io.prepare_inputs`) and their matrix."""
+        lower = [m for m in chosen if m in merged.lower_is_better]
+        cols = [c for c in KEY_COLUMNS if c in merged.scores.columns]
+        table = read_scores(merged.scores[cols + chosen], lower_is_better=lower)
+        inputs = prepare_inputs(table, dataset, subsets=subsets, max_walks=None).for_protocol(proto)
+        x = inputs.scores  # oriented: higher is better for every metric
+        return inputs, cls(names=_row_file_names(table, dataset), raw=x * np.where([m in lower for m in chosen], -1.0, 1.0),
+                           oriented=x, metrics=chosen)
+
+
+@dataclass
+class ImageFiles:
+    """Where each image's file is: by file name from the score table's ``image_path`` column,
+    and, as SEG entries are built, by score-matrix row (the dataset's record first)."""
+
+    by_file: dict[str, Path | str | None]
+    by_row: dict[int, Path | str | None] = field(default_factory=dict)
+
+    @classmethod
+    def from_scores(cls, scores: pd.DataFrame) -> ImageFiles:
+        if "image_path" not in scores.columns or "file_name" not in scores.columns:
+            return cls({})
+        return cls({str(f): p for f, p in zip(scores["file_name"], scores["image_path"], strict=True)
+                    if isinstance(p, str) and p})
+
+    def note_row(self, row: int, fid: str, rec) -> None:
+        """Row ``row`` shows image ``fid``: its file is the dataset record's, else the score table's."""
+        self.by_row[row] = rec.path if rec is not None and rec.path is not None else self.by_file.get(fid)
+
+    def of_rows(self) -> dict[str, Path | str | None]:
+        """Thumbnail key (the row, as text) -> image file."""
+        return {str(r): p for r, p in self.by_row.items()}
+
+
+def _link_thumbnails(segs: list[dict], thumbs: Mapping[str, str]) -> None:
+    """Point each image of ``segs`` at its thumbnail's key (``t``), or None when it has none."""
+    for seg in segs:
+        for n in seg["nodes"]:
+            for im in n["images"]:
+                im["t"] = str(im["r"]) if str(im["r"]) in thumbs else None
+
+
 def _chosen_metrics_and_protocol(merged, metrics: Sequence[str] | None,
                                  protocol: str | None) -> tuple[list[str], str]:
-    """Checks the metric and protocol choice against the results, apart from :func:`explorer_data`'s assembly."""
+    """The metrics shown and the protocol read, checked against the results (unknown ones raise)."""
     if merged.scores is None:
         raise ValueError("the explorer needs per-image scores (scores.csv, or the score files an analysis read); "
                          "found none in the results")
@@ -311,7 +351,7 @@ def _chosen_metrics_and_protocol(merged, metrics: Sequence[str] | None,
 
 
 def _row_file_names(table, dataset: SEGDataset | None) -> list[str]:
-    """The file name of each score-matrix row, kept apart so :func:`explorer_data` stays short."""
+    """The file name of each score-matrix row (a row number in the table when it names none)."""
     frame = table.frame
     # Row r of the score matrix is the r-th table row that prepare_inputs kept (those naming an
     # image of the dataset, when there is one): its file name, and its image file if known.
@@ -325,45 +365,57 @@ def _row_file_names(table, dataset: SEGDataset | None) -> list[str]:
     return names
 
 
-def _seg_entry(s, names: list[str], raw: np.ndarray, x: np.ndarray, proto: Protocol, chosen: list[str],
-               values: dict, meta: list[str], path_by_file: dict, path_of_row: dict, notes: list[str]) -> dict:
-    """One SEG's page entry (nodes, edges, walks, per-metric values), split out of :func:`explorer_data`.
-
-    Fills ``path_of_row`` (row -> image file) and appends to ``notes`` as it goes.
-    """
-    node_index = {lbl: i for i, lbl in enumerate(s.labels)}
-    pos = _layout(s)
-    nodes = []
+def _node_entries(s, scores: SegScores, pos: Mapping[str, tuple[float, float]], files: ImageFiles) -> list[dict]:
+    """Each node of SEG ``s``: its label, error count and texts, position, and images with their scores."""
     g = s.seg.graph
+    nodes = []
     for i, lbl in enumerate(s.labels):
-        imgs = []
         by_id = {im.image_id: im for im in s.seg.images(lbl)}
+        imgs = []
         for r in map(int, s.rows[i]):
-            fid = names[r]
-            rec = by_id.get(fid)
-            path_of_row[r] = rec.path if rec is not None and rec.path is not None else path_by_file.get(fid)
-            imgs.append({"f": fid, "r": r, "s": [float(v) if np.isfinite(v) else None for v in raw[r]]})
+            fid = scores.names[r]
+            files.note_row(r, fid, by_id.get(fid))
+            imgs.append({"f": fid, "r": r, "s": [float(v) if np.isfinite(v) else None for v in scores.raw[r]]})
         nodes.append({"label": lbl, "level": int(s.levels[i]), "errors": [str(e) for e in g.nodes[lbl].get("errors", ())],
                       "x": pos[lbl][0], "y": pos[lbl][1], "images": imgs})
-    edges = [[node_index[u], node_index[v], [str(e) for e in d.get("errors", ())]] for u, v, d in g.edges(data=True)
-             if u in node_index and v in node_index]
+    return nodes
+
+
+def _listed_walks(s, proto: Protocol, node_index: Mapping[str, int], notes: list[str]) -> list[list[int]]:
+    """The walks of SEG ``s`` as node indices; none (and a note) when there are more than :data:`MAX_WALKS`."""
     n_walks = walk_count(s, proto.walks, proto.root_duplication)
     if n_walks > MAX_WALKS:
         notes.append(f"SEG {s.seg_id}: {n_walks} walks, more than the {MAX_WALKS} the explorer lists; "
                      "drawn without its walks")
-        walks = []
-    else:
-        walks = [[node_index[n] for n in w] for w in protocol_walks(s, proto.walks, proto.root_duplication)]
-    wv = _walk_values(walks, s.rows, s.levels, x, proto)
-    per_metric = {}
-    for j, m in enumerate(chosen):
-        vals = wv[j]
-        fin = np.flatnonzero(np.isfinite(vals))
-        worst = int(fin[np.argmin(vals[fin])]) if len(fin) else None
-        per_metric[m] = {"values": {k: values.get((m, k), {}).get(s.seg_id) for k in meta},
-                         "walks": [float(v) for v in vals], "worst": worst,
-                         **_misordered(edges, s.rows, x[:, j])}
-    return {"id": s.seg_id, "subset": s.subset, "prompt": s.seg.prompt, "nodes": nodes,
+        return []
+    return [[node_index[n] for n in w] for w in protocol_walks(s, proto.walks, proto.root_duplication)]
+
+
+def _metric_entry(s, j: int, m: str, walk_values: np.ndarray, edges, scores: SegScores, values: dict,
+                  meta: list[str]) -> dict:
+    """Metric ``m`` (column ``j``) on SEG ``s``: its per-SEG values, per-walk rank_m, worst walk, misordered pairs."""
+    vals = walk_values[j]
+    fin = np.flatnonzero(np.isfinite(vals))
+    worst = int(fin[np.argmin(vals[fin])]) if len(fin) else None
+    return {"values": {k: values.get((m, k), {}).get(s.seg_id) for k in meta},
+            "walks": [float(v) for v in vals], "worst": worst,
+            **_misordered(edges, s.rows, scores.oriented[:, j])}
+
+
+def _seg_entry(s, scores: SegScores, proto: Protocol, values: dict, meta: list[str], files: ImageFiles,
+               notes: list[str]) -> dict:
+    """One SEG's page entry: nodes, edges, walks, per-metric values, and the drawing's size.
+
+    Records each image's file in ``files`` and appends to ``notes`` as it goes.
+    """
+    node_index = {lbl: i for i, lbl in enumerate(s.labels)}
+    pos = _layout(s)
+    edges = [[node_index[u], node_index[v], [str(e) for e in d.get("errors", ())]]
+             for u, v, d in s.seg.graph.edges(data=True) if u in node_index and v in node_index]
+    walks = _listed_walks(s, proto, node_index, notes)
+    wv = _walk_values(walks, s.rows, s.levels, scores.oriented, proto)
+    per_metric = {m: _metric_entry(s, j, m, wv, edges, scores, values, meta) for j, m in enumerate(scores.metrics)}
+    return {"id": s.seg_id, "subset": s.subset, "prompt": s.seg.prompt, "nodes": _node_entries(s, scores, pos, files),
             "edges": [[u, v, e] for u, v, e in edges], "walks": walks, "metrics": per_metric,
             "width": max(p[0] for p in pos.values()) + _NODE_W / 2 + _PAD,
             "height": max(p[1] for p in pos.values()) + _NODE_H / 2 + _PAD}

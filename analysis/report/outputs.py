@@ -13,6 +13,7 @@ import io
 import math
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,8 @@ from seg_data.results import ANALYSIS_FILE, PER_SEG_COLUMNS, AnalysisRecord
 
 from ..chance import NULL_DESCRIPTION
 from ..pipeline import AnalysisResult
-from ..verdict import pct as _pct  # one rounding rule for every printed percentage
+from ..units import DELTA_NOTE, delta_above_100, pct_header
+from ..units import pct as _pct  # one rounding rule for every printed percentage
 from .tables import seg_count_text, write_tables
 
 __all__ = ["analysis_record", "write_outputs", "write_frame", "per_seg_csv", "summary_text", "compare_text"]
@@ -161,54 +163,119 @@ def _mc(e: float) -> str:
     return f" +-{100 * float(e):.2f}" if np.isfinite(e) else ""
 
 
+@dataclass(frozen=True)
+class TextTable:
+    """A fixed-width text table as the terminal summary prints it: a title line, the header,
+    one line per row (columns padded to their widest cell), an optional foot, a blank line."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    foot: str = ""
+
+    def lines(self) -> list[str]:
+        widths = [max(len(str(r[j])) for r in [self.header] + self.rows) for j in range(len(self.header))]
+        out = [self.title, "  ".join(h.ljust(w) for h, w in zip(self.header, widths, strict=True))]
+        out += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in self.rows]
+        return out + ([self.foot] if self.foot else []) + [""]
+
+
+@dataclass(frozen=True)
+class SummaryCells:
+    """The cells one protocol's summary shows: metric rows ``i``, meta-metric columns ``kk``
+    (indices into ``result.meta_metrics``), subset column ``g`` of the protocol's arrays."""
+
+    result: AnalysisResult
+    name: str
+    kk: list[int]
+    g: int
+
+    @property
+    def pr(self):
+        return self.result.protocols[self.name]
+
+    def n_segs(self) -> list[int]:
+        """SEGs behind each metric's shown values (the most over the shown meta-metrics)."""
+        return [int(self.pr.n_segs[i, self.kk, self.g].max()) if self.kk else 0 for i in range(len(self.result.metrics))]
+
+    def too_few(self, i: int, k: int) -> bool:
+        """The cell's CI is withheld: fewer SEGs than ``min_segs_ci``."""
+        return bool(self.pr.n_segs[i, k, self.g] < self.result.min_segs_ci)
+
+    def value_text(self, i: int, k: int, with_ci: bool) -> str:
+        pr, g = self.pr, self.g
+        return _fmt(pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g], with_ci, self.too_few(i, k))
+
+    def any_withheld(self) -> bool:
+        return any(self.too_few(i, k) and not np.isnan(self.pr.estimates[i, k, self.g])
+                   for i in range(len(self.result.metrics)) for k in self.kk)
+
+    def delta_numbers(self, with_ci: bool) -> list[float]:
+        """The printed delta_m values (and CI bounds, when shown), as fractions."""
+        if "delta" not in self.result.meta_metrics:
+            return []
+        k = self.result.meta_metrics.index("delta")
+        if k not in self.kk:
+            return []
+        arrays = (self.pr.estimates, self.pr.ci_low, self.pr.ci_high) if with_ci else (self.pr.estimates,)
+        return [float(v) for a in arrays for v in a[:, k, self.g]]
+
+    def chance_text(self, arrays, i: int, k: int) -> str:
+        """``chance +-mc [low, high] -> adjusted`` of one cell, in %."""
+        ch, lo, hi, mc, adj = (a[i, k, self.g] for a in arrays)
+        return (f"{_fmt(ch, np.nan, np.nan, False)}{_mc(mc)} [{_pct(lo) if np.isfinite(lo) else '-'}, "
+                f"{_pct(hi) if np.isfinite(hi) else '-'}] -> {_fmt(adj, np.nan, np.nan, False)}")
+
+
+def _value_table(c: SummaryCells, mms: list[str], subset: str) -> TextTable:
+    """One protocol's values (with CIs when bootstrapped), the reason for any withheld CI and,
+    when a printed delta_m exceeds 100 %, why it can (:data:`analysis.units.DELTA_NOTE`)."""
+    r = c.result
+    with_ci = r.bootstrap > 0
+    ci = f", {r.confidence * 100:g}% CI over {r.bootstrap} SEG resamples" if with_ci else ""
+    n = c.n_segs()
+    rows = [[m, str(n[i])] + [c.value_text(i, k, with_ci) for k in c.kk] for i, m in enumerate(r.metrics)]
+    feet = []
+    if with_ci and c.any_withheld():
+        feet.append(f"n/a: no CI for a value from fewer than {r.min_segs_ci} SEGs (min_segs_ci={r.min_segs_ci})")
+    if delta_above_100(c.delta_numbers(with_ci)):
+        feet.append(DELTA_NOTE)
+    return TextTable(f"protocol={c.name}: {seg_count_text(n, subset)}, values in %{ci}",
+                     ["metric", "SEGs"] + [pct_header(m) for m in mms], rows, "\n".join(feet))
+
+
+def _chance_table(c: SummaryCells, mms: list[str]) -> TextTable | None:
+    """One protocol's chance levels and chance-adjusted values (None without chance levels)."""
+    if c.pr.chance is None:
+        return None
+    arrays = c.pr.chance_arrays()
+    rows = [[m] + [c.chance_text(arrays, i, k) for k in c.kk] for i, m in enumerate(c.result.metrics)]
+    return TextTable(f"protocol={c.name}: chance level +-Monte-Carlo error [{c.result.confidence * 100:g}% band] -> "
+                     f"chance-adjusted value, in % ({c.pr.chance.n_perm} permutations; null: {NULL_DESCRIPTION})",
+                     ["metric"] + [pct_header(m) for m in mms], rows)
+
+
 def summary_text(result: AnalysisResult, meta_metrics=("rank", "sep", "delta"), subset: str = "Avg") -> str:
-    """A small fixed-width table per protocol: one line per metric, ``subset`` values in %.
+    """A small fixed-width table per protocol: one line per metric, ``subset`` values in %
+    (:mod:`analysis.units`: the unit in every column header).
 
     The header and the column ``SEGs`` give the SEGs behind each metric's values (those where
     the shown meta-metrics are defined, not the dataset's count). A CI withheld because a cell has
-    fewer than ``min_segs_ci`` SEGs shows as ``[n/a]``, with the reason under the table.
+    fewer than ``min_segs_ci`` SEGs shows as ``[n/a]``, with the reason under the table; a printed
+    delta_m (value or CI bound) above 100 % gets :data:`analysis.units.DELTA_NOTE` under the table.
 
     With chance levels, a second table per protocol gives each cell's chance level with its
     Monte-Carlo error, its band and the chance-adjusted value ``(v - chance) / (max - chance)``
     (in %; "-" for delta, unbounded), and names the null (:data:`analysis.chance.NULL_DESCRIPTION`).
     """
-    with_ci = result.bootstrap > 0
     mms = [m for m in meta_metrics if m in result.meta_metrics]
-    lines = []
-
-    def block(title: str, header: list[str], cells: list[list[str]], foot: str = "") -> None:
-        lines.append(title)
-        widths = [max(len(str(r[j])) for r in [header] + cells) for j in range(len(header))]
-        lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-        for r in cells:
-            lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
-        if foot:
-            lines.append(foot)
-        lines.append("")
-
-    level = f"{result.confidence * 100:g}%"
+    kk = [result.meta_metrics.index(mm) for mm in mms]
+    lines: list[str] = []
     for name, pr in result.protocols.items():
-        g = list(pr.group_names).index(subset)
-        kk = [result.meta_metrics.index(mm) for mm in mms]
-        n = [int(pr.n_segs[i, kk, g].max()) if kk else 0 for i in range(len(result.metrics))]
-        ci = f", {level} CI over {result.bootstrap} SEG resamples" if with_ci else ""
-        na = with_ci and any(pr.n_segs[i, k, g] < result.min_segs_ci and not np.isnan(pr.estimates[i, k, g])
-                             for i in range(len(result.metrics)) for k in kk)
-        cells = [[m, str(n[i])] + [_fmt(pr.estimates[i, k, g], pr.ci_low[i, k, g], pr.ci_high[i, k, g], with_ci,
-                                        pr.n_segs[i, k, g] < result.min_segs_ci) for k in kk]
-                 for i, m in enumerate(result.metrics)]
-        foot = (f"n/a: no CI for a value from fewer than {result.min_segs_ci} SEGs (min_segs_ci={result.min_segs_ci})"
-                if na else "")
-        block(f"protocol={name}: {seg_count_text(n, subset)}, values in %{ci}", ["metric", "SEGs"] + mms, cells, foot)
-        if pr.chance is not None:
-            ch, lo, hi, mc, adj = pr.chance_arrays()
-            cells = [[m] + [f"{_fmt(ch[i, k, g], np.nan, np.nan, False)}{_mc(mc[i, k, g])} "
-                            f"[{_pct(lo[i, k, g]) if np.isfinite(lo[i, k, g]) else '-'}, "
-                            f"{_pct(hi[i, k, g]) if np.isfinite(hi[i, k, g]) else '-'}] -> "
-                            f"{_fmt(adj[i, k, g], np.nan, np.nan, False)}" for k in kk]
-                     for i, m in enumerate(result.metrics)]
-            block(f"protocol={name}: chance level +-Monte-Carlo error [{level} band] -> chance-adjusted value, "
-                  f"in % ({pr.chance.n_perm} permutations; null: {NULL_DESCRIPTION})", ["metric"] + mms, cells)
+        cells = SummaryCells(result, name, kk, list(pr.group_names).index(subset))
+        for table in (_value_table(cells, mms, subset), _chance_table(cells, mms)):
+            if table is not None:
+                lines += table.lines()
     return "\n".join(lines)
 
 

@@ -28,9 +28,10 @@ import pandas as pd
 from seg_data.result_sets import atomic_write_text, published_path, result_set
 from seg_data.results import HUMAN_REQUIRED
 
-from ..chance import NULL_DESCRIPTION
+from ..units import DELTA_NOTE, UNIT_CONVENTION, delta_above_100, delta_numbers, pct_header, pct_or_blank
 from .figures import FIGURE_KINDS, ReportFigure, make_figures, pareto_table
 from .merged import MergedResults, RunInfo
+from .mm_table import metametrics_html
 
 __all__ = [
     "FIGURE_KINDS",
@@ -58,133 +59,13 @@ log = logging.getLogger(__name__)
 # -- tables and HTML -------------------------------------------------------------------------------
 
 def _fmt_pct(v: float | None) -> str:
-    """``0.1234`` -> ``"12.3"``; never ``"-0.0"`` (a value that rounds to zero prints ``0.0``)."""
-    if v is None or not np.isfinite(v):
-        return ""
-    txt = f"{100 * v:.1f}"
-    return "0.0" if txt == "-0.0" else txt
+    """``0.1234`` -> ``"12.3"`` (:func:`analysis.units.pct_or_blank`: blank when missing or not finite)."""
+    return pct_or_blank(v)
 
 
 def _level(confidence: float | None) -> str:
     return "confidence interval (level not recorded)" if confidence is None else \
         f"{100 * confidence:g}% confidence interval"
-
-
-def metametrics_html(mm: pd.DataFrame, protocol: str, labels: Mapping[str, str] | None = None,
-                     roles: Mapping[str, str] | None = None) -> str:
-    """The Table-2-style table of one protocol as HTML: metrics as columns (controls marked and
-    shaded), meta-metric x subset rows, values in % with the CI below, and, when the columns
-    ``chance``/``adjusted`` are present, the chance level and the chance-adjusted value; the
-    best non-control value of each row in bold. A blank cell is an undefined value (marked
-    with a footnote)."""
-    labels, roles = dict(labels or {}), dict(roles or {})
-    d = mm[mm["protocol"] == protocol]
-    metrics = list(dict.fromkeys(d["metric"]))
-    ctrl = {m for m in metrics if roles.get(m) == "control"}
-    mms = list(dict.fromkeys(d["meta_metric"]))
-    subsets = list(dict.fromkeys(d["subset"]))
-    subsets = (["Avg"] if "Avg" in subsets else []) + [s for s in subsets if s != "Avg"]
-    idx = d.set_index(["meta_metric", "subset", "metric"])
-    has_chance = {"chance", "adjusted"} <= set(d.columns)
-    # The chance level keeps each metric's own per-SEG ties; a scored `random` control is another
-    # bar (a random metric with a discrete metric's overall distribution can read higher): show it beside.
-    random_ctrl = "random" if "random" in metrics else None
-    # With a bootstrap, a value without an interval had too few SEGs for one (min_segs_ci): say so.
-    has_ci = "ci_low" in d.columns and bool(np.isfinite(pd.to_numeric(d["ci_low"], errors="coerce")).any())
-    withheld = chance_shown = False
-
-    def head(m):
-        tag = {"control": "<br><small>control</small>", "reference": "<br><small>reference</small>"}
-        return (f"<th{' class=ctrl' if m in ctrl else ''}>{html.escape(labels.get(m, m))}"
-                f"{tag.get(roles.get(m, 'metric'), '')}</th>")
-
-    rows = [f"<tr><th>meta-metric</th><th>subset</th>{''.join(head(m) for m in metrics)}</tr>"]
-    blank: set[str] = set()
-    for k in mms:
-        for s in subsets:
-            vals = []
-            for m in metrics:
-                try:
-                    r = idx.loc[(k, s, m)]
-                except KeyError:
-                    vals.append(None)
-                    continue
-                vals.append(r.iloc[0] if isinstance(r, pd.DataFrame) else r)
-            # Best after rounding to the printed 0.1, like table.md (printed ties all bold);
-            # a control is never "best".
-            fin = [round(100 * float(r["value"]), 1) for m, r in zip(metrics, vals, strict=True)
-                   if r is not None and m not in ctrl and np.isfinite(float(r["value"]))]
-            if not fin and all(r is None or not np.isfinite(float(r["value"])) for r in vals):
-                continue
-            best = max(fin) if fin else None
-            cells = []
-            for m, r in zip(metrics, vals, strict=True):
-                cls = " class=ctrl" if m in ctrl else ""
-                if r is None or not np.isfinite(float(r["value"])):
-                    blank.add(labels.get(m, m))
-                    cells.append(f"<td{cls}>&nbsp;<sup>*</sup></td>")
-                    continue
-                v = float(r["value"])
-                txt = _fmt_pct(v)
-                if m not in ctrl and round(100 * v, 1) == best:
-                    txt = f"<b>{txt}</b>"
-                lo, hi = r.get("ci_low"), r.get("ci_high")
-                if lo is not None and hi is not None and np.isfinite(float(lo)) and np.isfinite(float(hi)):
-                    txt += f"<br><small>[{_fmt_pct(float(lo))}, {_fmt_pct(float(hi))}]</small>"
-                elif has_ci:
-                    n = r.get("n_segs")
-                    seg_text = f"{int(n)} SEG{'s' if int(n) != 1 else ''}" if n is not None and np.isfinite(float(n)) \
-                        else "too few SEGs"
-                    txt += f"<br><small class=na>[n/a: {seg_text}]<sup>&dagger;</sup></small>"
-                    withheld = True
-                if has_chance and np.isfinite(float(r["chance"])):
-                    txt += _chance_text(r, idx, (k, s, random_ctrl) if random_ctrl not in (None, m) else None)
-                    chance_shown = True
-                cells.append(f"<td{cls}>{txt}</td>")
-            rows.append(f"<tr><td>{html.escape(k)}</td><td>{html.escape(s)}</td>{''.join(cells)}</tr>")
-    foot = _mm_footnotes(blank, withheld, chance_shown, random_ctrl)
-    return "<table class='mm'>" + "".join(rows) + "</table>" + foot
-
-
-def _chance_text(r: pd.Series, idx: pd.DataFrame, random_key: tuple | None) -> str:
-    """A cell's chance line, apart from :func:`metametrics_html` to keep that function short.
-
-    ``random_key`` is ``(meta_metric, subset, random control)`` when the scored random control's
-    value goes beside the chance level (not in the control's own cell), else None.
-    """
-    mc = float(r["chance_mc_error"]) if "chance_mc_error" in r.index else float("nan")
-    err = f" &plusmn;{100 * mc:.2f}" if np.isfinite(mc) else ""
-    rnd = ""
-    if random_key is not None and random_key in idx.index:
-        rv = idx.loc[random_key]
-        rv = float((rv.iloc[0] if isinstance(rv, pd.DataFrame) else rv)["value"])
-        rnd = f"; random {_fmt_pct(rv)}" if np.isfinite(rv) else ""
-    # delta has no maximum, so no chance-adjusted value: no "adj." label without a number
-    adj = float(r["adjusted"])
-    return (f"<br><small class=chance>chance<sup>&Dagger;</sup> {_fmt_pct(float(r['chance']))}{err}"
-            f"{rnd}" + (f"; adj. {_fmt_pct(adj)}" if np.isfinite(adj) else "") + "</small>")
-
-
-def _mm_footnotes(blank: set[str], withheld: bool, chance_shown: bool, random_ctrl: str | None) -> str:
-    """The footnotes under :func:`metametrics_html`'s table, apart to keep that function short."""
-    foot = ""
-    if blank:
-        foot = ("<p class='foot'><sup>*</sup> Blank: the value is undefined for " + html.escape(", ".join(sorted(blank)))
-                + " (e.g. delta_m of a metric whose scores do not vary within the SEGs: there is no spread to "
-                "normalise the gap by; such SEGs are left out, and a cell with none left is blank).</p>")
-    if withheld:
-        foot += ("<p class='foot'><sup>&dagger;</sup> n/a: no confidence interval for a value from fewer SEGs than "
-                 "<code>min_segs_ci</code> (default 10): a bootstrap over so few SEGs gives intervals of no meaning "
-                 "(zero width with one SEG).</p>")
-    if chance_shown:
-        foot += (f"<p class='foot'><sup>&Dagger;</sup> chance: the expected value under the null &ldquo;"
-                 f"{html.escape(NULL_DESCRIPTION)}&rdquo;, &plusmn; its Monte-Carlo error (points; 0 where the "
-                 "expectation is exact); a discrete "
-                 "metric keeps its per-SEG ties, so its chance level can sit below what a random metric with the "
-                 "same overall score distribution reads"
-                 + ("; <i>random</i>: the scored random control's value in that row" if random_ctrl else "")
-                 + "; adj.: (value &minus; chance) / (max &minus; chance).</p>")
-    return foot
 
 
 def read_human_results(path: str | Path) -> pd.DataFrame:
@@ -211,7 +92,7 @@ def views_frame(mm: pd.DataFrame, human: pd.DataFrame, protocol: str, seg_meta_m
 def views_html(cmp, protocol: str, seg_meta_metric: str, statistic: str, grouping: str) -> str:
     """HTML of a :class:`analysis.views.ViewComparison`: both rank orders and Kendall's tau."""
     t = cmp.table
-    rows = ["<tr><th>metric</th><th>SEG view: %s (%s, Avg)</th><th>SEG rank</th><th>human view: %s (%s)</th>"
+    rows = ["<tr><th>metric</th><th>SEG view: %s (%s, Avg), in %%</th><th>SEG rank</th><th>human view: %s (%s), in %%</th>"
             "<th>human rank</th><th>shift</th></tr>" % tuple(html.escape(x) for x in
                                                               (seg_meta_metric, protocol, statistic, grouping))]
     for r in t.itertuples(index=False):
@@ -259,8 +140,9 @@ def verdict_html(v, protocol: str, labels: Mapping[str, str] | None = None,
         parts.append(f"<p class='note'><b>Direction:</b> {html.escape(labels.get(m, m))}: "
                      f"{html.escape(direction_hint(m, m in v.lower_is_better))} (e.g. <code>ts2 report ... "
                      f"'lower_is_better=[{html.escape(m)}]'</code>).</p>")
-    head = ("<tr><th>meta-metric</th><th>value</th><th>place (group)</th><th>against</th><th>its value</th>"
-            "<th>difference [CI]</th><th>p</th><th>Holm p</th><th>verdict</th></tr>")
+    head = (f"<tr><th>meta-metric</th><th>{pct_header('value')}</th><th>place (group)</th><th>against</th>"
+            f"<th>{pct_header('its value')}</th><th>difference [CI] (points)</th><th>p</th><th>Holm p</th>"
+            "<th>verdict</th></tr>")
     for m in dict.fromkeys(t["metric"]):
         d = t[t["metric"] == m]
         parts.append(f"<h3>{html.escape(labels.get(m, m))}</h3><p>{html.escape(summary_line(d, v.alpha))}</p>")
@@ -285,6 +167,8 @@ def verdict_html(v, protocol: str, labels: Mapping[str, str] | None = None,
                             f"<td>{_fmt_pct(r.against_value)}</td><td>{_fmt_signed(r.diff)}{dci}</td>"
                             f"<td>{_p_text(r.p_value)}</td><td>{_p_text(r.p_holm)}</td><td>{word}</td></tr>")
         parts.append("<table class='verdict'>" + "".join(rows) + "</table>")
+    if delta_above_100(delta_numbers(t, ("value", "ci_low", "ci_high", "against_value"))):
+        parts.append(f"<p class='foot'>{html.escape(DELTA_NOTE)}</p>")
     return "".join(parts)
 
 
@@ -402,10 +286,11 @@ def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS
         merged = replace(merged, notes=(*merged.notes, f"labels name no metric of the report: {unknown}; "
                                                         f"expected keys among {merged.metrics}"))
     with result_set(output_dir, "ts2 report") as stage:
-        res = _write_report(merged, stage, title, protocol, dict(labels or {}), groups, scatter,
-                            n_heatmaps, extra_sections, prompts, figures, pareto, extra_files, verdict,
+        report = ReportPage(merged, stage, title, protocol, dict(labels or {}), tuple(figures), scatter, verdict,
                             dataset_note, dataset, explorer)
-        return _published(res)
+        figs = make_figures(merged, stage / "figures", protocol=protocol, labels=report.labels, groups=groups,
+                            scatter=scatter, n_heatmaps=n_heatmaps, prompts=prompts, kinds=figures, pareto=pareto)
+        return _published(_write_report(report, figs, extra_sections, extra_files))
 
 
 def _published(res: ReportOutputs) -> ReportOutputs:
@@ -418,127 +303,197 @@ def _published(res: ReportOutputs) -> ReportOutputs:
                    per_seg=pub(res.per_seg), scores=pub(res.scores))
 
 
-def _overview(merged: MergedResults, labels: Mapping[str, str]) -> str:
-    """Dataset, SEG/image counts and the metrics by role."""
-    parts = [f"<p><b>Dataset:</b> {html.escape(merged.dataset or 'not recorded (give path= or dataset=)')}"]
-    if merged.scores is not None:
-        parts.append(f"; {merged.scores['seg_id'].nunique()} SEGs, {len(merged.scores)} images")
-    parts.append("</p><ul>")
-    what = {"metric": "Metrics under evaluation", "reference": "Reference metrics (published scores, for comparison)",
-            "control": "Controls (built to fail: the floor a metric must clear; never on a Pareto frontier, "
-                       "never choosing heatmaps)"}
-    for role, text in what.items():
-        ms = [labels.get(m, m) for m in merged.metrics if merged.role(m) == role]
-        if ms:
-            parts.append(f"<li>{text}: {html.escape(', '.join(ms))}</li>")
-    return "".join(parts) + "</ul>"
+@dataclass(frozen=True)
+class ReportPage:
+    """What the sections of ``report.html`` are drawn from: the merged results, the stage folder
+    ``out`` the files go to, and the choices of :func:`write_report` (``figures``: the figure
+    kinds asked for). Each ``*_section`` method is one section of the page (or none, when it has
+    nothing to show)."""
+
+    merged: MergedResults
+    out: Path
+    title: str
+    protocol: str | None
+    labels: Mapping[str, str]
+    figures: tuple[str, ...]
+    scatter: Sequence[str] | None
+    verdict: object = None
+    dataset_note: str | None = None
+    dataset: object = None
+    explorer: bool = False
+
+    def label(self, m: str) -> str:
+        return self.labels.get(m, m)
+
+    def overview_section(self) -> tuple[str, str]:
+        """Dataset, SEG/image counts, the metrics by role, and the dataset's own note."""
+        merged = self.merged
+        parts = [f"<p><b>Dataset:</b> {html.escape(merged.dataset or 'not recorded (give path= or dataset=)')}"]
+        if merged.scores is not None:
+            parts.append(f"; {merged.scores['seg_id'].nunique()} SEGs, {len(merged.scores)} images")
+        parts.append("</p><ul>")
+        for role, text in _ROLE_LINES.items():
+            ms = [self.label(m) for m in merged.metrics if merged.role(m) == role]
+            if ms:
+                parts.append(f"<li>{text}: {html.escape(', '.join(ms))}</li>")
+        body = "".join(parts) + "</ul>"
+        if self.dataset_note:
+            body += f"<p class='note'>{self.dataset_note}</p>"
+        return "Overview", body
+
+    def verdict_section(self) -> tuple[str, str] | None:
+        """The verdict of the report's protocol (else ``paper``, else the first with a verdict)."""
+        v = self.verdict
+        if v is None or not len(v.table):
+            return None
+        vprotos = list(dict.fromkeys(v.table["protocol"]))
+        vp = self.protocol if self.protocol in vprotos else ("paper" if "paper" in vprotos else vprotos[0])
+        return "Verdict", verdict_html(v, vp, self.labels, self.merged.confidence)
+
+    def metametrics_section(self, front: pd.DataFrame | None) -> tuple[str, str] | None:
+        """How to read the tables (units, CIs, chance), one table per protocol, the FLOPs and the
+        Pareto notes (:class:`CostNotes`)."""
+        mm = self.merged.metametrics
+        if mm is None:
+            return None
+        chance = ("; <i>chance</i>: the expected value when scores carry no information (each metric's own "
+                  "scores permuted within each SEG) &plusmn; its Monte-Carlo error, <i>adj.</i>: "
+                  "(value &minus; chance) / (max &minus; chance)" if {"chance", "adjusted"} <= set(mm.columns) else "")
+        body = (f"<p>{html.escape(_UNITS_SENTENCE)}, {_level(self.merged.confidence)} (bootstrap over SEGs) below "
+                "each value when computed; the best non-control value of each row in bold; controls shaded"
+                + chance + ". The same table is in <code>table.md</code>, <code>table.tex</code> and "
+                "<code>table.csv</code>; every cell with its CI is in <code>metametrics.csv</code>.</p>")
+        for p in dict.fromkeys(mm["protocol"]):
+            body += f"<h3>protocol: {html.escape(p)}</h3>" + metametrics_html(mm, p, self.labels, self.merged.roles)
+        return "Meta-metrics", body + CostNotes(self.merged, self.labels, "pareto" in self.figures).html(front)
+
+    def figure_sections(self, figs: Sequence[ReportFigure]) -> list[tuple[str, str]]:
+        """One section per figure section name, in the order the figures were made."""
+        by_section: dict[str, list[ReportFigure]] = {}
+        for f in figs:
+            by_section.setdefault(f.section, []).append(f)
+        return [(sec, "".join(figure_html(f) for f in fs)) for sec, fs in by_section.items()]
+
+    def no_scatter_section(self, figs: Sequence[ReportFigure]) -> tuple[str, str] | None:
+        """Why a per-SEG scatter asked for was not drawn (no second non-control metric)."""
+        if "scatter" not in self.figures or self.scatter or self.merged.per_seg is None \
+                or any(f.path.name == "scatter_rank.png" for f in figs):
+            return None
+        return ("Per-SEG comparison", "<p>No per-SEG scatter: there is no second non-control metric to "
+                "compare the metric under evaluation with (a control is built to fail, so agreeing with "
+                "it says nothing).</p>")
+
+    def explorer_section(self) -> tuple[str, str] | None:
+        """Write ``explorer.html`` beside the page; the section linking to it (or saying why not)."""
+        if not self.explorer or self.merged.scores is None:
+            return None
+        from .explorer import write_explorer
+
+        try:
+            res = write_explorer(self.merged, self.out / "explorer.html", self.dataset, protocol=self.protocol,
+                                 title=f"{self.title}: SEG explorer")
+        except ValueError as e:
+            log.warning("no SEG explorer: %s", e)
+            return "SEG explorer", f"<p class='note'>No explorer: {html.escape(str(e))}</p>"
+        return "SEG explorer", (
+            f"<p><a href='explorer.html'>explorer.html</a>: {res.n_segs} SEGs, {res.n_images} images "
+            f"({res.n_thumbnails} thumbnails, {res.size_bytes / 2**20:.1f} MB), one page that opens from disk. "
+            "SEGs worst first by a metric's rank_m or sep_m (filter by subset, or where one metric fails and another "
+            "passes); a SEG's graph with its walks, the worst walk highlighted, its images and scores; two metrics "
+            "side by side.</p>")
+
+    def notes_section(self) -> tuple[str, str] | None:
+        if not self.merged.notes:
+            return None
+        return "Notes", "<ul>" + "".join(f"<li class='note'>{html.escape(n)}</li>" for n in self.merged.notes) + "</ul>"
+
+    def sections(self, figs: Sequence[ReportFigure], front: pd.DataFrame | None,
+                 extra_sections: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Every section in page order (``extra_sections`` after the tables); absent ones left out."""
+        found = [self.overview_section(), self.verdict_section(), self.metametrics_section(front),
+                 *extra_sections, *self.figure_sections(figs), self.no_scatter_section(figs),
+                 self.explorer_section(), ("Runs", runs_html(self.merged.runs)), self.notes_section()]
+        return [sec for sec in found if sec is not None]
 
 
-def _explorer_section(merged: MergedResults, out: Path, dataset, protocol: str | None, title: str) -> tuple[str, str]:
-    """Write ``explorer.html`` into ``out``; the report's section linking to it (or saying why not)."""
-    from .explorer import write_explorer
-
-    try:
-        res = write_explorer(merged, out / "explorer.html", dataset, protocol=protocol, title=f"{title}: SEG explorer")
-    except ValueError as e:
-        log.warning("no SEG explorer: %s", e)
-        return "SEG explorer", f"<p class='note'>No explorer: {html.escape(str(e))}</p>"
-    return "SEG explorer", (
-        f"<p><a href='explorer.html'>explorer.html</a>: {res.n_segs} SEGs, {res.n_images} images "
-        f"({res.n_thumbnails} thumbnails, {res.size_bytes / 2**20:.1f} MB), one page that opens from disk. "
-        "SEGs worst first by a metric's rank_m or sep_m (filter by subset, or where one metric fails and another "
-        "passes); a SEG's graph with its walks, the worst walk highlighted, its images and scores; two metrics side "
-        "by side.</p>")
+_ROLE_LINES = {"metric": "Metrics under evaluation",
+               "reference": "Reference metrics (published scores, for comparison)",
+               "control": "Controls (built to fail: the floor a metric must clear; never on a Pareto frontier, "
+                          "never choosing heatmaps)"}
+#: The report's statement of the unit convention (:data:`analysis.units.UNIT_CONVENTION`).
+_UNITS_SENTENCE = UNIT_CONVENTION[0].upper() + UNIT_CONVENTION[1:]
 
 
-def _metametrics_section(merged: MergedResults, labels: Mapping[str, str], front: pd.DataFrame | None,
-                         figures) -> str:
-    """The report's meta-metrics section (tables, FLOPs, Pareto notes), apart to keep :func:`_write_report` short."""
-    mm = merged.metametrics
-    protocols = list(dict.fromkeys(mm["protocol"]))
-    body = (f"<p>Values in %, {_level(merged.confidence)} (bootstrap over SEGs) below each value when computed; "
-            "the best non-control value of each row in bold; controls shaded"
-            + ("; <i>chance</i>: the expected value when scores carry no information (each metric's own "
-               "scores permuted within each SEG) &plusmn; its Monte-Carlo error, <i>adj.</i>: "
-               "(value &minus; chance) / (max &minus; chance)"
-               if {"chance", "adjusted"} <= set(mm.columns) else "")
-            + ". The same table is in <code>table.md</code>, <code>table.tex</code> and <code>table.csv</code>; "
-            "every cell with its CI is in <code>metametrics.csv</code>.</p>")
-    for p in protocols:
-        body += f"<h3>protocol: {html.escape(p)}</h3>" + metametrics_html(mm, p, labels, merged.roles)
-    if merged.flops:
-        body += "<p>FLOPs per image: " + ", ".join(
-            f"{html.escape(labels.get(m, m))} {_fmt_flops(f)}" for m, f in merged.flops.items()) + "</p>"
-    if front is not None and len(front):
-        body += ("<p>Pareto frontier members (non-control metrics, per meta-metric and subset) are listed in "
-                 "<code>pareto.csv</code>.</p>")
-    missing = [m for m in merged.metrics if m not in merged.flops and merged.role(m) != "control"]
-    costed_own = [m for m in merged.metrics if m in merged.flops and merged.role(m) != "control"]
-    if "pareto" in figures and len(costed_own) == 1:
-        body += (f"<p class='note'>No Pareto figures: {html.escape(labels.get(costed_own[0], costed_own[0]))} is "
-                 "the only non-control metric with a known cost, so there is no frontier to draw (it is on "
-                 "it alone); the controls' values are in the table above.</p>")
-    if "pareto" in figures and missing:
-        body += ("<p class='note'>No Pareto figure" + (" position" if merged.flops else "") + " for "
-                 + html.escape(", ".join(labels.get(m, m) for m in missing))
-                 + ": no cost is known. Give FLOPs per image on the command line, e.g. "
-                 "<code>ts2 report results=DIR 'flops={" + html.escape(missing[0]) + ": 2.5e9}'</code> "
-                 "(values like <code>2.5e9</code> or <code>604M</code>), or score the metric with "
-                 "<code>ts2 score</code>, which records its FLOPs in run.json.</p>")
-    return body
+@dataclass(frozen=True)
+class CostNotes:
+    """What the report says about the metrics' costs: the FLOPs per image, where the Pareto
+    frontier members are, and why a Pareto figure (or a metric's place on it) is missing.
+
+    ``pareto_asked``: the Pareto figures were among the figure kinds asked for."""
+
+    merged: MergedResults
+    labels: Mapping[str, str]
+    pareto_asked: bool
+
+    def _own(self, costed: bool) -> list[str]:
+        """Non-control metrics with (``costed``) or without a known FLOPs count."""
+        return [m for m in self.merged.metrics if (m in self.merged.flops) == costed and self.merged.role(m) != "control"]
+
+    def flops_line(self) -> str:
+        flops = self.merged.flops
+        if not flops:
+            return ""
+        return "<p>FLOPs per image: " + ", ".join(
+            f"{html.escape(self.labels.get(m, m))} {_fmt_flops(f)}" for m, f in flops.items()) + "</p>"
+
+    def lone_costed_note(self) -> str:
+        costed = self._own(True)
+        if not self.pareto_asked or len(costed) != 1:
+            return ""
+        return (f"<p class='note'>No Pareto figures: {html.escape(self.labels.get(costed[0], costed[0]))} is "
+                "the only non-control metric with a known cost, so there is no frontier to draw (it is on "
+                "it alone); the controls' values are in the table above.</p>")
+
+    def missing_cost_note(self) -> str:
+        missing = self._own(False)
+        if not self.pareto_asked or not missing:
+            return ""
+        return ("<p class='note'>No Pareto figure" + (" position" if self.merged.flops else "") + " for "
+                + html.escape(", ".join(self.labels.get(m, m) for m in missing))
+                + ": no cost is known. Give FLOPs per image on the command line, e.g. "
+                "<code>ts2 report results=DIR 'flops={" + html.escape(missing[0]) + ": 2.5e9}'</code> "
+                "(values like <code>2.5e9</code> or <code>604M</code>), or score the metric with "
+                "<code>ts2 score</code>, which records its FLOPs in run.json.</p>")
+
+    def html(self, front: pd.DataFrame | None) -> str:
+        members = ("<p>Pareto frontier members (non-control metrics, per meta-metric and subset) are listed in "
+                   "<code>pareto.csv</code>.</p>" if front is not None and len(front) else "")
+        return self.flops_line() + members + self.lone_costed_note() + self.missing_cost_note()
 
 
-def _write_report(merged, out, title, protocol, labels, groups, scatter, n_heatmaps, extra_sections, prompts,
-                  figures, pareto, extra_files, verdict=None, dataset_note=None, dataset=None,
-                  explorer=False) -> ReportOutputs:
-    mm, ps = merged.metametrics, merged.per_seg
-    written_mm = written_ps = written_sc = None
-    if mm is not None:
-        written_mm = atomic_write_text(out / "metametrics.csv", mm.to_csv(index=False))
-    if ps is not None:
-        written_ps = atomic_write_text(out / "per_seg.csv", ps.to_csv(index=False))
-    if merged.scores is not None:
-        written_sc = atomic_write_text(out / "scores.csv", merged.scores.to_csv(index=False))
-    for name, frame in extra_files.items():
-        atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False))
+def _write_frames(out: Path, frames: Mapping[str, pd.DataFrame | None]) -> dict[str, Path | None]:
+    """Each frame as ``<name>.csv`` in ``out`` (None for an absent frame): name -> path written."""
+    return {name: None if frame is None else atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False))
+            for name, frame in frames.items()}
+
+
+def _write_report(report: ReportPage, figs: Sequence[ReportFigure], extra_sections: Sequence[tuple[str, str]],
+                  extra_files: Mapping[str, pd.DataFrame]) -> ReportOutputs:
+    """Write the merged tables, the paper-style tables, ``pareto.csv`` and ``report.html`` into ``report.out``."""
+    merged, out = report.merged, report.out
+    written = _write_frames(out, {"metametrics": merged.metametrics, "per_seg": merged.per_seg,
+                                  "scores": merged.scores, **extra_files})
     from .tables import write_tables
 
-    table_paths = write_tables(mm, out, labels=labels) if mm is not None else []
+    mm = merged.metametrics
+    table_paths = write_tables(mm, out, labels=report.labels) if mm is not None else []
     front = pareto_table(mm, merged.flops, merged.roles) if mm is not None else None
     if front is not None and len(front):
         table_paths.append(atomic_write_text(out / "pareto.csv", front.to_csv(index=False)))
-    figs = make_figures(merged, out / "figures", protocol=protocol, labels=labels, groups=groups, scatter=scatter,
-                        n_heatmaps=n_heatmaps, prompts=prompts, kinds=figures, pareto=pareto)
-    overview = _overview(merged, labels)
-    if dataset_note:
-        overview += f"<p class='note'>{dataset_note}</p>"
-    sections: list[tuple[str, str]] = [("Overview", overview)]
-    if verdict is not None and len(verdict.table):
-        vprotos = list(dict.fromkeys(verdict.table["protocol"]))
-        vp = protocol if protocol in vprotos else ("paper" if "paper" in vprotos else vprotos[0])
-        sections.append(("Verdict", verdict_html(verdict, vp, labels, merged.confidence)))
-    if mm is not None:
-        sections.append(("Meta-metrics", _metametrics_section(merged, labels, front, figures)))
-    sections.extend(extra_sections)
-    by_section: dict[str, list[ReportFigure]] = {}
-    for f in figs:
-        by_section.setdefault(f.section, []).append(f)
-    for sec, fs in by_section.items():
-        sections.append((sec, "".join(figure_html(f) for f in fs)))
-    if "scatter" in figures and not scatter and merged.per_seg is not None \
-            and not any(f.path.name == "scatter_rank.png" for f in figs):
-        sections.append(("Per-SEG comparison", "<p>No per-SEG scatter: there is no second non-control metric to "
-                         "compare the metric under evaluation with (a control is built to fail, so agreeing with "
-                         "it says nothing).</p>"))
-    if explorer and merged.scores is not None:
-        sections.append(_explorer_section(merged, out, dataset, protocol, title))
-    sections.append(("Runs", runs_html(merged.runs)))
-    if merged.notes:
-        sections.append(("Notes", "<ul>" + "".join(f"<li class='note'>{html.escape(n)}</li>" for n in merged.notes)
-                         + "</ul>"))
-    html_path = atomic_write_text(out / "report.html", render_html(title, sections))
-    return ReportOutputs(out, html_path, tuple(table_paths), tuple(f.path for f in figs), written_mm, written_ps,
-                         written_sc, merged.notes)
+    sections = report.sections(figs, front, extra_sections)
+    html_path = atomic_write_text(out / "report.html", render_html(report.title, sections))
+    return ReportOutputs(out, html_path, tuple(table_paths), tuple(f.path for f in figs), written["metametrics"],
+                         written["per_seg"], written["scores"], merged.notes)
 
 
 def _fmt_flops(f: float) -> str:

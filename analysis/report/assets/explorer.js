@@ -47,12 +47,20 @@
     var a = Math.abs(v);
     return a >= 1000 ? v.toFixed(0) : a >= 10 ? v.toFixed(2) : v.toFixed(3);
   }
-  function pct(v) { return v === null || v === undefined ? "n/a" : (100 * v).toFixed(1); }
+  // Meta-metric values come as fractions (as in the CSV files) and are shown in %, the unit in
+  // every header and sentence (analysis/units.py); the same rounding: 0.1, never "-0.0".
+  function inPct(v) { return v === null || v === undefined || !isFinite(v) ? null : 100 * v; }
+  function pctText(p) {
+    if (p === null) return "n/a";
+    var t = p.toFixed(1);
+    return t === "-0.0" ? "0.0" : t;
+  }
+  function pct(v) { return pctText(inPct(v)); }
   function cls(v, thr) { return v === null || v === undefined ? "na" : v < thr ? "bad" : "good"; }
 
   // -- state, kept in the URL's fragment so the back button and reloads work ---------------------
   var defaults = { view: "list", a: metricNames[0], b: "", mm: D.meta_metrics[0] || "rank", subset: "",
-                   filter: "all", thr: "0.5", seg: "" };
+                   filter: "all", thr: "50", seg: "" };
   function state() {
     var s = Object.assign({}, defaults);
     var q = new URLSearchParams(location.hash.slice(1));
@@ -94,11 +102,11 @@
   // -- view 1: SEGs worst first -----------------------------------------------------------------
   function listView(s) {
     var thr = parseFloat(s.thr);
-    if (!isFinite(thr)) thr = 0.5;
+    if (!isFinite(thr)) thr = 50;  // in %, like the values shown
     var rows = D.segs.filter(function (g) { return !s.subset || g.subset === s.subset; });
     if (s.filter === "afbp" && s.b) {
       rows = rows.filter(function (g) {
-        var a = segValue(g, s.a, s.mm), b = segValue(g, s.b, s.mm);
+        var a = inPct(segValue(g, s.a, s.mm)), b = inPct(segValue(g, s.b, s.mm));
         return a !== null && b !== null && a < thr && b >= thr;
       });
     }
@@ -118,25 +126,25 @@
       el("label", {}, "metric B ", select("metric-b", metricOptions(true), s.b, function (v) { go({ b: v }); })),
       el("label", {}, "show ", select("filter", [["all", "all SEGs"], ["afbp", "A fails, B passes"]], s.filter,
                                     function (v) { go({ filter: v }); })),
-      el("label", {}, "pass at " + mmName + " \u2265 ",
-         el("input", { id: "threshold", type: "number", step: "0.05", value: s.thr, style: "width:5em",
+      el("label", {}, "pass at " + mmName + " (%) \u2265 ",
+         el("input", { id: "threshold", type: "number", step: "5", value: s.thr, style: "width:5em",
                        onchange: function (e) { go({ thr: e.target.value }); } })));
     var head = el("tr", {}, el("th", {}, "#"), el("th", {}, "SEG"), el("th", {}, "subset"), el("th", {}, "prompt"),
-                  el("th", {}, "A: " + s.a + " " + mmName), s.b ? el("th", {}, "B: " + s.b + " " + mmName) : null,
+                  el("th", {}, "A: " + s.a + " " + mmName + " (%)"), s.b ? el("th", {}, "B: " + s.b + " " + mmName + " (%)") : null,
                   el("th", {}, "nodes"), el("th", {}, "images"));
     var body = el("tbody", {});
     rows.forEach(function (g, i) {
-      var a = segValue(g, s.a, s.mm), b = s.b ? segValue(g, s.b, s.mm) : null;
+      var a = inPct(segValue(g, s.a, s.mm)), b = s.b ? inPct(segValue(g, s.b, s.mm)) : null;
       var n = g.nodes.reduce(function (t, x) { return t + x.images.length; }, 0);
       body.appendChild(el("tr", { "class": "seg-row", "data-seg": g.id, onclick: function () { go({ view: "seg", seg: g.id }); } },
         el("td", { "class": "num" }, String(i + 1)), el("td", {}, g.id), el("td", {}, g.subset || ""),
-        el("td", {}, g.prompt), el("td", { "class": "num " + cls(a, thr) }, fmt(a)),
-        s.b ? el("td", { "class": "num " + cls(b, thr) }, fmt(b)) : null,
+        el("td", {}, g.prompt), el("td", { "class": "num " + cls(a, thr) }, pctText(a)),
+        s.b ? el("td", { "class": "num " + cls(b, thr) }, pctText(b)) : null,
         el("td", { "class": "num" }, String(g.nodes.length)), el("td", { "class": "num" }, String(n))));
     });
     var sub = "Dataset " + (D.dataset || "not recorded") + ", protocol " + D.protocol + ": " + rows.length + " of " +
       D.segs.length + " SEGs, worst first by A's " + mmName + " (click a row for its graph). " +
-      (s.filter === "afbp" ? (s.b ? "Only SEGs where A fails (" + mmName + " < " + thr + ") and B passes." :
+      (s.filter === "afbp" ? (s.b ? "Only SEGs where A fails (" + mmName + " < " + thr + " %) and B passes." :
         "Choose metric B to filter.") : "");
     var notes = D.notes.length ? el("details", {}, el("summary", { "class": "note" }, D.notes.length + " note(s)"),
       add(el("ul", {}), D.notes.map(function (t) { return el("li", { "class": "note" }, t); }))) : null;
@@ -195,11 +203,11 @@
     var j = metricNames.indexOf(metric), m = Object.assign({ j: j }, seg.metrics[metric]);
     var worst = m.worst === null ? null : seg.walks[m.worst];
     var box = el("div", { "class": "panel", "data-metric": metric });
-    var vals = D.meta_metrics.map(function (k) { return k + "_m " + pct(m.values[k]) + "%"; }).join(", ");
+    var vals = D.meta_metrics.map(function (k) { return k + "_m " + pct(m.values[k]); }).join(", ");
     var gdiv = graphSvg(seg, m, worst, null);
     add(box, [el("h3", {}, metricLabel(metric)),
-              el("p", { "class": "sub" }, "This SEG: " + vals + " (protocol " + D.protocol + "). Worst walk: " +
-                 (worst ? walkText(seg, worst) + " (rank_m " + fmt(m.walks[m.worst]) + ")" : "none") + "."),
+              el("p", { "class": "sub" }, "This SEG, in %: " + vals + " (protocol " + D.protocol + "). Worst walk: " +
+                 (worst ? walkText(seg, worst) + " (rank_m " + pct(m.walks[m.worst]) + ")" : "none") + "."),
               el("div", { "class": "legend" }, el("span", { "class": "lg-worst" }, "\u2501 worst walk"),
                  el("span", { "class": "lg-against" }, "\u2504 edge the metric orders against the graph (most image pairs)"),
                  el("span", {}, "click a walk to show it")),
@@ -222,13 +230,13 @@
                             box.replaceChild(g, gdiv);
                             gdiv = g;
                           } },
-                  el("td", {}, walkText(seg, seg.walks[i])), el("td", { "class": "num " + cls(m.walks[i], 0.5) }, fmt(m.walks[i])));
+                  el("td", {}, walkText(seg, seg.walks[i])), el("td", { "class": "num " + cls(m.walks[i], 0.5) }, pct(m.walks[i])));
       wbody.appendChild(tr);
     });
     add(box, [el("h4", {}, seg.walks.length + " walk(s) with their Spearman rank_m, worst first" +
                  (seg.walks.length > MAX_WALKS_SHOWN ? " (first " + MAX_WALKS_SHOWN + " shown)" : "")),
               el("div", { "class": "walks" }, el("table", { "class": "walks-table" },
-                 el("thead", {}, el("tr", {}, el("th", {}, "walk"), el("th", {}, "rank_m"))), wbody))]);
+                 el("thead", {}, el("tr", {}, el("th", {}, "walk"), el("th", {}, "rank_m (%)"))), wbody))]);
     // image pairs ordered against the graph
     if (m.pairs.length) {
       var pb = el("tbody", {});
