@@ -33,6 +33,7 @@ from .column_store import ColumnStore
 from .pipeline import AnalysisResult
 from .settings import AnalysisSettings, ComparisonSettings
 from .units import DELTA_NOTE, UNIT_CONVENTION, delta_above_100, delta_numbers
+from .verdict import NOTHING_TO_COMPARE
 
 __all__ = ["Analysis", "run_analysis", "auto_reference", "PLOT_KINDS"]
 
@@ -177,12 +178,27 @@ class Analysis:
             text += "\n" + compare_text(self.extra["compare"], min_segs_ci=result.min_segs_ci)
         if "ranking" in self.extra:
             text += best_group_text(self.extra["ranking"], self.ranking_alpha)
-        lines = self.verdict_lines() if verdict else []
-        if lines:
-            text += "\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n"
-            if DELTA_NOTE not in text and delta_above_100(delta_numbers(self.verdict)):
-                text += DELTA_NOTE + "\n"
+        return text + (self.verdict_text(above=text) if verdict else "")
+
+    def verdict_text(self, above: str = "") -> str:
+        """The verdict as printed last by ``ts2 analyze`` and :meth:`summary`: one line per metric under
+        evaluation, then one line when there was nothing to compare with (no reference, no control) and the
+        delta_m note when a printed delta_m exceeds 100 % and ``above`` (the text printed before) lacks it."""
+        lines = self.verdict_lines()
+        if not lines:
+            return ""
+        text = "\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n"
+        if not self.has_comparisons:
+            text += NOTHING_TO_COMPARE + "\n"
+        if DELTA_NOTE not in above and delta_above_100(delta_numbers(self.verdict)):
+            text += DELTA_NOTE + "\n"
         return text
+
+    @property
+    def has_comparisons(self) -> bool:
+        """Whether the verdict compared some metric with a reference or a control."""
+        v = self.verdict
+        return bool(len(v)) and "against" in v and bool(v["against"].fillna("").astype(str).ne("").any())
 
     def __repr__(self) -> str:
         return (f"Analysis(metrics={list(self.result.metrics)}, protocols={list(self.result.protocols)}, "

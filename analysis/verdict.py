@@ -283,6 +283,12 @@ def _comparison_cells(tests: Sequence, role: Mapping[str, str], alpha: float) ->
     return out
 
 
+#: What the verdict says, once, when no metric had a reference or a control to be compared with.
+NOTHING_TO_COMPARE = ("no reference or control to compare with: the verdict gives each metric's value, place and "
+                      "group only; score a control beside it (ts2.score(\"random\", ds), ts2 score "
+                      "metric=random) or give reference=FILE for paired tests")
+
+
 def _pct(v: float) -> str:
     return "n/a" if not np.isfinite(v) else pct(v)
 

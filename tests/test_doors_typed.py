@@ -212,3 +212,19 @@ def test_a_report_of_a_sweep_on_mini_finds_the_recorded_dataset_and_carries_the_
     assert "This dataset is synthetic" in html and "href='explorer.html'" in html
     subsets = set(pd.read_csv(tmp_path / "py" / "metametrics.csv")["subset"])
     assert {"Colour", "Count", "Position"} <= subsets  # the recorded dataset's subsets, not node labels alone
+
+
+def test_with_nothing_to_compare_the_verdict_says_so_once(tmp_path):
+    from analysis.verdict import NOTHING_TO_COMPARE
+
+    df = pd.read_csv(MINI, dtype={"seg_id": str, "node": str})
+    alone = ts2.analyze(df[["seg_id", "node", "file_name", "geneval_shapes"]], "mini", bootstrap=0, chance=0,
+                        progress=False, store=False)
+    assert not alone.has_comparisons and alone.summary().count(NOTHING_TO_COMPARE) == 1
+    html = alone.to_report(tmp_path / "alone").html.read_text()
+    assert html.count("no reference or control to compare with") == 1 and "colspan=6" not in html
+    assert "98.1" in html  # geneval_shapes' paper rank_m, in the one table
+    withctl = ts2.analyze(df[["seg_id", "node", "file_name", "geneval_shapes", "random"]], "mini", bootstrap=0,
+                          chance=0, progress=False, store=False, roles={"random": "control"})
+    assert withctl.has_comparisons and NOTHING_TO_COMPARE not in withctl.summary()
+    assert "no reference or control" not in withctl.to_report(tmp_path / "ctl").html.read_text()

@@ -124,6 +124,8 @@ def verdict_html(v, protocol: str, labels: Mapping[str, str] | None = None,
     t = v.table[v.table["protocol"] == protocol]
     if not len(t):
         return f"<p>No verdict for protocol {html.escape(protocol)}.</p>"
+    if not t["against"].fillna("").astype(str).ne("").any():
+        return _standing_html(t, protocol, labels, confidence)
     from ..verdict import direction_hint, summary_line
 
     parts = [f"<p>For each metric under evaluation (not a control or a reference), protocol "
@@ -170,6 +172,33 @@ def verdict_html(v, protocol: str, labels: Mapping[str, str] | None = None,
     if delta_above_100(delta_numbers(t, ("value", "ci_low", "ci_high", "against_value"))):
         parts.append(f"<p class='foot'>{html.escape(DELTA_NOTE)}</p>")
     return "".join(parts)
+
+
+def _standing_html(t, protocol: str, labels: Mapping[str, str], confidence: float | None) -> str:
+    """The verdict of a protocol where nothing was compared (no reference, no control): said once, then each
+    metric's value, place and Holm group per meta-metric in one table (no comparison columns to leave empty)."""
+    from ..verdict import NOTHING_TO_COMPARE
+
+    mms = list(dict.fromkeys(t["meta_metric"]))
+    head = "<tr><th>metric</th>" + "".join(f"<th>{pct_header(html.escape(mm) + '_m')} (place, group)</th>"
+                                            for mm in mms) + "</tr>"
+    rows = [head]
+    for m, d in t.groupby("metric", sort=False):
+        cells = []
+        for mm in mms:
+            h = d[d["meta_metric"] == mm].iloc[0]
+            ci = (f" <small>[{_fmt_pct(h['ci_low'])}, {_fmt_pct(h['ci_high'])}]</small>"
+                  if np.isfinite(h["ci_low"]) else "")
+            cells.append(f"<td>{_fmt_pct(h['value'])}{ci} <small>({int(h['position'])} of {int(h['n_metrics'])}, "
+                         f"group {int(h['group'])} of {int(h['n_groups'])})</small></td>")
+        rows.append(f"<tr><td>{html.escape(labels.get(m, m))}</td>{''.join(cells)}</tr>")
+    note = (f"<p class='note'>Protocol <b>{html.escape(protocol)}</b>, subset "
+            f"{html.escape(str(t['subset'].iloc[0]))}: {html.escape(NOTHING_TO_COMPARE)}. Values with the "
+            f"{_level(confidence)}; place among all {int(t['n_metrics'].iloc[0])} metrics and Holm significance "
+            "group (group 1: the best metric and every metric not significantly different from it).</p>")
+    foot = (f"<p class='foot'>{html.escape(DELTA_NOTE)}</p>"
+            if delta_above_100(delta_numbers(t, ("value", "ci_low", "ci_high"))) else "")
+    return note + "<table class='verdict'>" + "".join(rows) + "</table>" + foot
 
 
 def _fmt_signed(v: float) -> str:

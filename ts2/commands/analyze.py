@@ -149,8 +149,7 @@ def _printed(analysis, out) -> str:
              + "".join(f", {k}.csv" for k in analysis.extra) + "\n"
              + f"to read them in a browser: ts2 report results={out} (report.html: tables, figures, verdict, "
              f"explorer) or ts2 explore results={out} (the SEG explorer alone)\n")
-    lines = analysis.verdict_lines()
-    return text + ("\nverdict (verdict.csv):\n" + "\n".join(lines) + "\n" if lines else "")
+    return text + analysis.verdict_text(above=text)
 
 
 def _human_beside(cfg: DictConfig, out) -> int:
