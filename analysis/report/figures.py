@@ -20,6 +20,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -171,89 +172,239 @@ def make_figures(merged: MergedResults, out_dir: str | Path, protocol: str | Non
     ValueError
         Unknown figure kinds, protocol, Pareto meta-metrics or scatter metrics.
     """
-    from . import plots
-
     unknown = sorted(set(kinds) - set(FIGURE_KINDS))
     if unknown:
         raise ValueError(f"expected figure kinds among {list(FIGURE_KINDS)}, got {unknown}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    figs: list[ReportFigure] = []
-    labels = dict(labels or {})
-    mm = merged.metametrics
-    if mm is not None and len(mm):
-        protocols = list(dict.fromkeys(mm["protocol"]))
-        if protocol is None:
-            protocol = "paper" if "paper" in protocols else protocols[0]
-        elif protocol not in protocols:
-            raise ValueError(f"expected a protocol among {protocols} for the figures, got {protocol!r}")
-    metrics = merged.metrics
-    controls = set(merged.controls)
-    level = "95%" if merged.confidence is None else f"{100 * merged.confidence:g}%"
-    if "pareto" in kinds and mm is not None and merged.flops:
-        figs += _pareto_figures(merged, out, protocol, labels, groups, pareto, level)
-    sc, ps = merged.scores, merged.per_seg
-    interest = [m for m in merged.of_interest if sc is not None and m in sc.columns]
-    refs = [m for m in merged.references if sc is not None and m in sc.columns]
-    closest: dict[str, str] = {}
-    if refs and ps is not None and protocol is not None:
-        for m in interest:
-            agree = agreement(ps, m, refs, protocol)
-            if len(agree):
-                closest[m] = str(agree.index[0])
-    # histograms per error level: the metrics of interest beside their closest reference
-    if refs:
-        hist_metrics = list(dict.fromkeys([x for m in interest for x in (m, closest.get(m)) if x]))
-    else:
-        hist_metrics = [m for m in metrics if sc is not None and m in sc.columns]
-    for i in range(0, len(hist_metrics) if "histograms" in kinds else 0, max_hist_per_figure):
-        chunk = hist_metrics[i:i + max_hist_per_figure]
-        fig = plots.score_histograms(sc, chunk, labels={m: _label(labels, merged, m) for m in chunk})
-        p = plots.save_figure(fig, out / f"histograms_{i // max_hist_per_figure + 1}.png")
-        beside = ("; each metric of interest beside the reference metric whose per-SEG rank_m agrees with it most"
-                  if refs else "")
-        figs.append(ReportFigure(p, "Score distributions per error count (the populations sep_m's KS statistic "
-                                 "compares)" + beside + ". A metric that separates errors moves its mass to lower "
-                                 "scores row by row; a control should not.", "Score distributions"))
-    if "heatmaps" in kinds and n_heatmaps > 0 and sc is not None and ps is not None and interest \
-            and protocol is not None:
-        figs += _heatmaps(merged, out, protocol, labels, prompts, n_heatmaps, interest, closest, controls)
-    if "scatter" in kinds and ps is not None and protocol is not None:
-        figs += _scatter_figure(merged, out, protocol, labels, scatter, controls)
-    return figs
+    report = _ReportFigures(merged, out, _figure_protocol(merged.metametrics, protocol), dict(labels or {}),
+                            groups=groups, scatter=scatter, n_heatmaps=n_heatmaps,
+                            max_hist_per_figure=max_hist_per_figure, prompts=prompts, pareto=pareto)
+    return [fig for kind in FIGURE_KINDS if kind in kinds for fig in _DRAW[kind](report)]
 
 
-def _scatter_figure(merged: MergedResults, out: Path, protocol: str, labels: Mapping[str, str],
-                    scatter: Sequence[str] | None, controls: set[str]) -> list[ReportFigure]:
-    """The per-SEG rank_m scatter (none or one figure), apart to keep :func:`make_figures` short."""
+def _figure_protocol(mm: pd.DataFrame | None, protocol: str | None) -> str | None:
+    """The protocol the figures show: ``protocol`` when given (it must be in the meta-metrics), else
+    ``paper`` when present, else the first; ``None`` without meta-metrics.
+
+    Raises
+    ------
+    ValueError
+        ``protocol`` is not among the meta-metrics' protocols.
+    """
+    if mm is None or not len(mm):
+        return protocol
+    protocols = list(dict.fromkeys(mm["protocol"]))
+    if protocol is None:
+        return "paper" if "paper" in protocols else protocols[0]
+    if protocol not in protocols:
+        raise ValueError(f"expected a protocol among {protocols} for the figures, got {protocol!r}")
+    return protocol
+
+
+@dataclass(frozen=True)
+class _ReportFigures:
+    """The figures of one report: what they draw from (the merged results, the protocol shown, the
+    caller's labels and options) and what several kinds share (the scored metrics of interest, the
+    references, and the reference each metric of interest agrees with most); one method per kind
+    of :data:`FIGURE_KINDS`, each returning its written figures (none when it has nothing to draw)."""
+
+    merged: MergedResults
+    out: Path
+    protocol: str | None
+    labels: dict[str, str]
+    groups: Mapping[str, str] | None = None
+    scatter: Sequence[str] | None = None
+    n_heatmaps: int = 2
+    max_hist_per_figure: int = 9
+    prompts: Mapping[str, str] | None = None
+    pareto: Sequence[str] | None = None
+
+    def label(self, m: str) -> str:
+        return _label(self.labels, self.merged, m)
+
+    def _scored(self, metrics: Iterable[str]) -> list[str]:
+        sc = self.merged.scores
+        return [m for m in metrics if sc is not None and m in sc.columns]
+
+    @cached_property
+    def interest(self) -> list[str]:
+        """The metrics of interest that have per-image scores."""
+        return self._scored(self.merged.of_interest)
+
+    @cached_property
+    def references(self) -> list[str]:
+        """The reference metrics that have per-image scores."""
+        return self._scored(self.merged.references)
+
+    @cached_property
+    def closest(self) -> dict[str, str]:
+        """Each metric of interest -> the reference whose per-SEG rank_m agrees with it most."""
+        ps = self.merged.per_seg
+        if not self.references or ps is None or self.protocol is None:
+            return {}
+        agree = {m: agreement(ps, m, self.references, self.protocol) for m in self.interest}
+        return {m: str(a.index[0]) for m, a in agree.items() if len(a)}
+
+    def pareto_figures(self) -> list[ReportFigure]:
+        """One figure per meta-metric against FLOPs per image (none without costs)."""
+        if self.merged.metametrics is None or not self.merged.flops:
+            return []
+        level = "95%" if self.merged.confidence is None else f"{100 * self.merged.confidence:g}%"
+        return _pareto_figures(self.merged, self.out, self.protocol, self.labels, self.groups, self.pareto, level)
+
+    def histograms(self) -> list[ReportFigure]:
+        """Score distributions per error level, :attr:`max_hist_per_figure` metrics a figure: the
+        metrics of interest beside their closest reference (every scored metric without references)."""
+        from . import plots
+
+        if self.references:
+            drawn = list(dict.fromkeys([x for m in self.interest for x in (m, self.closest.get(m)) if x]))
+            beside = "; each metric of interest beside the reference metric whose per-SEG rank_m agrees with it most"
+        else:
+            drawn, beside = self._scored(self.merged.metrics), ""
+        figs = []
+        for i in range(0, len(drawn), self.max_hist_per_figure):
+            chunk = drawn[i:i + self.max_hist_per_figure]
+            fig = plots.score_histograms(self.merged.scores, chunk, labels={m: self.label(m) for m in chunk})
+            p = plots.save_figure(fig, self.out / f"histograms_{i // self.max_hist_per_figure + 1}.png")
+            figs.append(ReportFigure(p, "Score distributions per error count (the populations sep_m's KS statistic "
+                                     "compares)" + beside + ". A metric that separates errors moves its mass to "
+                                     "lower scores row by row; a control should not.", "Score distributions"))
+        return figs
+
+    def heatmaps(self) -> list[ReportFigure]:
+        """For each metric of interest (at most :data:`MAX_HEATMAP_METRICS`), its best and worst
+        SEGs by its own per-SEG rank_m, two figures a SEG pair."""
+        sc, ps = self.merged.scores, self.merged.per_seg
+        if self.n_heatmaps <= 0 or sc is None or ps is None or not self.interest or self.protocol is None:
+            return []
+        eligible = _multi_level_segs(sc)
+        figs = []
+        for m in self._heatmap_metrics():
+            best, worst, vals_m = best_worst_segs(ps, m, self.protocol, self.n_heatmaps, eligible=eligible)
+            rows = self._heatmap_rows(m)
+            figs += [self._seg_heatmap(m, kind, sid, rows, vals_m[sid])
+                     for kind, ids in (("best", best), ("worst", worst)) for sid in ids]
+        return figs
+
+    def _heatmap_metrics(self) -> list[str]:
+        """The metrics of interest that get heatmaps: all, or the :data:`MAX_HEATMAP_METRICS` with
+        the best Avg rank_m (a 19-metric reproduction would otherwise draw 38 figures)."""
+        if len(self.interest) <= MAX_HEATMAP_METRICS:
+            return self.interest
+        avg = self.merged.metametrics
+        avg = avg[(avg["protocol"] == self.protocol) & (avg["meta_metric"] == "rank") & (avg["subset"] == "Avg")]
+        top = avg.set_index("metric")["value"].reindex(self.interest).sort_values(ascending=False, kind="stable")
+        chosen = [m for m in top.index[:MAX_HEATMAP_METRICS]]
+        log.info("heatmaps drawn for the %d metrics of interest with the best Avg rank_m (of %d)",
+                 len(chosen), len(self.interest))
+        return chosen
+
+    def _heatmap_rows(self, m: str) -> list[str]:
+        """A heatmap's rows: every scored metric, ``m`` first, then its closest reference, controls
+        last (they are the floor)."""
+        controls = set(self.merged.controls)
+        drawn_all = self._scored(self.merged.metrics)
+        rows = [m] + [x for x in drawn_all if x != m and x not in controls] + [x for x in drawn_all if x in controls]
+        if self.closest.get(m):
+            rows.remove(self.closest[m])
+            rows.insert(1, self.closest[m])
+        return rows
+
+    def _seg_heatmap(self, m: str, kind: str, sid: str, rows: list[str], value: float) -> ReportFigure:
+        """The heatmap of SEG ``sid``, one of the ``kind`` (best/worst) SEGs of ``m`` (its rank_m ``value``)."""
+        from . import plots
+
+        sc, ps = self.merged.scores, self.merged.per_seg
+        vals = ps[(ps["protocol"] == self.protocol) & (ps["meta_metric"] == "rank") & (ps["seg_id"] == sid)]
+        name = self.label(m)
+        fig = plots.seg_heatmap(sc, sid, rows, lower_is_better=sorted(self.merged.lower_is_better),
+                                seg_values=dict(zip(vals["metric"], vals["value"], strict=True)),
+                                labels={x: self.label(x) for x in rows}, prompt=_seg_prompt(sc, self.prompts, sid),
+                                title=f"{kind.capitalize()} SEG for {name}: SEG {sid} "
+                                      f"({name} rank$_m$ {100 * value:.0f}%)")
+        p = plots.save_figure(fig, self.out / f"heatmap_{_safe(m)}_{kind}_seg{_safe(sid)}.png")
+        return ReportFigure(p, f"SEG {sid}, one of the {self.n_heatmaps} {kind} SEGs of {name} by its per-SEG "
+                            f"rank_m ({self.protocol} protocol): cells coloured from each metric's worst (red) to "
+                            "best (blue) score within the SEG, nodes ordered by error count.",
+                            f"Per-SEG heatmaps: {name}")
+
+    def scatter_figure(self) -> list[ReportFigure]:
+        """The per-SEG rank_m scatter of :meth:`scatter_pair` (none without a pair)."""
+        from . import plots
+
+        if self.merged.per_seg is None or self.protocol is None:
+            return []
+        pair = self.scatter_pair()
+        if not pair:
+            return []
+        fig = plots.rank_scatter(self.merged.per_seg, pair[0], pair[1], protocol=self.protocol,
+                                 labels={m: self.label(m) for m in pair})
+        p = plots.save_figure(fig, self.out / "scatter_rank.png")
+        return [ReportFigure(p, f"Per-SEG rank_m of {self.label(pair[0])} against {self.label(pair[1])} "
+                             f"({self.protocol} protocol), one point per SEG"
+                             + ("" if self.scatter else ", the metric whose per-SEG rank_m agrees with it most")
+                             + ". The axes keep each metric's own range.", "Per-SEG comparison")]
+
+    def scatter_pair(self) -> list[str]:
+        """The scatter's two metrics: the caller's (:meth:`_checked_pair`), else
+        :meth:`_agreeing_pair`; empty when there is no such pair."""
+        ps = self.merged.per_seg
+        ranked = [m for m in self.merged.metrics if ((ps["metric"] == m) & (ps["meta_metric"] == "rank")).any()]
+        return self._checked_pair(ranked) if self.scatter else self._agreeing_pair(ranked)
+
+    def _checked_pair(self, ranked: list[str]) -> list[str]:
+        """The caller's scatter pair.
+
+        Raises
+        ------
+        ValueError
+            It is not two metrics among the ``ranked`` ones (those with per-SEG rank_m values).
+        """
+        pair = list(self.scatter)
+        if len(pair) != 2 or any(m not in ranked for m in pair):
+            raise ValueError(f"expected scatter=[a,b] with two metrics among {ranked}, got {pair}")
+        return pair
+
+    def _agreeing_pair(self, ranked: list[str]) -> list[str]:
+        """The first ranked metric of interest and the metric that agrees with it most: a reference
+        if there is one, else another non-control metric; never a control (a control is built to
+        fail, so "the metric that agrees most" with it says nothing). Empty without such metrics."""
+        first = next((m for m in self.merged.of_interest if m in ranked), None)
+        others = [m for m in ranked if m != first]
+        controls = set(self.merged.controls)
+        pool = ([m for m in others if self.merged.role(m) == "reference"]
+                or [m for m in others if m not in controls])
+        if not (first and pool):
+            return []
+        agree = agreement(self.merged.per_seg, first, pool, self.protocol)
+        return [first, str(agree.index[0])] if len(agree) else []
+
+
+#: The drawing of each figure kind (in the order of :data:`FIGURE_KINDS`).
+_DRAW = {"pareto": _ReportFigures.pareto_figures, "histograms": _ReportFigures.histograms,
+         "heatmaps": _ReportFigures.heatmaps, "scatter": _ReportFigures.scatter_figure}
+
+
+def _multi_level_segs(scores: pd.DataFrame) -> pd.Index:
+    """The SEGs whose images sit on more than one error level. A SEG on one level has nothing to
+    order (SEG 103 of TS2): its rank_m is 0 or undefined by convention, which says nothing about
+    the metrics, so it is never a best or worst SEG."""
     from . import plots
 
-    ps, metrics = merged.per_seg, merged.metrics
-    figs: list[ReportFigure] = []
-    ranked = [m for m in metrics if ((ps["metric"] == m) & (ps["meta_metric"] == "rank")).any()]
-    if scatter:
-        pair = list(scatter)
-        bad = [m for m in pair if m not in ranked]
-        if len(pair) != 2 or bad:
-            raise ValueError(f"expected scatter=[a,b] with two metrics among {ranked}, got {pair}")
-    else:
-        first = next((m for m in merged.of_interest if m in ranked), None)
-        others = [m for m in ranked if m != first]
-        # a reference if there is one, else another non-control metric; never a control: a
-        # control is built to fail, so "the metric that agrees most" with it says nothing
-        pool = ([m for m in others if merged.role(m) == "reference"]
-                or [m for m in others if m not in controls])
-        agree = agreement(ps, first, pool, protocol) if first and pool else pd.Series(dtype=float)
-        pair = [first, str(agree.index[0])] if len(agree) else []
-    if pair:
-        fig = plots.rank_scatter(ps, pair[0], pair[1], protocol=protocol,
-                                 labels={m: _label(labels, merged, m) for m in pair})
-        p = plots.save_figure(fig, out / "scatter_rank.png")
-        figs.append(ReportFigure(p, f"Per-SEG rank_m of {_label(labels, merged, pair[0])} against "
-                                 f"{_label(labels, merged, pair[1])} ({protocol} protocol), one point per SEG"
-                                 + ("" if scatter else ", the metric whose per-SEG rank_m agrees with it most")
-                                 + ". The axes keep each metric's own range.", "Per-SEG comparison"))
-    return figs
+    lv = plots.add_levels(scores[["seg_id", "node"]])
+    multi = lv.groupby(lv["seg_id"].astype(str))["level"].nunique()
+    return multi.index[multi > 1]
+
+
+def _seg_prompt(scores: pd.DataFrame, prompts: Mapping[str, str] | None, sid: str) -> str | None:
+    """The prompt of SEG ``sid``: from ``prompts`` (the dataset), else the score table's ``prompt`` column."""
+    prompt = (prompts or {}).get(sid)
+    if prompt is None and "prompt" in scores.columns:
+        pr = scores.loc[scores["seg_id"].astype(str) == sid, "prompt"].dropna()
+        prompt = str(pr.iloc[0]) if len(pr) else None
+    return prompt
 
 
 def _pareto_figures(merged, out: Path, protocol, labels, groups, pareto, level) -> list[ReportFigure]:
@@ -291,52 +442,4 @@ def _pareto_figures(merged, out: Path, protocol, labels, groups, pareto, level) 
         if no_cost:
             cap += f" Not shown (no FLOPs estimate): {', '.join(no_cost)}."
         figs.append(ReportFigure(p, cap, "Pareto frontiers"))
-    return figs
-
-
-def _heatmaps(merged, out: Path, protocol, labels, prompts, k, interest, closest, controls) -> list[ReportFigure]:
-    from . import plots
-
-    sc, ps = merged.scores, merged.per_seg
-    # A SEG whose images sit on one error level has nothing to order (SEG 103 of TS2): its
-    # rank_m is 0 or undefined by convention, which says nothing about the metrics.
-    lv = plots.add_levels(sc[["seg_id", "node"]])
-    multi = lv.groupby(lv["seg_id"].astype(str))["level"].nunique()
-    eligible = multi.index[multi > 1]
-    chosen = interest
-    if len(chosen) > MAX_HEATMAP_METRICS:
-        avg = merged.metametrics
-        avg = avg[(avg["protocol"] == protocol) & (avg["meta_metric"] == "rank") & (avg["subset"] == "Avg")]
-        top = avg.set_index("metric")["value"].reindex(chosen).sort_values(ascending=False, kind="stable")
-        chosen = [m for m in top.index[:MAX_HEATMAP_METRICS]]
-        log.info("heatmaps drawn for the %d metrics of interest with the best Avg rank_m (of %d)",
-                 len(chosen), len(interest))
-    # Rows: every scored metric, the chosen one first, controls last (they are the floor).
-    drawn_all = [m for m in merged.metrics if m in sc.columns]
-    figs = []
-    for m in chosen:
-        rows = [m] + [x for x in drawn_all if x != m and x not in controls] + [x for x in drawn_all if x in controls]
-        if closest.get(m):
-            rows.remove(closest[m])
-            rows.insert(1, closest[m])
-        best, worst, vals_m = best_worst_segs(ps, m, protocol, k, eligible=eligible)
-        for kind, ids in (("best", best), ("worst", worst)):
-            for sid in ids:
-                vals = ps[(ps["protocol"] == protocol) & (ps["meta_metric"] == "rank") & (ps["seg_id"] == sid)]
-                vals = dict(zip(vals["metric"], vals["value"], strict=True))
-                prompt = (prompts or {}).get(sid)
-                if prompt is None and "prompt" in sc.columns:
-                    pr = sc.loc[sc["seg_id"].astype(str) == sid, "prompt"].dropna()
-                    prompt = str(pr.iloc[0]) if len(pr) else None
-                name = _label(labels, merged, m)
-                fig = plots.seg_heatmap(sc, sid, rows, lower_is_better=sorted(merged.lower_is_better),
-                                        seg_values=vals, labels={x: _label(labels, merged, x) for x in rows},
-                                        prompt=prompt,
-                                        title=f"{kind.capitalize()} SEG for {name}: SEG {sid} "
-                                              f"({name} rank$_m$ {100 * vals_m[sid]:.0f}%)")
-                p = plots.save_figure(fig, out / f"heatmap_{_safe(m)}_{kind}_seg{_safe(sid)}.png")
-                figs.append(ReportFigure(p, f"SEG {sid}, one of the {k} {kind} SEGs of {name} by its per-SEG rank_m "
-                                         f"({protocol} protocol): cells coloured from each metric's worst (red) to "
-                                         "best (blue) score within the SEG, nodes ordered by error count.",
-                                         f"Per-SEG heatmaps: {name}"))
     return figs

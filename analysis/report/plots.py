@@ -19,6 +19,8 @@ import math
 import textwrap
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -176,18 +178,12 @@ def score_histograms(scores: pd.DataFrame, metrics: Sequence[str], labels: Mappi
     if not len(metrics):
         raise ValueError("expected at least one metric to draw, got none")
     s = add_levels(scores)
-    lev, cap = _pool_levels(s["level"].to_numpy(int), max_levels, min_count)
-    pooled = bool(np.any(s["level"].to_numpy(int) > cap))
-    present = sorted(set(lev.tolist()))
+    rows = _LevelRows.of(s["level"].to_numpy(int), max_levels, min_count)
     labels = dict(labels or {})
-    import matplotlib
-
-    cmap = matplotlib.colormaps["viridis"]
-    colours = {lv: cmap(0.85 * i / max(len(present) - 1, 1)) for i, lv in enumerate(present)}
     n = len(metrics)
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
-    row_h = 0.55 * len(present) + 1.3
+    row_h = 0.55 * len(rows.present) + 1.3
     with _style():
         fig = _new_figure(max(4.8 * ncols, 6.5), row_h * nrows + 0.4)
         axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
@@ -195,46 +191,86 @@ def score_histograms(scores: pd.DataFrame, metrics: Sequence[str], labels: Mappi
             ax.set_visible(False)
         # The grid can hold more axes than metrics (the spare ones are hidden above).
         for ax, m in zip(axes, metrics, strict=False):
-            x = pd.to_numeric(s[m], errors="coerce").to_numpy(float)
-            ok = np.isfinite(x)
-            nan_note = f" ({int((~ok).sum())} NaN left out)" if (~ok).any() else ""
-            ax.set_title(labels.get(m, m) + nan_note)
-            ax.set_xlabel("score")
-            ax.spines["left"].set_visible(False)
-            if not ok.any():
-                ax.text(0.5, 0.5, "no finite scores", transform=ax.transAxes, ha="center")
-                ax.set_yticks([])
-                continue
-            lo, hi = x[ok].min(), x[ok].max()
-            # Fewer bins for small samples (square-root rule), so a level's shape is not all gaps.
-            nb = int(np.clip(round(math.sqrt(ok.sum())), 8, bins))
-            if hi > lo:
-                edges = np.linspace(lo, hi, nb + 1)
-            else:  # a constant metric: one bar centred in a unit-wide axis (odd bin count)
-                edges = np.linspace(lo - 0.5, lo + 0.5, (nb | 1) + 1)
-                ax.set_title(ax.get_title() + " (constant)")
-            ticks, names = [], []
-            for r, lv in enumerate(present):
-                base = len(present) - 1 - r  # 0 errors on top
-                sel = ok & (lev == lv)
-                name = f"\u2265{cap}" if lv == cap and pooled else f"{lv}"
-                ticks.append(base + 0.4)
-                names.append(f"{name} err (n={int(sel.sum())})")
-                if not sel.any():
-                    continue
-                h, _ = np.histogram(x[sel], bins=edges)
-                h = h / h.max() * 0.92
-                ax.stairs(base + h, edges, baseline=base, fill=True, color=colours[lv], alpha=0.75)
-                ax.stairs(base + h, edges, baseline=base, color="black", lw=0.6)
-                mu = x[sel].mean()
-                ax.plot([mu, mu], [base, base + 0.95], color="white", lw=2.4)
-                ax.plot([mu, mu], [base, base + 0.95], color="black", lw=1.0, ls=":")
-            ax.set_ylim(-0.05, len(present) + 0.02)
-            ax.set_yticks(ticks, names)
-            ax.tick_params(axis="y", length=0)
+            rows.draw(ax, pd.to_numeric(s[m], errors="coerce").to_numpy(float), labels.get(m, m), bins)
         head = title or "Score distributions by error count (one row per level; dotted line: the level's mean)"
         fig.suptitle("\n".join(textwrap.wrap(head, width=max(int(fig.get_figwidth() * 10), 30))))
     return fig
+
+
+@dataclass(frozen=True)
+class _LevelRows:
+    """The rows of a ridgeline panel: each image's error level (sparse top levels pooled, see
+    :func:`_pool_levels`), the levels present (0 errors on top), the pooling cap and whether any
+    level was pooled into it, and each level's colour on ``viridis``."""
+
+    levels: np.ndarray
+    present: list[int]
+    cap: int
+    pooled: bool
+    colours: dict
+
+    @classmethod
+    def of(cls, levels: np.ndarray, max_levels: int, min_count: int) -> _LevelRows:
+        import matplotlib
+
+        lev, cap = _pool_levels(levels, max_levels, min_count)
+        present = sorted(set(lev.tolist()))
+        cmap = matplotlib.colormaps["viridis"]
+        colours = {lv: cmap(0.85 * i / max(len(present) - 1, 1)) for i, lv in enumerate(present)}
+        return cls(lev, present, cap, bool(np.any(levels > cap)), colours)
+
+    def name(self, lv: int) -> str:
+        """A level's row name: ``2``, or ``>=5`` for the level others were pooled into."""
+        return f"\u2265{self.cap}" if lv == self.cap and self.pooled else f"{lv}"
+
+    def draw(self, ax, x: np.ndarray, title: str, bins: int) -> None:
+        """One metric's panel: a histogram of its finite scores ``x`` per level, scaled to the same
+        height, with the level mean marked (NaN scores left out and counted in the ``title``)."""
+        ok = np.isfinite(x)
+        nan_note = f" ({int((~ok).sum())} NaN left out)" if (~ok).any() else ""
+        ax.set_title(title + nan_note)
+        ax.set_xlabel("score")
+        ax.spines["left"].set_visible(False)
+        if not ok.any():
+            ax.text(0.5, 0.5, "no finite scores", transform=ax.transAxes, ha="center")
+            ax.set_yticks([])
+            return
+        edges = _histogram_edges(x[ok], bins)
+        if x[ok].max() == x[ok].min():
+            ax.set_title(ax.get_title() + " (constant)")
+        ticks, names = [], []
+        for r, lv in enumerate(self.present):
+            base = len(self.present) - 1 - r  # 0 errors on top
+            sel = ok & (self.levels == lv)
+            ticks.append(base + 0.4)
+            names.append(f"{self.name(lv)} err (n={int(sel.sum())})")
+            if sel.any():
+                self._draw_level(ax, x[sel], edges, base, self.colours[lv])
+        ax.set_ylim(-0.05, len(self.present) + 0.02)
+        ax.set_yticks(ticks, names)
+        ax.tick_params(axis="y", length=0)
+
+    @staticmethod
+    def _draw_level(ax, x: np.ndarray, edges: np.ndarray, base: float, colour) -> None:
+        """One level's filled histogram on the row at height ``base``, its mean a dotted tick."""
+        h, _ = np.histogram(x, bins=edges)
+        h = h / h.max() * 0.92
+        ax.stairs(base + h, edges, baseline=base, fill=True, color=colour, alpha=0.75)
+        ax.stairs(base + h, edges, baseline=base, color="black", lw=0.6)
+        mu = x.mean()
+        ax.plot([mu, mu], [base, base + 0.95], color="white", lw=2.4)
+        ax.plot([mu, mu], [base, base + 0.95], color="black", lw=1.0, ls=":")
+
+
+def _histogram_edges(x: np.ndarray, bins: int) -> np.ndarray:
+    """Bin edges over the range of the finite scores ``x``: at most ``bins`` bins, fewer for small
+    samples (square-root rule, at least 8) so a level's shape is not all gaps; a constant metric
+    gets one bar centred in a unit-wide axis (odd bin count)."""
+    lo, hi = x.min(), x.max()
+    nb = int(np.clip(round(math.sqrt(len(x))), 8, bins))
+    if hi > lo:
+        return np.linspace(lo, hi, nb + 1)
+    return np.linspace(lo - 0.5, lo + 0.5, (nb | 1) + 1)
 
 
 # -- per-SEG heatmap (Figure 8 style) --------------------------------------------------------------
@@ -279,42 +315,22 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
     """
     d, aggregate = _heatmap_rows(scores, seg_id, metrics, aggregate, max_cells)
     mat = np.vstack([pd.to_numeric(d[m], errors="coerce").to_numpy(float) for m in metrics])
-    norm = _scale_within_seg(mat, metrics, lower_is_better)
-    labels = dict(labels or {})
-    seg_values = dict(seg_values or {})
-    nodes = d["node"].astype(str).to_list()
+    grid = _HeatmapGrid(mat, _scale_within_seg(mat, metrics, lower_is_better), d["node"].astype(str).to_list(),
+                        max_per_row)
+    ylab = _heatmap_row_labels(metrics, dict(labels or {}), dict(seg_values or {}))
     import matplotlib
 
     cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="0.85")  # grey: no score (failed image)
-    starts, ends, chunks = _node_chunks(nodes, max_per_row)
-    widest = max(b - a for a, b in chunks)
-    width = min(max(4.0 + 0.5 * widest, 6.5), 14.0)
+    width = min(max(4.0 + 0.5 * grid.widest, 6.5), 14.0)
     panel_h = 0.55 * len(metrics) + 0.7
-    ylab = []
-    for m in metrics:
-        v = seg_values.get(m)
-        ylab.append(labels.get(m, m) + ("" if v is None or not np.isfinite(v) else f"\n(rank$_m$ {100 * v:.0f}%)"))
     with _style():
-        fig = _new_figure(width, 1.3 + panel_h * len(chunks))
-        axes = np.atleast_1d(fig.subplots(len(chunks), 1, squeeze=False)).ravel()
-        for ax, (a, b) in zip(axes, chunks, strict=True):
-            im = ax.imshow(np.ma.masked_invalid(norm[:, a:b]), cmap=cmap, vmin=0, vmax=1, aspect="auto",
-                           interpolation="nearest", extent=(a - 0.5, b - 0.5, len(metrics) - 0.5, -0.5))
-            ax.set_xlim(a - 0.5, a - 0.5 + widest)  # equal cell widths in every row
-            ax.set_yticks(range(len(metrics)), ylab)
-            # Node groups: label once per node, separators between nodes.
-            sub = [(s0, e0) for s0, e0 in zip(starts, ends, strict=True) if a <= s0 < b]
-            ax.set_xticks([(s0 + e0 - 1) / 2 for s0, e0 in sub], [nodes[s0] for s0, _ in sub])
-            ax.xaxis.tick_top()
-            ax.tick_params(axis="x", length=0)
-            for _, e0 in sub[:-1]:
-                ax.axvline(e0 - 0.5, color="black", lw=1.6)
-            _write_cell_values(ax, mat, norm, a, b, fontsize=8 if widest <= 24 else 6.5)
-            for sp in ax.spines.values():
-                sp.set_visible(False)
+        fig = _new_figure(width, 1.3 + panel_h * len(grid.chunks))
+        axes = np.atleast_1d(fig.subplots(len(grid.chunks), 1, squeeze=False)).ravel()
+        for ax, (a, b) in zip(axes, grid.chunks, strict=True):
+            im = grid.draw_panel(ax, a, b, cmap, ylab)
         axes[-1].set_xlabel("node (error count, variant)" + ("; one cell per image" if aggregate == "image"
                                                              else "; cells are node means")
-                            + ("; continued over rows" if len(chunks) > 1 else ""))
+                            + ("; continued over rows" if len(grid.chunks) > 1 else ""))
         cb = fig.colorbar(im, ax=list(axes), fraction=0.04, pad=0.01)
         cb.set_ticks([0, 1], labels=["worst\nin SEG", "best\nin SEG"])
         head = title or f"SEG {seg_id}"
@@ -323,6 +339,62 @@ def seg_heatmap(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str],
         # ~9 characters of 11 pt text per inch of figure width
         fig.suptitle("\n".join(textwrap.wrap(head, width=max(int(width * 9), 40))), fontsize=11)
     return fig
+
+
+def _heatmap_row_labels(metrics: Sequence[str], labels: Mapping[str, str], seg_values: Mapping[str, float]) -> list[str]:
+    """The heatmap's row labels: each metric's label, with its value on this SEG (rank_m) when finite."""
+    out = []
+    for m in metrics:
+        v = seg_values.get(m)
+        out.append(labels.get(m, m) + ("" if v is None or not np.isfinite(v) else f"\n(rank$_m$ {100 * v:.0f}%)"))
+    return out
+
+
+@dataclass(frozen=True)
+class _HeatmapGrid:
+    """The cells of one SEG's heatmap: raw scores ``mat`` and colour values ``norm`` (metrics x
+    cells), the node of each cell, and their layout in rows of panels (:func:`_node_chunks`)."""
+
+    mat: np.ndarray
+    norm: np.ndarray
+    nodes: list[str]
+    max_per_row: int
+
+    @cached_property
+    def _layout(self) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+        return _node_chunks(self.nodes, self.max_per_row)
+
+    @property
+    def chunks(self) -> list[tuple[int, int]]:
+        """The cell range of each row of panels."""
+        return self._layout[2]
+
+    @property
+    def widest(self) -> int:
+        """Cells in the widest row of panels (every row is drawn at that width)."""
+        return max(b - a for a, b in self.chunks)
+
+    def draw_panel(self, ax, a: int, b: int, cmap, ylab: Sequence[str]):
+        """The cells ``a:b`` on ``ax``: coloured, written, nodes labelled once on top and separated by
+        lines; returns the image (for the colour bar)."""
+        starts, ends, _ = self._layout
+        widest = self.widest
+        n = self.mat.shape[0]
+        im = ax.imshow(np.ma.masked_invalid(self.norm[:, a:b]), cmap=cmap, vmin=0, vmax=1, aspect="auto",
+                       interpolation="nearest", extent=(a - 0.5, b - 0.5, n - 0.5, -0.5))
+        ax.set_xlim(a - 0.5, a - 0.5 + widest)  # equal cell widths in every row
+        ax.set_yticks(range(n), ylab)
+        # Node groups: label once per node, separators between nodes.
+        sub = [(s0, e0) for s0, e0 in zip(starts, ends, strict=True) if a <= s0 < b]
+        ax.set_xticks([(s0 + e0 - 1) / 2 for s0, e0 in sub], [self.nodes[s0] for s0, _ in sub])
+        ax.xaxis.tick_top()
+        ax.tick_params(axis="x", length=0)
+        for _, e0 in sub[:-1]:
+            ax.axvline(e0 - 0.5, color="black", lw=1.6)
+        _write_cell_values(ax, self.mat, self.norm, a, b, fontsize=8 if widest <= 24 else 6.5)
+        for sp in ax.spines.values():
+            sp.set_visible(False)
+        return im
 
 
 def _heatmap_rows(scores: pd.DataFrame, seg_id: str, metrics: Sequence[str], aggregate: str,
@@ -416,8 +488,6 @@ def rank_scatter(per_seg: pd.DataFrame, metric_x: str, metric_y: str, meta_metri
     ValueError
         A metric has no rows for ``meta_metric``.
     """
-    from scipy.stats import spearmanr
-
     d = per_seg[per_seg["meta_metric"] == meta_metric]
     if protocol is None and "protocol" in d.columns and len(d):
         protocol = d["protocol"].iloc[0]
@@ -441,12 +511,7 @@ def rank_scatter(per_seg: pd.DataFrame, metric_x: str, metric_y: str, meta_metri
                        label=f"{sub} ({len(w)})")
         # Each axis keeps its own metric's range: equal axes squash a metric with a narrow spread
         # into a strip. The diagonal is drawn where the ranges overlap.
-        def _lims(v):
-            lo, hi = (float(v.min()) * 100, float(v.max()) * 100) if len(v) else (-100.0, 100.0)
-            pad = max(hi - lo, 2.0) * 0.06
-            return [lo - pad, hi + pad]
-
-        xl, yl = _lims(wide[metric_x]), _lims(wide[metric_y])
+        xl, yl = _percent_axis_range(wide[metric_x]), _percent_axis_range(wide[metric_y])
         ax.set_xlim(xl)
         ax.set_ylim(yl)
         d0, d1 = max(xl[0], yl[0]), min(xl[1], yl[1])
@@ -455,14 +520,28 @@ def rank_scatter(per_seg: pd.DataFrame, metric_x: str, metric_y: str, meta_metri
         name = META_LABELS.get(meta_metric, meta_metric).split(" (")[0]
         ax.set_xlabel(f"{labels.get(metric_x, metric_x)}: per-SEG {name}, %")
         ax.set_ylabel(f"{labels.get(metric_y, metric_y)}: per-SEG {name}, %")
-        if len(wide) >= 3 and wide[metric_x].nunique() > 1 and wide[metric_y].nunique() > 1:
-            rho = spearmanr(wide[metric_x], wide[metric_y]).statistic
-            txt = f"Spearman $\\rho$ = {rho:.2f} over {len(wide)} SEGs"
-        else:  # too few SEGs, or one metric constant over them: no correlation to report
-            txt = f"{len(wide)} SEGs"
-        txt += f"\nabove the dashed diagonal: {labels.get(metric_y, metric_y)} better"
+        txt = (_correlation_note(wide[metric_x], wide[metric_y])
+               + f"\nabove the dashed diagonal: {labels.get(metric_y, metric_y)} better")
         ax.text(0.02, 0.98, txt, transform=ax.transAxes, va="top", fontsize=9)
         fig.legend(title="subset (SEGs)", loc="outside right upper", frameon=False)  # never over points
         ax.grid(True, color="0.92")
         fig.suptitle(title or f"Per-SEG {name}" + (f" ({protocol} protocol)" if protocol else ""))
     return fig
+
+
+def _percent_axis_range(v: pd.Series) -> list[float]:
+    """An axis range for values ``v`` shown in percent: their range padded by 6% (at least 2
+    points wide); -100..100 (padded) without values."""
+    lo, hi = (float(v.min()) * 100, float(v.max()) * 100) if len(v) else (-100.0, 100.0)
+    pad = max(hi - lo, 2.0) * 0.06
+    return [lo - pad, hi + pad]
+
+
+def _correlation_note(x: pd.Series, y: pd.Series) -> str:
+    """``Spearman rho = 0.42 over 61 SEGs``; only the SEG count when there are fewer than 3 SEGs or
+    one metric is constant over them (no correlation to report)."""
+    from scipy.stats import spearmanr
+
+    if len(x) >= 3 and x.nunique() > 1 and y.nunique() > 1:
+        return f"Spearman $\\rho$ = {spearmanr(x, y).statistic:.2f} over {len(x)} SEGs"
+    return f"{len(x)} SEGs"

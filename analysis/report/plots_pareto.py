@@ -205,7 +205,7 @@ def _pareto_panel(ax, d: pd.DataFrame, cost: np.ndarray, subset: str, meta_metri
         front[~is_ctrl] = _frontier_mask(cost[~is_ctrl], val[~is_ctrl])
     lo = d["ci_low"].to_numpy(float) * 100 if "ci_low" in d else np.full(len(d), np.nan)
     hi = d["ci_high"].to_numpy(float) * 100 if "ci_high" in d else np.full(len(d), np.nan)
-    _draw_pareto_points(ax, d, x, val, lo, hi, front, is_ctrl, style)
+    _draw_pareto_points(ax, d["metric"], x, val, (lo, hi), front, is_ctrl, style)
     chance = _draw_floor_and_chance(ax, d, val, is_ctrl)
     has_zero = _set_cost_axis(ax, x, cost, zero_x, has_positive=bool(len(pos)))
     # Staircase: a frontier metric's value holds until a costlier one improves on it.
@@ -225,10 +225,12 @@ def _pareto_panel(ax, d: pd.DataFrame, cost: np.ndarray, subset: str, meta_metri
     return has_zero, chance
 
 
-def _draw_pareto_points(ax, d: pd.DataFrame, x: np.ndarray, val: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+def _draw_pareto_points(ax, metrics: Sequence[str], x: np.ndarray, val: np.ndarray, ci: tuple[np.ndarray, np.ndarray],
                         front: np.ndarray, is_ctrl: np.ndarray, style: Mapping[str, tuple[str, str]]) -> None:
-    """A panel's markers and interval whiskers: frontier filled, dominated hollow, controls grey crosses."""
-    for i, m in enumerate(d["metric"]):
+    """A panel's markers and interval whiskers (``ci``: the low and high ends, NaN where there is
+    no interval): frontier filled, dominated hollow, controls grey crosses."""
+    lo, hi = ci
+    for i, m in enumerate(metrics):
         colour, marker = style[m]
         if is_ctrl[i]:
             colour = "0.6"

@@ -32,6 +32,9 @@ Merging (:func:`merge_results`)
       :func:`analysis.pipeline.analyze` for everything else (shards, renamed columns, score-only
       directories).
 
+    The runs, their names and costs are :mod:`analysis.report.runs` (:class:`~analysis.report.runs.RunGroup`,
+    :class:`~analysis.report.runs.RunMerge`).
+
 This module knows Hydra's folders; :mod:`analysis.report.page` draws and writes from the
 :class:`analysis.report.merged.MergedResults` built here; :func:`build_report` does both (``ts2 report``,
 ``ts2 run`` and ``ts2.report`` call it). Never imports torch.
@@ -40,9 +43,8 @@ This module knows Hydra's folders; :mod:`analysis.report.page` draws and writes 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +53,10 @@ import pandas as pd
 from seg_data.result_sets import check_inputs, check_result_set, published_path
 from seg_data.results import (
     ANALYSIS_FILE,
-    BASE_COLUMNS,
     METAMETRICS_REQUIRED,
     PER_SEG_REQUIRED,
     RUN_FILE,
     AnalysisRecord,
-    FolderSchema,
-    RunRecord,
     metric_columns,
     read_analysis_record,
     read_run_record,
@@ -67,7 +66,8 @@ from seg_data.results import (
 from ..scores_io import read_result_table, read_score_frame
 from ..settings import AnalysisSettings, resolve_settings
 from ..stats import ALPHA
-from .merged import MergedResults, RunInfo
+from .merged import MergedResults
+from .runs import ResultDir, RunGroup, RunMerge, merged_column_names
 
 __all__ = [
     "ResultDir",
@@ -83,8 +83,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Overrides that never tell two runs' scores apart (where results go, which part of the data).
-_IGNORED_KEYS = re.compile(r"^(shard|output_dir|hydra\..*|cache_dir|progress|results)$")
 _RESULT_FILES = ("scores.csv", "metametrics.csv")
 
 
@@ -102,43 +100,6 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
         if sep:
             out[key.strip()] = value.strip()
     return out
-
-
-@dataclass(frozen=True)
-class ResultDir:
-    """What one result directory holds (``None`` for absent files)."""
-
-    path: Path
-    name: str
-    overrides: dict[str, str]
-    scores: pd.DataFrame | None = None
-    run: RunRecord | None = None
-    metametrics: pd.DataFrame | None = None
-    per_seg: pd.DataFrame | None = None
-    schema: FolderSchema = field(default_factory=lambda: FolderSchema({}, {}))
-    confidence: float | None = None  # the CI level of metametrics.csv (analysis.json)
-    notes: tuple[str, ...] = ()  # the notes of its analysis.json (missing scores, withheld CIs, ...)
-
-    @property
-    def shard(self) -> str | None:
-        s = self.overrides.get("shard")
-        if s is None and self.run:
-            s = (self.run.raw.get("config") or {}).get("shard")
-        return None if s in (None, "", "null", "None") else str(s)
-
-    @property
-    def identity(self) -> tuple[tuple[str, str], ...]:
-        """Overrides that change scores (shard and output locations left out)."""
-        return tuple(sorted((k, v) for k, v in self.overrides.items() if not _IGNORED_KEYS.match(k)))
-
-    def metric_columns(self) -> list[str]:
-        """The metrics of this result: those analysed when there is a ``metametrics.csv`` (a
-        ``ts2 analyze metrics=[...]`` job may have read a wider score file), else the score columns."""
-        if self.metametrics is not None:
-            return list(dict.fromkeys(self.metametrics["metric"]))
-        if self.scores is not None:
-            return metric_columns(self.scores.columns)
-        return []
 
 
 def _is_result_dir(p: Path) -> bool:
@@ -197,8 +158,13 @@ def _analysed_score_table(p: Path, record: AnalysisRecord | None, metrics: Seque
         log.info("%s: the analysed score file(s) %s are gone or not CSV; figures that need per-image scores skip "
                  "them", p, ", ".join(map(str, gone)))
     tables = [read_score_frame(f, metrics)[0] for f in files if f not in gone]
-    if not tables:
-        return None
+    return _with_reference_scores(tables) if tables else None
+
+
+def _with_reference_scores(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The first score table with the metric columns of the others (the reference tables an
+    analysis read beside it) it lacks, joined on ``file_name``; tables without ``file_name``
+    cannot be joined and stop the join."""
     out = tables[0]
     for t in tables[1:]:
         if "file_name" not in out.columns or "file_name" not in t.columns:
@@ -254,18 +220,7 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
     run = read_run_record(p / RUN_FILE) if (p / RUN_FILE).is_file() else None
     record = read_analysis_record(p / ANALYSIS_FILE) if (p / ANALYSIS_FILE).is_file() else None
     check_inputs(p, record)
-    overrides: dict[str, str] = {}
-    ov = p / ".hydra" / "overrides.yaml"
-    if ov.is_file():
-        import yaml
-
-        try:
-            items = yaml.safe_load(ov.read_text()) or []
-        except yaml.YAMLError as e:
-            raise ValueError(f"{ov}: expected a YAML list of overrides, could not parse it: {e}") from e
-        if not isinstance(items, list):
-            raise ValueError(f"{ov}: expected a YAML list of overrides, got {type(items).__name__}")
-        overrides = parse_overrides(items)
+    overrides = _read_overrides(p / ".hydra" / "overrides.yaml")
     schema = schema_of(run, record)
     mm = (read_result_table(p / "metametrics.csv", "meta-metric", METAMETRICS_REQUIRED,
                             dtype={"metric": str, "subset": str})
@@ -275,85 +230,42 @@ def load_result_dir(path: str | Path, name: str | None = None) -> ResultDir:
     else:
         analysed = list(dict.fromkeys(mm["metric"])) if mm is not None else list(record.metrics if record else ())
         scores = _analysed_score_table(p, record, analysed)
-    ps = (read_result_table(p / "per_seg.csv", "per-SEG", PER_SEG_REQUIRED,
-                            dtype={"metric": str, "seg_id": str, "subset": str})
-          if (p / "per_seg.csv").is_file() else None)
-    if ps is not None and "subset" in ps.columns:
-        ps["subset"] = ps["subset"].fillna("")
-    return ResultDir(p, name or p.name, overrides, scores, run, mm, ps, schema,
-                     None if record is None else record.confidence, () if record is None else tuple(record.notes))
+    if record is None:
+        return ResultDir(p, name or p.name, overrides, scores, run, mm, _read_per_seg(p), schema)
+    return ResultDir(p, name or p.name, overrides, scores, run, mm, _read_per_seg(p), schema,
+                     record.confidence, tuple(record.notes))
 
 
+def _read_overrides(ov: Path) -> dict[str, str]:
+    """The command-line overrides of a Hydra job (its ``.hydra/overrides.yaml``; none without one).
+
+    Raises
+    ------
+    ValueError
+        The file is not a YAML list.
+    """
+    if not ov.is_file():
+        return {}
+    import yaml
+
+    try:
+        items = yaml.safe_load(ov.read_text()) or []
+    except yaml.YAMLError as e:
+        raise ValueError(f"{ov}: expected a YAML list of overrides, could not parse it: {e}") from e
+    if not isinstance(items, list):
+        raise ValueError(f"{ov}: expected a YAML list of overrides, got {type(items).__name__}")
+    return parse_overrides(items)
 
 
-def _run_summary(d: ResultDir, columns: Iterable[str]) -> dict:
-    """Per-column FLOPs, direction, role, rate, and run-level numbers of one result folder."""
-    cols = set(columns)
-    run = d.run
-    out: dict = {"flops": {}, "lower": {c for c in d.schema.lower_is_better if c in cols},
-                 "roles": {c: r for c, r in d.schema.roles.items() if c in cols}, "device": None,
-                 "wall": None, "ips": {}, "failed": 0, "hits": 0, "misses": 0}
-    if run is None:
-        return out
-    out["flops"] = {c: f for c, f in run.flops.items() if c in cols}
-    out["ips"] = {c: r for c, r in run.images_per_s.items() if c in cols}
-    # The run's own wall time (scoring included loading, decoding, writing); a run.json that
-    # predates it has only per-metric times, whose sum undercounts.
-    out["wall"] = run.wall_time_s
-    for rec in run.raw.get("metrics") or []:
-        if rec.get("images_per_s") is None and rec.get("cache_misses") == 0:
-            # Every score came from the cache: no rate was measured (NaN, shown as "cached").
-            out["ips"].update({c: float("nan") for c in rec.get("columns") or [] if c in cols})
-        out["device"] = out["device"] or rec.get("device")
-        out["failed"] += int(rec.get("n_failed") or len(rec.get("failures") or []))
-        out["hits"] += int(rec.get("cache_hits") or 0)
-        out["misses"] += int(rec.get("cache_misses") or 0)
-    return out
-
-
-def _concat_shards(group: list[ResultDir], notes: list[str]) -> pd.DataFrame | None:
-    frames = [d.scores for d in group if d.scores is not None]
-    if not frames:
+def _read_per_seg(p: Path) -> pd.DataFrame | None:
+    """The folder's ``per_seg.csv`` (``None`` without one); a missing subset is the empty one."""
+    if not (p / "per_seg.csv").is_file():
         return None
-    if len(frames) == 1:
-        return frames[0]
-    df = pd.concat(frames, ignore_index=True)
-    if "file_name" not in df.columns:
-        raise ValueError(f"shards {[d.name for d in group]}: expected a file_name column to merge on, got {list(df.columns)}")
-    dup = df["file_name"].duplicated(keep=False)
-    if dup.any():
-        metric_cols = metric_columns(df.columns)
-        clash = df[dup].groupby("file_name")[metric_cols].nunique(dropna=False)
-        bad = clash[(clash > 1).any(axis=1)]
-        if len(bad):
-            raise ValueError(f"shards {[d.name for d in group]}: image {bad.index[0]!r} was scored by two shards with "
-                             "different scores; expected disjoint shards of one run (same settings, shard=i/n)")
-        notes.append(f"{int(dup.sum() - df['file_name'][dup].nunique())} image(s) appear in two shards of "
-                     f"{group[0].name} with equal scores; kept once")
-        df = df.drop_duplicates("file_name").reset_index(drop=True)
-    return df
-
-
-def _shard_notes(group: list[ResultDir], label: str) -> list[str]:
-    from seg_data.shards import parse_shard
-
-    notes = []
-    parsed = []
-    for d in group:
-        try:
-            parsed.append(parse_shard(d.shard))
-        except (TypeError, ValueError) as e:
-            notes.append(f"{d.name}: shard setting {d.shard!r} not understood ({e})")
-    counts = {s.count for s in parsed if s is not None}
-    if len(counts) > 1:
-        notes.append(f"run {label}: shards of different splits {sorted(counts)} merged")
-    for n in counts:
-        have = {s.index for s in parsed if s is not None and s.count == n}
-        missing = sorted(set(range(n)) - have)
-        if missing:
-            notes.append(f"run {label}: shard(s) {', '.join(f'{i}/{n}' for i in missing)} missing: its images are "
-                         "not in the report")
-    return notes
+    ps = read_result_table(p / "per_seg.csv", "per-SEG", PER_SEG_REQUIRED,
+                           dtype={"metric": str, "seg_id": str, "subset": str})
+    if "subset" in ps.columns:
+        ps["subset"] = ps["subset"].fillna("")
+    return ps
 
 
 def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None = None,
@@ -384,177 +296,12 @@ def merge_results(dirs: Sequence[ResultDir], flops: Mapping[str, float] | None =
     if not dirs:
         raise ValueError("expected at least one result directory, got none")
     notes: list[str] = []
-    group_list = _group_shards(dirs)
-    rename = _column_names(group_list, notes)
-    # 3. scores, meta-metrics, costs, directions
-    score_frames: list[pd.DataFrame] = []
-    mm_parts, ps_parts, runs = [], [], []
-    flops_out: dict[str, float] = {}
-    lower: set[str] = set()
-    roles: dict[str, str] = {}
-    confidences: set[float] = set()
-    datasets: list[str] = []
-    todo: list[str] = []
-    for g, ren in zip(group_list, rename, strict=True):
-        label = g[0].name if len(g) == 1 else f"{g[0].name} (+{len(g) - 1} shard(s))"
-        if len(g) > 1 or g[0].shard is not None:
-            notes += _shard_notes(g, label)
-        sc = _concat_shards(g, notes)
-        summ = [_run_summary(d, ren) for d in g]
-        for s in summ:
-            for c, f in s["flops"].items():
-                flops_out[ren[c]] = f
-            lower |= {ren[c] for c in s["lower"]}
-            roles.update({ren[c]: r for c, r in s["roles"].items()})
-        datasets += [d.schema.dataset for d in g if d.schema.dataset]
-        if sc is not None:
-            keep = [c for c in BASE_COLUMNS if c in sc.columns] + [c for c in ren if c in sc.columns]
-            if len(keep) > len([c for c in BASE_COLUMNS if c in sc.columns]):
-                score_frames.append(sc[keep].rename(columns=ren))
-        reused = _reused_analysis(g, ren)
-        if reused is not None:
-            if g[0].confidence is not None:
-                confidences.add(g[0].confidence)
-            notes += [f"{label}: {n}" for n in g[0].notes]  # reused numbers keep what their analysis said
-            mm_parts.append(reused[0])
-            if reused[1] is not None:
-                ps_parts.append(reused[1])
-        else:
-            todo += [ren[c] for c in ren]
-        runs.append(_run_info(g, label, ren, sc, summ))
-    _given_flops(flops, runs, flops_out)
-    lower |= set(lower_is_better)
-    scores = _join_scores(score_frames, notes)
-    if len(confidences) > 1:  # before the notes are frozen into the result, so the report shows it
-        notes.append(f"the inputs' confidence intervals have different levels {sorted(confidences)}")
-    merged = MergedResults(
-        scores=scores,
-        metametrics=pd.concat(mm_parts, ignore_index=True) if mm_parts else None,
-        per_seg=pd.concat(ps_parts, ignore_index=True) if ps_parts else None,
-        flops=flops_out, lower_is_better=frozenset(lower), runs=tuple(runs), notes=tuple(notes),
-        roles={m: roles.get(m, "metric") for r in runs for m in r.columns.values()},
-        dataset=", ".join(dict.fromkeys(datasets)) or None,
-        confidence=confidences.pop() if len(confidences) == 1 else None)
-    return merged, todo
-
-
-def _group_shards(dirs: Sequence[ResultDir]) -> list[list[ResultDir]]:
-    """Step 1 of :func:`merge_results` (the shards of one run in one group), apart to keep it short."""
-    groups: dict[tuple, list[ResultDir]] = {}
-    for d in dirs:
-        key = (d.identity, tuple(d.metric_columns())) if d.shard is not None else ("dir", str(d.path.resolve()))
-        groups.setdefault(key, []).append(d)
-    return list(groups.values())
-
-
-def _column_names(group_list: list[list[ResultDir]], notes: list[str]) -> list[dict[str, str]]:
-    """Step 2 of :func:`merge_results` (each group's column -> merged name), apart to keep it short.
-
-    A column given by several runs is qualified by the overrides that differ (else the directory
-    name, else the group's index); each such column adds a line to ``notes``.
-    """
-    owners: dict[str, list[int]] = {}
-    for gi, g in enumerate(group_list):
-        for c in g[0].metric_columns():
-            owners.setdefault(c, []).append(gi)
-    rename: list[dict[str, str]] = [{} for _ in group_list]
-    for c, gis in owners.items():
-        if len(gis) == 1:
-            rename[gis[0]][c] = c
-            continue
-        ids = [dict(group_list[gi][0].identity) for gi in gis]
-        keys = sorted(set().union(*ids))
-        varying = [k for k in keys if len({i.get(k) for i in ids}) > 1]
-        names = []
-        for gi, ident in zip(gis, ids, strict=True):
-            tag = ",".join(f"{k}={ident.get(k, '-')}" for k in varying) if varying else group_list[gi][0].name
-            names.append(f"{c}[{tag}]")
-        if len(set(names)) < len(names):  # equal overrides: the directory name is all that differs
-            names = [f"{c}[{group_list[gi][0].name}]" for gi in gis]
-        if len(set(names)) < len(names):
-            names = [f"{c}[{gi}]" for gi in gis]
-        for gi, nm in zip(gis, names, strict=True):
-            rename[gi][c] = nm
-        notes.append(f"column {c!r} comes from {len(gis)} runs; named " + ", ".join(names))
-    return rename
-
-
-def _reused_analysis(g: list[ResultDir], ren: Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
-    """A single run's own renamed meta-metrics and per-SEG values if complete (else None), apart to keep :func:`merge_results` short."""
-    reusable = len(g) == 1 and g[0].metametrics is not None and set(ren) <= set(g[0].metametrics["metric"])
-    if not reusable:
-        return None
-    mm = g[0].metametrics[g[0].metametrics["metric"].isin(list(ren))].copy()
-    mm["metric"] = mm["metric"].map(ren)
-    ps = None
-    if g[0].per_seg is not None:
-        ps = g[0].per_seg[g[0].per_seg["metric"].isin(list(ren))].copy()
-        ps["metric"] = ps["metric"].map(ren)
-    return mm, ps
-
-
-def _run_info(g: list[ResultDir], label: str, ren: Mapping[str, str], sc: pd.DataFrame | None,
-              summ: list[dict]) -> RunInfo:
-    """One group's :class:`RunInfo` (rates, wall time, cache counts), apart to keep :func:`merge_results` short."""
-    if len(g) == 1:
-        rates = {ren[c]: r for c, r in summ[0]["ips"].items()}
-    else:  # shards: images over time summed over the shards (a mean of rates would weigh them equally)
-        rates = {}
-        for c in ren:
-            n = sum(d.run.n_items or 0 for d in g if d.run and c in d.run.metric_wall_time_s)
-            t = sum(d.run.metric_wall_time_s[c] for d in g if d.run and c in d.run.metric_wall_time_s)
-            if n and t > 0:
-                rates[ren[c]] = n / t
-    walls = [s["wall"] for s in summ]
-    return RunInfo(
-        label=label, dirs=tuple(str(published_path(d.path)) for d in g), overrides=dict(g[0].identity), columns=dict(ren),
-        shards=tuple(d.shard for d in g if d.shard is not None),
-        n_images=None if sc is None else len(sc),
-        device=next((s["device"] for s in summ if s["device"]), None),
-        wall_time_s=None if any(w is None for w in walls) else float(sum(walls)),
-        images_per_s=rates,
-        n_failed=sum(s["failed"] for s in summ),
-        cache_hits=sum(s["hits"] for s in summ) if any(d.run for d in g) else None,
-        cache_misses=sum(s["misses"] for s in summ) if any(d.run for d in g) else None)
-
-
-def _given_flops(flops: Mapping[str, float] | None, runs: list[RunInfo], flops_out: dict[str, float]) -> None:
-    """Add hand-given FLOPs to ``flops_out`` where no run recorded one, apart to keep :func:`merge_results` short."""
-    from ..pareto import parse_flops
-
-    for name, f in (flops or {}).items():
-        matches = [m for run in runs for c, m in run.columns.items() if m == name or c == name]
-        try:
-            value = parse_flops(f)
-        except ValueError as e:
-            raise ValueError(f"flops[{name!r}]: {e}") from e
-        for m in matches or [name]:
-            flops_out.setdefault(m, value)
-
-
-def _join_scores(frames: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame | None:
-    if not frames:
-        return None
-    if len(frames) == 1:
-        return frames[0].reset_index(drop=True)
-    for f in frames:
-        if "file_name" not in f.columns:
-            raise ValueError("expected a file_name column in every score table to join runs on, got one without "
-                             f"(columns {list(f.columns)})")
-    out = frames[0]
-    for f in frames[1:]:
-        metric_cols = metric_columns(f.columns)
-        base = [c for c in BASE_COLUMNS if c in f.columns and c != "file_name"]
-        n_before = len(out)
-        out = out.merge(f[["file_name", *base, *metric_cols]], on="file_name", how="outer", suffixes=("", "__r"))
-        for c in base:
-            if f"{c}__r" in out.columns:
-                out[c] = out[c].fillna(out[f"{c}__r"])
-                out = out.drop(columns=f"{c}__r")
-        if len(out) != n_before or out[metric_cols].isna().all(axis=1).any():
-            notes.append("runs scored different images: the merged table has a missing score where a run did not "
-                         "score an image")
-    return out.reset_index(drop=True)
+    groups = RunGroup.of(dirs)
+    merge = RunMerge(notes)
+    for group, columns in zip(groups, merged_column_names(groups, notes), strict=True):
+        merge.add(group, columns)
+    merge.add_given_flops(flops)
+    return merge.result(lower_is_better), merge.todo
 
 
 def complete_analysis(merged: MergedResults, todo: Sequence[str], settings: AnalysisSettings | None = None,
