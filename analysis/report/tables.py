@@ -15,6 +15,7 @@ from seg_data.result_sets import atomic_write_text
 
 from ..metametrics import PAPER_META_METRICS
 from ..pipeline import AnalysisResult
+from ..units import DELTA_NOTE, PERCENT, delta_above_100
 
 __all__ = ["paper_table", "to_markdown", "to_latex", "write_tables", "seg_count_text", "seg_counts"]
 
@@ -142,7 +143,9 @@ def to_latex(table: pd.DataFrame, decimals: int = 1, caption: str | None = None)
 
 def write_tables(source: AnalysisResult | pd.DataFrame, out_dir: str | Path, labels: Mapping[str, str] | None = None,
                  stem: str = "table", meta_metrics: Sequence[str] = PAPER_META_METRICS, decimals: int = 1) -> list[Path]:
-    """``<stem>.md``, ``<stem>.tex`` and ``<stem>.csv`` in ``out_dir``, one block per protocol.
+    """``<stem>.md``, ``<stem>.tex`` and ``<stem>.csv`` in ``out_dir``, one block per protocol, values in % (the
+    printed paper table: ``unit`` column ``%`` in the CSV, "values in %" in the captions, and the delta_m note
+    of :mod:`analysis.units` when a delta_m value prints above 100).
 
     ``source``: an :class:`AnalysisResult` or a long ``metametrics.csv`` frame.
     """
@@ -157,10 +160,15 @@ def write_tables(source: AnalysisResult | pd.DataFrame, out_dir: str | Path, lab
         if counts:
             per = ", ".join(f"{(labels or {}).get(m, m)} {n}" for m, n in counts.items())
             segs = f"{seg_count_text(counts.values(), note='')}; SEGs per metric: {per}. "
-        md.append(f"### protocol={name}\n\n{segs}Values in %; best of each row in bold.\n\n" + to_markdown(t, decimals))
-        tex.append(to_latex(t, decimals, caption=f"protocol={name}; {segs}values in %"))
+        # the printed table's own delta_m values (its CSV has no CIs): the note where one reads above 100
+        delta = " " + DELTA_NOTE if delta_above_100(mm.loc[(mm["protocol"] == name)
+                                                          & (mm["meta_metric"] == "delta"), "value"]) else ""
+        md.append(f"### protocol={name}\n\n{segs}Values in %; best of each row in bold.{delta}\n\n"
+                  + to_markdown(t, decimals))
+        tex.append(to_latex(t, decimals, caption=f"protocol={name}; {segs}values in %{delta}"))
         f = t.reset_index()
         f.insert(0, "protocol", name)
+        f.insert(3, "unit", PERCENT)  # a CSV has no caption: the unit of every value in the row, said in the row
         frames.append(f)
     paths = [out / f"{stem}.md", out / f"{stem}.tex", out / f"{stem}.csv"]
     atomic_write_text(paths[0], "\n".join(md))
