@@ -40,7 +40,7 @@ def write_report(results: Sequence[str | Path], out: str | Path, analysis: Analy
             dataset = recorded_dataset(results)
         except (FileNotFoundError, ValueError) as e:
             log.warning("the dataset the results recorded is not used: %s", e)
-    return build_report([str(r) for r in results], Path(out), analysis, dataset=dataset, **report.build_options())
+    return build_report([str(r) for r in results], Path(out), analysis, report, dataset=dataset)
 
 
 def write_explorer_page(results: Sequence[str | Path], settings: ExploreSettings, dataset: SEGDataset | None,

@@ -68,6 +68,7 @@ from ..settings import AnalysisSettings, resolve_settings
 from ..stats import ALPHA
 from .merged import MergedResults
 from .runs import ResultDir, RunGroup, RunMerge, merged_column_names
+from .settings import ReportSettings
 
 __all__ = [
     "ResultDir",
@@ -404,29 +405,27 @@ def merged_results(results: Sequence[str | Path], settings: AnalysisSettings | N
 
 
 def build_report(results: Sequence[str | Path], output_dir: str | Path, settings: AnalysisSettings | None = None,
-                 *, title: str = "TS2 report", dataset=None, figure_protocol: str | None = None,
-                 flops: Mapping[str, float] | None = None, labels: Mapping[str, str] | None = None, groups: Mapping[str, str] | None = None,
-                 scatter: Sequence[str] | None = None, heatmaps: int = 2,
-                 figures: Sequence[str] | None = None, pareto: Sequence[str] | None = None,
-                 extra_sections: Sequence[tuple[str, str]] = (), human: str | Path | None = None,
-                 human_statistic: str = "kendall_b", human_grouping: str = "prompt",
-                 seg_meta_metric: str = "rank", verdict: bool = True, explorer: bool = True, **analysis: Any):
-    """Merge ``results`` and write the report into ``output_dir`` (the Python API of ``ts2 report``).
+                 report: ReportSettings | None = None, *, dataset=None, groups: Mapping[str, str] | None = None,
+                 extra_sections: Sequence[tuple[str, str]] = (), verdict: bool = True, **options: Any):
+    """Merge ``results`` and write the report into ``output_dir`` (the library function under ``ts2 report``,
+    ``ts2 run`` and ``ts2.report``).
 
     ``settings`` (:class:`analysis.settings.AnalysisSettings`; default: those of
     ``conf/analysis/default.yaml``) computes the meta-metrics the results lack and the verdict;
-    ``analysis`` keyword arguments (``bootstrap=0``, ``ci_method="bca"``, ...) replace single
-    settings (an unknown name is a ``TypeError``).
+    ``report`` (:class:`analysis.report.settings.ReportSettings`; default: ``conf/report/default.yaml``'s) says
+    how the page is drawn. ``options`` replace single settings of either by name (``bootstrap=0``,
+    ``figures=[]``, ...; an unknown name is a ``TypeError``). ``groups`` (metric -> group label) and
+    ``extra_sections`` (title, HTML) are for callers that draw more than a report config says.
 
-    ``ts2 run`` calls this after scoring. With ``human`` (a ``human_metametrics.csv`` of
+    With ``report.human`` (a ``human_metametrics.csv`` of
     ``ts2 analyze human=...``, or its folder), the report also shows the SEG view and the human
     view of the same metrics side by side (both rank orders, Kendall's tau between them) and
     writes ``views.csv``; a folder of ``ts2 analyze human=[A,B,...]`` (``human_sets.csv``) adds the
-    section of all its sets (:func:`analysis.human.sets.human_sets_html`). With ``verdict`` (default), the report opens with the verdict of every
-    metric under evaluation against the references and controls (:mod:`analysis.verdict`) and
-    writes ``verdict.csv``, ``ranking.csv`` and ``pairs.csv``. With ``explorer``, ``explorer.html``
-    (:mod:`analysis.report.explorer`) is written beside ``report.html`` and linked from it. Returns
-    :class:`analysis.report.page.ReportOutputs`.
+    section of all its sets (:func:`analysis.human.sets.human_sets_html`). With ``verdict`` (default), the report
+    opens with the verdict of every metric under evaluation against the references and controls
+    (:mod:`analysis.verdict`) and writes ``verdict.csv``, ``ranking.csv`` and ``pairs.csv``. With
+    ``report.explorer``, ``explorer.html`` (:mod:`analysis.report.explorer`) is written beside ``report.html``
+    and linked from it. Returns :class:`analysis.report.page.ReportOutputs`.
 
     Raises
     ------
@@ -434,38 +433,48 @@ def build_report(results: Sequence[str | Path], output_dir: str | Path, settings
         A result folder that does not exist or holds no result files.
     ValueError
         Unreadable result files, shards that disagree, a bad ``scatter`` pair.
+    TypeError
+        An option that is neither an analysis nor a report setting.
     """
+    report = (report or ReportSettings()).updated(**{k: v for k, v in options.items() if k in ReportSettings.keys()})
+    settings = resolve_settings(settings, {k: v for k, v in options.items() if k not in ReportSettings.keys()})
+    return _write_merged_report(merged_results(results, settings, flops=report.flops, dataset=dataset), output_dir,
+                                settings, report, dataset, groups, extra_sections, verdict)
+
+
+def _write_merged_report(merged, output_dir, settings: AnalysisSettings, report: ReportSettings, dataset,
+                         groups, extra_sections, verdict: bool):
+    """The page of merged results: the human views asked for, the verdict, the figures and tables."""
     from . import page as rp
 
-    settings = resolve_settings(settings, analysis)
-    merged = merged_results(results, settings, flops=flops, dataset=dataset)
     extra_files = {}
-    if human is not None:
+    if report.human is not None:
         from ..human.sets import human_sets_html, read_human_sets
 
-        sets = read_human_sets(human)  # ts2 analyze human=[...]: the sets' section too
-        hp = Path(human)
+        sets = read_human_sets(report.human)  # ts2 analyze human=[...]: the sets' section too
+        hp = Path(report.human)
         if sets is None or hp.is_file() or (hp / "human_metametrics.csv").is_file():
-            protocol = figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
-                                           str(merged.metametrics["protocol"].iloc[0]))
-            cmp = rp.views_frame(merged.metametrics, rp.read_human_results(human), protocol, seg_meta_metric,
-                                 human_statistic, human_grouping)
+            protocol = report.figure_protocol or ("paper" if "paper" in set(merged.metametrics["protocol"]) else
+                                                  str(merged.metametrics["protocol"].iloc[0]))
+            cmp = rp.views_frame(merged.metametrics, rp.read_human_results(report.human), protocol,
+                                 report.seg_meta_metric, report.human_statistic, report.human_grouping)
             extra_files["views"] = cmp.table
             extra_sections = [*extra_sections, ("SEG view and human view",
-                                                rp.views_html(cmp, protocol, seg_meta_metric, human_statistic,
-                                                              human_grouping))]
+                                                rp.views_html(cmp, protocol, report.seg_meta_metric,
+                                                              report.human_statistic, report.human_grouping))]
         if sets is not None:
             extra_sections = [*extra_sections, ("Human-judgment sets", human_sets_html(*sets))]
-    prompts = None
-    if dataset is not None:
-        prompts = {s.seg_id: s.prompt for s in dataset}
+    prompts = None if dataset is None else {s.seg_id: s.prompt for s in dataset}
     vd = merged_verdict(merged, settings, dataset=dataset) if verdict else None
-    return rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels, groups=groups,
-                           scatter=scatter, n_heatmaps=heatmaps, extra_sections=extra_sections, prompts=prompts,
-                           figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto,
+    return rp.write_report(merged, output_dir, title=report.title, protocol=report.figure_protocol,
+                           labels=dict(report.labels), groups=groups,
+                           scatter=None if report.scatter is None else list(report.scatter),
+                           n_heatmaps=report.heatmaps, extra_sections=extra_sections, prompts=prompts,
+                           figures=rp.FIGURE_KINDS if report.figures is None else tuple(report.figures),
+                           pareto=None if report.pareto is None else list(report.pareto),
                            extra_files=extra_files, verdict=vd,
                            dataset_note=rp.synthetic_dataset_note(getattr(dataset, "metadata", None)),
-                           dataset=dataset, explorer=explorer)
+                           dataset=dataset, explorer=report.explorer)
 
 
 def _display_name(p: Path, all_paths: Sequence[Path]) -> str:

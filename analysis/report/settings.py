@@ -77,15 +77,6 @@ class ReportSettings(PlainSettings):
             out["human"] = str(out["human"])
         return out
 
-    def build_options(self) -> dict[str, Any]:
-        """The keyword arguments of :func:`analysis.report.result_dirs.build_report` these settings set."""
-        return {"title": self.title, "figure_protocol": self.figure_protocol, "flops": dict(self.flops),
-                "labels": dict(self.labels), "scatter": None if self.scatter is None else list(self.scatter),
-                "heatmaps": self.heatmaps, "figures": None if self.figures is None else list(self.figures),
-                "pareto": None if self.pareto is None else list(self.pareto), "human": self.human,
-                "human_statistic": self.human_statistic, "human_grouping": self.human_grouping,
-                "seg_meta_metric": self.seg_meta_metric, "explorer": self.explorer}
-
 
 @dataclass(frozen=True)
 class ExploreSettings(PlainSettings):
