@@ -85,6 +85,15 @@ def normalize_id(value: object, where: str = "", what: str = "SEG id", integer: 
     ...
     seg_data.ids.IdentifierError: scores.csv, row 3: expected a SEG id written as a plain integer without leading zeros (e.g. '7'), got '007'
     """
+    text = _id_text(value, where, what)
+    numeric = _looks_numeric(text)
+    if numeric or integer:
+        _check_canonical_integer(text, where, what, numeric, integer)
+    return text
+
+
+def _id_text(value: object, where: str, what: str) -> str:
+    """The stripped, non-empty text of an id given as a string or an int (bools, floats, None, NaN refused)."""
     if isinstance(value, bool) or value is None or (isinstance(value, float) and math.isnan(value)):
         raise IdentifierError(f"{_where(where)}expected a {what}, got {value!r}")
     if isinstance(value, float):
@@ -94,19 +103,23 @@ def normalize_id(value: object, where: str = "", what: str = "SEG id", integer: 
     text = str(value).strip()
     if not text:
         raise IdentifierError(f"{_where(where)}expected a {what}, got an empty value")
-    numeric = _looks_numeric(text)
-    if numeric or integer:
-        if not (text.isascii() and _CANON_INT.fullmatch(text)):
-            example = ""
-            if text.isascii() and re.fullmatch(r"[+-]?[0-9]+", text):
-                example = f" (e.g. {str(int(text)).lstrip('-')!r})"
-            kind = "an integer" if integer else "a plain integer"
-            raise IdentifierError(f"{_where(where)}expected a {what} written as {kind} without leading zeros, sign, "
-                                  f"decimal point or exponent{example}, got {text!r}" if numeric else
-                                  f"{_where(where)}expected an integer {what}, got {text!r}")
-        if int(text) > MAX_INT_ID:
-            raise IdentifierError(f"{_where(where)}expected a {what} of at most {MAX_INT_ID}, got {text!r}")
     return text
+
+
+def _check_canonical_integer(text: str, where: str, what: str, numeric: bool, integer: bool) -> None:
+    """Refuse an id that must be an integer (it reads as a number, or ``integer``) unless it is a plain ASCII
+    decimal without leading zeros, at most :data:`MAX_INT_ID`; a signed or zero-padded one is shown its
+    canonical form."""
+    if not (text.isascii() and _CANON_INT.fullmatch(text)):
+        example = ""
+        if text.isascii() and re.fullmatch(r"[+-]?[0-9]+", text):
+            example = f" (e.g. {str(int(text)).lstrip('-')!r})"
+        kind = "an integer" if integer else "a plain integer"
+        raise IdentifierError(f"{_where(where)}expected a {what} written as {kind} without leading zeros, sign, "
+                              f"decimal point or exponent{example}, got {text!r}" if numeric else
+                              f"{_where(where)}expected an integer {what}, got {text!r}")
+    if int(text) > MAX_INT_ID:
+        raise IdentifierError(f"{_where(where)}expected a {what} of at most {MAX_INT_ID}, got {text!r}")
 
 
 def normalize_label(value: object, where: str = "", strict: bool = True) -> str:

@@ -248,39 +248,53 @@ def read_run_record(path: str | Path) -> RunRecord:
     if fmt not in RUN_FORMATS:
         raise ValueError(f"{p}: expected format among {list(RUN_FORMATS)}, got {fmt!r}")
     directions: dict[str, bool] = {}
-    roles: dict[str, str] = {}
     flops: dict[str, float] = {}
     walls: dict[str, float] = {}
     ips: dict[str, float] = {}
     for i, rec in enumerate(raw.get("metrics") or []):
         if not isinstance(rec, dict):
             raise ValueError(f"{p}: expected metrics[{i}] to be an object, got {type(rec).__name__}")
-        cols = list(rec.get("columns") or [rec.get("name")])
-        for c, higher in (rec.get("directions") or {}).items():
-            directions[str(c)] = bool(higher)
-        f = _finite(rec.get("flops_per_image_measured"))
-        f = f if f is not None else _finite(rec.get("flops_per_image_estimate"))
+        cols = [str(c) for c in list(rec.get("columns") or [rec.get("name")]) if c is not None]
+        directions.update(_directions(rec.get("directions")))
+        cost = _MetricCost.of(rec)
         for c in cols:
-            if c is None:
-                continue
-            if f is not None:
-                flops[str(c)] = f
-            w, r = _finite(rec.get("wall_time_s")), _finite(rec.get("images_per_s"))
-            if w is not None:
-                walls[str(c)] = w
-            if r is not None:
-                ips[str(c)] = r
-    for c, higher in (raw.get("derived_columns") or {}).items():
-        directions[str(c)] = bool(higher)
-    directions.update({str(c): bool(h) for c, h in (raw.get("directions") or {}).items()})
-    for c, r in (raw.get("roles") or {}).items():
-        roles[str(c)] = check_role(r, f"{p}, roles[{c!r}]")
+            cost.enter(c, flops, walls, ips)
+    directions.update(_directions(raw.get("derived_columns")))
+    directions.update(_directions(raw.get("directions")))
+    roles = _roles(raw.get("roles") or {}, p)
     for c in directions:
         roles.setdefault(c, "metric")
     ds = raw.get("dataset")
     return RunRecord(path=p, format=fmt, n_items=raw.get("n_items"), wall_time_s=_finite(raw.get("wall_time_s")),
                      directions=directions, roles=roles, flops=flops, metric_wall_time_s=walls, images_per_s=ips,
                      dataset=(ds.get("name") if isinstance(ds, dict) else ds), raw=raw)
+
+
+def _directions(declared: Mapping[Any, Any] | None) -> dict[str, bool]:
+    """Column -> higher is better, of a ``directions`` (or ``derived_columns``) object; absent: none."""
+    return {str(c): bool(higher) for c, higher in (declared or {}).items()}
+
+
+@dataclass(frozen=True)
+class _MetricCost:
+    """What one ``metrics`` entry of ``run.json`` records of its cost, non-finite values dropped: FLOPs per
+    image (measured, else estimated), wall time and images per second."""
+
+    flops: float | None
+    wall_time_s: float | None
+    images_per_s: float | None
+
+    @classmethod
+    def of(cls, rec: Mapping[str, Any]) -> _MetricCost:
+        f = _finite(rec.get("flops_per_image_measured"))
+        return cls(flops=f if f is not None else _finite(rec.get("flops_per_image_estimate")),
+                   wall_time_s=_finite(rec.get("wall_time_s")), images_per_s=_finite(rec.get("images_per_s")))
+
+    def enter(self, column: str, flops: dict, walls: dict, ips: dict) -> None:
+        """Enter the known costs for ``column`` in the record's per-column tables."""
+        for table, value in ((flops, self.flops), (walls, self.wall_time_s), (ips, self.images_per_s)):
+            if value is not None:
+                table[column] = value
 
 
 def run_record_beside(scores_path: str | Path) -> RunRecord | None:
@@ -430,25 +444,46 @@ def read_analysis_record(path: str | Path) -> AnalysisRecord:
     p = Path(path)
     raw = _json_object(p, "a ts2 analysis record")
     fmt = _analysis_format(raw, p)
-    roles = {str(c): check_role(r, f"{p}, roles[{c!r}]") for c, r in _json_dict(raw, "roles", p).items()}
-    conf = raw.get("confidence")
-    if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float))):
-        raise ValueError(f"{p}: expected 'confidence' to be a number, got {conf!r}")
-    ds = raw.get("dataset")
+    roles = _roles(_json_dict(raw, "roles", p), p)
+    conf = _confidence(raw.get("confidence"), p)
     return AnalysisRecord(
-        source=str(raw.get("source") or ""), metrics=tuple(str(m) for m in _json_list(raw, "metrics", p)),
-        lower_is_better=frozenset(str(m) for m in _json_list(raw, "lower_is_better", p)), roles=roles,
-        dataset=None if ds is None else str(ds), score_files=tuple(str(f) for f in _json_list(raw, "score_files", p)),
-        inputs=_json_dict(raw, "inputs", p), meta_metrics=tuple(str(m) for m in _json_list(raw, "meta_metrics", p)),
+        source=str(raw.get("source") or ""), metrics=_json_texts(raw, "metrics", p),
+        lower_is_better=frozenset(_json_texts(raw, "lower_is_better", p)), roles=roles,
+        dataset=_optional_text(raw.get("dataset")), score_files=_json_texts(raw, "score_files", p),
+        inputs=_json_dict(raw, "inputs", p), meta_metrics=_json_texts(raw, "meta_metrics", p),
         protocols=_json_dict(raw, "protocols", p), subsets=_json_dict(raw, "subsets", p),
         subset_source=raw.get("subset_source"), n_segs=_json_dict(raw, "n_segs", p),
         excluded_segs=_json_dict(raw, "excluded_segs", p), delta_sigma=_json_dict(raw, "delta_sigma", p),
         bootstrap=int(raw.get("bootstrap") or 0), seed=raw.get("seed"),
-        confidence=None if conf is None else float(conf), ci_method=raw.get("ci_method"),
+        confidence=conf, ci_method=raw.get("ci_method"),
         bootstrap_scheme=raw.get("bootstrap_scheme"), chance_permutations=int(raw.get("chance_permutations") or 0),
-        min_segs_ci=raw.get("min_segs_ci"), notes=tuple(str(n) for n in _json_list(raw, "notes", p)),
+        min_segs_ci=raw.get("min_segs_ci"), notes=_json_texts(raw, "notes", p),
         chance_null=raw.get("chance_null"), format=fmt, path=p, raw=raw,
-        dataset_path=None if raw.get("dataset_path") is None else str(raw["dataset_path"]))
+        dataset_path=_optional_text(raw.get("dataset_path")))
+
+
+def _json_texts(raw: Mapping[str, Any], key: str, p: Path) -> tuple[str, ...]:
+    """A list field as text (metric names, file paths, notes); absent: empty."""
+    return tuple(str(v) for v in _json_list(raw, key, p))
+
+
+def _optional_text(value: Any) -> str | None:
+    """A text field that may be absent (``None``)."""
+    return None if value is None else str(value)
+
+
+def _confidence(conf: Any, p: Path) -> float | None:
+    """The CIs' level as a float (absent: ``None``); a bool or a non-number is refused."""
+    if conf is None:
+        return None
+    if isinstance(conf, bool) or not isinstance(conf, (int, float)):
+        raise ValueError(f"{p}: expected 'confidence' to be a number, got {conf!r}")
+    return float(conf)
+
+
+def _roles(declared: Mapping[Any, Any], p: Path) -> dict[str, str]:
+    """Column -> role of a record's ``roles``, each role checked (:func:`check_role`)."""
+    return {str(c): check_role(r, f"{p}, roles[{c!r}]") for c, r in declared.items()}
 
 
 @dataclass(frozen=True)

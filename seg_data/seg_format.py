@@ -177,56 +177,74 @@ def dataset_from_dict(data: Any, base: Path, source: str = "<dict>",
     for i, e in enumerate(_list(data["segs"], source, "segs")):
         here = f"{source}: segs[{i}]"
         e = _mapping(e, "seg", here, required=("id",))
-        raw = e["id"]
-        # An unquoted id YAML types as a number (.nan, 1:30 = 90, 0x1F) must be a canonical integer.
-        numeric = isinstance(raw, TypedScalar) and isinstance(raw.value, (int, float)) and not isinstance(raw.value, bool)
-        sid = normalize_id(_raw(raw), here, integer=numeric)
+        sid = _seg_id(e["id"], here)
         if sid in seen_ids:
             raise ValueError(f"{here}: expected unique SEG ids, got {sid!r} again (first at segs[{seen_ids[sid]}])")
         seen_ids[sid] = i
-        here = f"{source}: SEG {sid}"
-        nodes: dict[str, list[ImageRecord]] = {}
-        node_err: dict[str, list[str]] = {}
-        for j, n in enumerate(_list(e.get("nodes"), here, "nodes")):
-            n = _mapping(n, "node", f"{here}, nodes[{j}]", required=("label",))
-            lbl = normalize_label(_raw(n["label"]), f"{here}, nodes[{j}]", strict=False)
-            if lbl in nodes:
-                raise ValueError(f"{here}: node {lbl!r} is defined twice")
-            imgs = []
-            for k, im in enumerate(_list(n.get("images"), f"{here}, node {lbl}", "images")):
-                at = f"{here}, node {lbl}, images[{k}]"
-                im = _mapping(im, "image", at, required=("id",))
-                path = _text(im.get("path"), at, "path", optional=True)
-                image_id = _text(im["id"], at, "id")
-                if not image_id.strip():
-                    raise ValueError(f"{at}: expected an image id, got an empty one")
-                imgs.append(ImageRecord(image_id=image_id,
-                                        path=None if path is None else roots.resolve(path, at),
-                                        source=_text(im.get("source"), at, "source", optional=True)))
-            nodes[lbl] = imgs
-            node_err[lbl] = [_text(x, f"{here}, node {lbl}", "errors") for x in _list(n.get("errors"), here, "errors")]
-        edges = e.get("edges")
-        edge_list, edge_err = None, {}
-        if edges is not None:
-            edge_list = []
-            for k, x in enumerate(_list(edges, here, "edges")):
-                at = f"{here}, edges[{k}]"
-                x = _mapping(x, "edge", at, required=("from", "to"))
-                u, v = (normalize_label(_raw(x[f]), f"{at}, {f!r}", strict=False)
-                        for f in ("from", "to"))
-                edge_list.append((u, v))
-                edge_err[(u, v)] = [_text(y, at, "errors") for y in _list(x.get("errors"), at, "errors")]
-        prompt = _text(e.get("prompt", ""), here, "prompt")
-        subset = _text(e.get("subset"), here, "subset", optional=True)
-        meta = plain(e.get("metadata") or {})
-        if not isinstance(meta, dict):
-            raise ValueError(f"{here}: expected a mapping for 'metadata', got {type(meta).__name__}")
-        g = build_graph(nodes, edges=edge_list, edge_errors=edge_err, node_errors=node_err)
-        segs.append(SEG(seg_id=sid, prompt=prompt, graph=g, subset=subset, metadata=meta))
-    meta = plain(data.get("metadata") or {})
-    if not isinstance(meta, dict):
-        raise ValueError(f"{source}: expected a mapping for 'metadata', got {type(meta).__name__}")
+        segs.append(_seg_from_dict(e, sid, f"{source}: SEG {sid}", roots))
+    meta = _metadata(data.get("metadata"), source)
     return SEGDataset(segs, name=_text(data.get("name", "dataset"), source, "name"), root=base, metadata=meta)
+
+
+def _seg_id(raw: Any, where: str) -> str:
+    """A SEG's id as written; an unquoted id YAML types as a number (.nan, 1:30 = 90, 0x1F) must be a
+    canonical integer."""
+    numeric = isinstance(raw, TypedScalar) and isinstance(raw.value, (int, float)) and not isinstance(raw.value, bool)
+    return normalize_id(_raw(raw), where, integer=numeric)
+
+
+def _metadata(value: Any, where: str) -> dict:
+    """A ``metadata`` entry as plain data: a mapping (absent or empty: ``{}``)."""
+    meta = plain(value or {})
+    if not isinstance(meta, dict):
+        raise ValueError(f"{where}: expected a mapping for 'metadata', got {type(meta).__name__}")
+    return meta
+
+
+def _seg_from_dict(e: dict, sid: str, here: str, roots) -> SEG:
+    """One SEG entry (its keys checked) with id ``sid``: nodes with their images, edges, prompt, subset, metadata."""
+    nodes: dict[str, list[ImageRecord]] = {}
+    node_err: dict[str, list[str]] = {}
+    for j, n in enumerate(_list(e.get("nodes"), here, "nodes")):
+        n = _mapping(n, "node", f"{here}, nodes[{j}]", required=("label",))
+        lbl = normalize_label(_raw(n["label"]), f"{here}, nodes[{j}]", strict=False)
+        if lbl in nodes:
+            raise ValueError(f"{here}: node {lbl!r} is defined twice")
+        nodes[lbl] = [_image_from_dict(im, f"{here}, node {lbl}, images[{k}]", roots)
+                      for k, im in enumerate(_list(n.get("images"), f"{here}, node {lbl}", "images"))]
+        node_err[lbl] = [_text(x, f"{here}, node {lbl}", "errors") for x in _list(n.get("errors"), here, "errors")]
+    edge_list, edge_err = _edges_from_list(e.get("edges"), here)
+    prompt = _text(e.get("prompt", ""), here, "prompt")
+    subset = _text(e.get("subset"), here, "subset", optional=True)
+    meta = _metadata(e.get("metadata"), here)
+    g = build_graph(nodes, edges=edge_list, edge_errors=edge_err, node_errors=node_err)
+    return SEG(seg_id=sid, prompt=prompt, graph=g, subset=subset, metadata=meta)
+
+
+def _image_from_dict(im: Any, at: str, roots) -> ImageRecord:
+    """One image entry: a non-empty id, a path under the image roots (or none), a source (or none)."""
+    im = _mapping(im, "image", at, required=("id",))
+    path = _text(im.get("path"), at, "path", optional=True)
+    image_id = _text(im["id"], at, "id")
+    if not image_id.strip():
+        raise ValueError(f"{at}: expected an image id, got an empty one")
+    return ImageRecord(image_id=image_id, path=None if path is None else roots.resolve(path, at),
+                       source=_text(im.get("source"), at, "source", optional=True))
+
+
+def _edges_from_list(edges: Any, here: str) -> tuple[list[tuple[str, str]] | None, dict]:
+    """A SEG's ``edges`` as ``(from, to)`` label pairs with each edge's errors; ``None`` when the SEG gives
+    no edges (its graph then follows the TS2 convention)."""
+    if edges is None:
+        return None, {}
+    edge_list, edge_err = [], {}
+    for k, x in enumerate(_list(edges, here, "edges")):
+        at = f"{here}, edges[{k}]"
+        x = _mapping(x, "edge", at, required=("from", "to"))
+        u, v = (normalize_label(_raw(x[f]), f"{at}, {f!r}", strict=False) for f in ("from", "to"))
+        edge_list.append((u, v))
+        edge_err[(u, v)] = [_text(y, at, "errors") for y in _list(x.get("errors"), at, "errors")]
+    return edge_list, edge_err
 
 
 def load_seg_file(path: str | Path, check_images: bool = False, validate: bool = True,

@@ -37,12 +37,6 @@ def summarize(ds: SEGDataset, check_images: bool = False, max_walks: int | None 
     nothing here.
     """
     levels = Counter(ds_seg.level(n) for ds_seg in ds for n in ds_seg.graph.nodes)
-    per_seg = [s.n_images for s in ds]
-    counts = _walk_counts(ds)
-    problems = validate_dataset(ds, check_images=check_images)
-    # Findings recorded at load time (e.g. prompt mismatches of the TS2 release) come first.
-    known = {(p.code, p.seg_id, p.node, p.message) for p in problems}
-    earlier = [p for p in ds.metadata.get("problems", []) if (p.code, p.seg_id, p.node, p.message) not in known]
     return {
         "name": ds.name,
         "n_segs": len(ds),
@@ -50,14 +44,35 @@ def summarize(ds: SEGDataset, check_images: bool = False, max_walks: int | None 
         "n_nodes": sum(len(s.graph) for s in ds),
         "n_edges": sum(s.graph.number_of_edges() for s in ds),
         "nodes_per_level": {str(k): levels[k] for k in sorted(levels)},
+        **_walk_summary(_walk_counts(ds), max_walks),
+        "images_per_seg": _spread([s.n_images for s in ds]),
+        "segs_per_subset": {k: len(v) for k, v in ds.subsets().items()},
+        "problems": [p.to_dict() for p in _problems(ds, check_images)],
+    }
+
+
+def _walk_summary(counts: dict[str, int], max_walks: int | None) -> dict:
+    """``n_walks`` (all SEGs), ``max_walks_seg`` (the SEG with the most, with its count; ``None`` for no SEG)
+    and ``over_max_walks`` (SEG id -> count, for the SEGs over ``max_walks``)."""
+    return {
         "n_walks": sum(counts.values()),
         "max_walks_seg": max(((k, v) for k, v in counts.items()), key=lambda kv: kv[1], default=None),
         "over_max_walks": {k: v for k, v in counts.items() if max_walks is not None and v > max_walks},
-        "images_per_seg": {"min": min(per_seg, default=0), "median": median(per_seg) if per_seg else 0,
-                           "max": max(per_seg, default=0)},
-        "segs_per_subset": {k: len(v) for k, v in ds.subsets().items()},
-        "problems": [p.to_dict() for p in earlier + problems],
     }
+
+
+def _spread(values: list[int]) -> dict:
+    """``min``, ``median`` and ``max`` of ``values`` (all 0 when there are none)."""
+    return {"min": min(values, default=0), "median": median(values) if values else 0, "max": max(values, default=0)}
+
+
+def _problems(ds: SEGDataset, check_images: bool) -> list:
+    """The validation findings: those recorded at load time (e.g. prompt mismatches of the TS2 release) first,
+    then the validation's own, each once."""
+    problems = validate_dataset(ds, check_images=check_images)
+    known = {(p.code, p.seg_id, p.node, p.message) for p in problems}
+    earlier = [p for p in ds.metadata.get("problems", []) if (p.code, p.seg_id, p.node, p.message) not in known]
+    return earlier + problems
 
 
 def format_summary(info: dict) -> str:

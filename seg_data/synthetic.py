@@ -35,6 +35,7 @@ import random
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -160,17 +161,24 @@ def _node_sets(kind: str, pool: list[Ablation], n_groups: int, max_level: int,
         first.append((rng.choice(others),))
     levels = [[()], first]
     for _ in range(2, max_level + 1):
-        cands: list[tuple[int, ...]] = []
-        for s in levels[-1]:
-            for j in range(len(pool)):
-                t = tuple(sorted(s + (j,)))
-                if j not in s and t not in cands and _compatible([pool[k] for k in t], n_groups):
-                    cands.append(t)
+        cands = _extensions(levels[-1], pool, n_groups)
         if not cands:
             break
         n = 2 if len(cands) > 1 and rng.random() < 0.35 else 1
         levels.append(sorted(rng.sample(cands, n)))
     return levels
+
+
+def _extensions(sets: list[tuple[int, ...]], pool: list[Ablation], n_groups: int) -> list[tuple[int, ...]]:
+    """The ablation sets one level down from ``sets``: each set with one more pool ablation compatible with it
+    (sorted pool indices, each set once, in the order found)."""
+    cands: list[tuple[int, ...]] = []
+    for s in sets:
+        for j in range(len(pool)):
+            t = tuple(sorted(s + (j,)))
+            if j not in s and t not in cands and _compatible([pool[k] for k in t], n_groups):
+                cands.append(t)
+    return cands
 
 
 
@@ -185,9 +193,49 @@ def _node_labels(levels: list[list[tuple[int, ...]]]) -> list[tuple[str, tuple[i
     return out
 
 
-def _make_seg(i: int, seed: int, out: Path, images: bool, images_per_node: int | None,
-              seg_dir: str, boxes: dict[str, list]) -> SEG:
-    rng = random.Random(f"ts2-synthetic/{seed}/{i}")
+@dataclass(frozen=True)
+class _SegImages:
+    """Where the images of SEG ``seg`` go (``images/<seg_dir>/<node>-<k>.png`` under ``out``) and whether they
+    are drawn (``draw``; each image's boxes then go into ``boxes``, image id -> boxes) or only named."""
+
+    out: Path
+    seg_dir: str
+    seed: int
+    seg: int
+    draw: bool
+    boxes: dict[str, list]
+
+    def records(self, label: str, scene: Scene, n: int) -> list[ImageRecord]:
+        """The ``n`` images of node ``label``, showing ``scene``, each laid out from its own seed."""
+        recs = []
+        for j in range(n):
+            rel = f"images/{self.seg_dir}/{label}-{j}.png"
+            image_id = f"{self.seg_dir}/{label}-{j}.png"
+            if self.draw:
+                img_rng = random.Random(f"ts2-synthetic/{self.seed}/{self.seg}/{label}/{j}")
+                objects = _layout(scene, img_rng)
+                _write_png(_render(objects), self.out / rel)
+                self.boxes[image_id] = [list(o) for o in objects]
+            recs.append(ImageRecord(image_id=image_id, path=self.out / rel))
+        return recs
+
+
+def _covering_edges(labelled: list[tuple[str, tuple[int, ...]]], pool: list[Ablation],
+                    scene: Scene) -> tuple[list[tuple[str, str]], dict[tuple[str, str], list[str]]]:
+    """Parent -> child when the child's ablations strictly contain the parent's; the transitive reduction keeps
+    only the covering pairs (no 0 -> 2 shortcut past a 1 in between). Each edge's errors are the ablations the
+    child adds."""
+    order = nx.DiGraph()
+    order.add_nodes_from(label for label, _ in labelled)
+    sets = dict(labelled)
+    order.add_edges_from((u, v) for u, su in labelled for v, sv in labelled if set(su) < set(sv))
+    edges = sorted(nx.transitive_reduction(order).edges)
+    return edges, {(u, v): [pool[k].describe(scene) for k in sets[v] if k not in sets[u]] for u, v in edges}
+
+
+def _make_seg(i: int, images: _SegImages, images_per_node: int | None) -> SEG:
+    """SEG ``i`` of the set seeded ``images.seed``: a scene of the SEG's kind, ablation sets as nodes, images."""
+    rng = random.Random(f"ts2-synthetic/{images.seed}/{i}")
     kind = KINDS[i % len(KINDS)]
     scene = _make_scene(kind, rng)
     pool = _ablation_pool(scene, rng)
@@ -205,29 +253,12 @@ def _make_seg(i: int, seed: int, out: Path, images: bool, images_per_node: int |
         node_errors[label] = [a.describe(scene) for a in abls]
         node_meta[label] = {"ablations": [a.to_dict() for a in abls], "scene": node_scene.to_dict()}
         n_img = images_per_node if images_per_node is not None else rng.randint(2, 4)
-        recs = []
-        for j in range(n_img):
-            rel = f"images/{seg_dir}/{label}-{j}.png"
-            image_id = f"{seg_dir}/{label}-{j}.png"
-            if images:
-                img_rng = random.Random(f"ts2-synthetic/{seed}/{i}/{label}/{j}")
-                objects = _layout(node_scene, img_rng)
-                _write_png(_render(objects), out / rel)
-                boxes[image_id] = [list(o) for o in objects]
-            recs.append(ImageRecord(image_id=image_id, path=out / rel))
-        nodes[label] = recs
+        nodes[label] = images.records(label, node_scene, n_img)
 
-    # Parent -> child when the child's ablations strictly contain the parent's; the transitive
-    # reduction keeps only the covering pairs (no 0 -> 2 shortcut past a 1 in between).
-    order = nx.DiGraph()
-    order.add_nodes_from(label for label, _ in labelled)
-    sets = dict(labelled)
-    order.add_edges_from((u, v) for u, su in labelled for v, sv in labelled if set(su) < set(sv))
-    edges = sorted(nx.transitive_reduction(order).edges)
-    edge_errors = {(u, v): [pool[k].describe(scene) for k in sets[v] if k not in sets[u]] for u, v in edges}
+    edges, edge_errors = _covering_edges(labelled, pool, scene)
     graph = build_graph(nodes, edges=edges, edge_errors=edge_errors, node_errors=node_errors)
     metadata: dict[str, Any] = {"kind": kind, "scene": scene.to_dict()}
-    if images:  # what each image shows; left out of structure-only sets, where it would double the file
+    if images.draw:  # what each image shows; left out of structure-only sets, where it would double the file
         metadata["nodes"] = node_meta
     return SEG(seg_id=str(i), prompt=_prompt(scene, kind), graph=graph, subset=kind, metadata=metadata)
 
@@ -269,12 +300,7 @@ def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
     """
     from .progress import tqdm
 
-    if int(n_segs) < 1:
-        raise ValueError(f"expected n_segs >= 1, got {n_segs}")
-    if images_per_node is not None and int(images_per_node) < 1:
-        raise ValueError(f"expected images_per_node >= 1 or None, got {images_per_node}")
-    n_segs, seed = int(n_segs), int(seed)
-    images_per_node = None if images_per_node is None else int(images_per_node)
+    n_segs, seed, images_per_node = _checked_sizes(n_segs, seed, images_per_node)
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"expected a new or empty folder for the synthetic set, got {out} "
@@ -288,7 +314,7 @@ def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
         seg_dir = f"seg{i:0{width}d}"
         if images:
             (out / "images" / seg_dir).mkdir(parents=True, exist_ok=True)
-        segs.append(_make_seg(i, seed, out, images, images_per_node, seg_dir, boxes))
+        segs.append(_make_seg(i, _SegImages(out, seg_dir, seed, i, images, boxes), images_per_node))
     meta: dict[str, Any] = {
         "generator": "seg_data.synthetic", "generator_version": GENERATOR_VERSION, "seed": seed,
         "n_segs": n_segs, "images": bool(images), "image_size": IMAGE_SIZE,
@@ -304,6 +330,21 @@ def make_synthetic(out: str | Path, n_segs: int, seed: int, images: bool = True,
             "wrote %d synthetic SEGs (%d images%s) to %s in %.1f s", n_segs, ds.n_images,
             "" if images else ", structure only", out, time.perf_counter() - t0)
     return path
+
+
+def _checked_sizes(n_segs, seed, images_per_node) -> tuple[int, int, int | None]:
+    """``n_segs`` (>= 1), ``seed`` and ``images_per_node`` (>= 1 or ``None``) as integers.
+
+    Raises
+    ------
+    ValueError
+        ``n_segs < 1`` or ``images_per_node < 1``.
+    """
+    if int(n_segs) < 1:
+        raise ValueError(f"expected n_segs >= 1, got {n_segs}")
+    if images_per_node is not None and int(images_per_node) < 1:
+        raise ValueError(f"expected images_per_node >= 1 or None, got {images_per_node}")
+    return int(n_segs), int(seed), None if images_per_node is None else int(images_per_node)
 
 
 # --------------------------------------------------------------------------------------------

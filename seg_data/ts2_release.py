@@ -11,6 +11,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from .graph import build_graph
@@ -90,13 +91,31 @@ def load_ts2_release(path: str | Path, check_images: bool = False, validate: boo
     SEGValidationError
         Validation errors (every one is listed).
     """
-    import pandas as pd
-
     path = Path(path)
     csv = path / "metadata.csv" if path.is_dir() else path
     if not csv.is_file():
         raise FileNotFoundError(f"expected a TS2 metadata.csv at {csv}, found none")
-    root = csv.parent
+    rows = _ReleaseRows.read(_read_metadata(csv), csv, ImageRoots(csv.parent, image_roots))
+    problems: list[Problem] = []
+    segs = [rows.seg(seg_int, seg_rows, problems) for seg_int, seg_rows in sorted(rows.rows_of_segs().items())]
+    ds = SEGDataset(segs, name="ts2", root=csv.parent, metadata={"source": str(csv), "format": "ts2-release"})
+    if validate:
+        problems += validate_dataset(ds, check_images=check_images)
+        raise_on_errors(problems, source=str(csv))
+    ds.metadata["problems"] = problems
+    return ds
+
+
+def _read_metadata(csv: Path):
+    """``metadata.csv`` as a table of strings with the release's columns, each once, and at least one row.
+
+    Raises
+    ------
+    ValueError
+        An empty or unparsable file, a column given twice, a required column missing, no rows.
+    """
+    import pandas as pd
+
     try:
         df = pd.read_csv(csv, dtype=str, keep_default_na=False)
     except pd.errors.EmptyDataError as e:
@@ -111,49 +130,66 @@ def load_ts2_release(path: str | Path, check_images: bool = False, validate: boo
         raise ValueError(f"{csv}: expected columns {list(REQUIRED_COLUMNS)}, missing {missing} (got {list(df.columns)})")
     if df.empty:
         raise ValueError(f"{csv}: expected at least one image row, got only the header")
-    # Ids and labels compared as written (seg_data.ids): '01' and '1', '1A' and '1a' are refused, not merged.
-    ids = [normalize_id(v, f"{csv}, row {i + 2}, column 'id'", integer=True) for i, v in enumerate(df["id"])]
-    ranks = [normalize_label(v, f"{csv}, row {i + 2}, column 'rank'", strict=False) for i, v in enumerate(df["rank"])]
-    # Plain lists from here on: per-row pandas access (iterrows, a groupby frame per SEG) was most
-    # of the load time.
-    id_ints = [int(v) for v in ids]
-    file_names = df["file_name"].tolist()
-    prompts_of = df["target_prompt"].tolist()
-    roots = ImageRoots(root, image_roots)
-    for i, fn in enumerate(file_names):
-        if not fn.strip():
-            raise ValueError(f"{csv}, row {i + 2}, column 'file_name': expected an image file name, got an empty cell")
-    paths = [roots.resolve(fn, f"{csv}, row {i + 2}, column 'file_name'") for i, fn in enumerate(file_names)]
-    sources = df["image_source"].tolist() if "image_source" in df.columns else [None] * len(df)
-    rows_of: dict[int, list[int]] = {}  # SEG id -> its rows in file order (groupby(sort=True) as before)
-    for i, v in enumerate(id_ints):
-        rows_of.setdefault(v, []).append(i)
+    return df
 
-    problems: list[Problem] = []
-    segs: list[SEG] = []
-    for seg_int in sorted(rows_of):
-        rows = rows_of[seg_int]
+
+@dataclass(frozen=True)
+class _ReleaseRows:
+    """The rows of ``metadata.csv`` as plain lists, one entry per row (per-row pandas access, iterrows or a
+    groupby frame per SEG, was most of the load time): SEG ids and node labels checked, image paths resolved."""
+
+    seg_ids: list[int]
+    ranks: list[str]
+    file_names: list[str]
+    prompts: list[str]
+    paths: list[Path]
+    sources: list[str | None]
+
+    @classmethod
+    def read(cls, df, csv: Path, roots: ImageRoots) -> _ReleaseRows:
+        """The rows of ``df``, read from ``csv``; errors name the file, row and column.
+
+        Ids and labels are compared as written (:mod:`seg_data.ids`): ``01`` and ``1``, ``1A`` and ``1a`` are
+        refused, not merged.
+        """
+        ids = [normalize_id(v, f"{csv}, row {i + 2}, column 'id'", integer=True) for i, v in enumerate(df["id"])]
+        ranks = [normalize_label(v, f"{csv}, row {i + 2}, column 'rank'", strict=False)
+                 for i, v in enumerate(df["rank"])]
+        file_names = df["file_name"].tolist()
+        for i, fn in enumerate(file_names):
+            if not fn.strip():
+                raise ValueError(f"{csv}, row {i + 2}, column 'file_name': expected an image file name, "
+                                 "got an empty cell")
+        paths = [roots.resolve(fn, f"{csv}, row {i + 2}, column 'file_name'") for i, fn in enumerate(file_names)]
+        sources = df["image_source"].tolist() if "image_source" in df.columns else [None] * len(df)
+        return cls([int(v) for v in ids], ranks, file_names, df["target_prompt"].tolist(), paths, sources)
+
+    def rows_of_segs(self) -> dict[int, list[int]]:
+        """SEG id -> its rows in file order."""
+        rows_of: dict[int, list[int]] = {}
+        for i, v in enumerate(self.seg_ids):
+            rows_of.setdefault(v, []).append(i)
+        return rows_of
+
+    def seg(self, seg_int: int, rows: list[int], problems: list[Problem]) -> SEG:
+        """The SEG of ``rows``, its nodes in label order, graph by the TS2 convention.
+
+        The prompt is the SEG's most common one; rows that disagree are a known glitch of the release
+        (images/003-08.jpg carries SEG 0's prompt) and are appended to ``problems`` as warnings, not fatal.
+        """
         seg_id = str(seg_int)
-        # The prompt is the SEG's most common one; rows that disagree are a known glitch of the
-        # release (images/003-08.jpg carries SEG 0's prompt) and are reported, not fatal.
-        prompts = Counter(prompts_of[k] for k in rows)
-        prompt = prompts.most_common(1)[0][0]
+        prompt = Counter(self.prompts[k] for k in rows).most_common(1)[0][0]
         for k in rows:
-            if prompts_of[k] != prompt:
-                problems.append(Problem("warning", "prompt_mismatch", seg_id, ranks[k],
-                                        f"{file_names[k]}: expected the SEG's prompt {prompt!r}, got {prompts_of[k]!r}"))
+            if self.prompts[k] != prompt:
+                problems.append(Problem("warning", "prompt_mismatch", seg_id, self.ranks[k],
+                                        f"{self.file_names[k]}: expected the SEG's prompt {prompt!r}, "
+                                        f"got {self.prompts[k]!r}"))
         nodes: dict[str, list[ImageRecord]] = {}
         for k in rows:
-            nodes.setdefault(ranks[k], []).append(ImageRecord(image_id=file_names[k], path=paths[k],
-                                                              source=sources[k] or None))
+            nodes.setdefault(self.ranks[k], []).append(ImageRecord(image_id=self.file_names[k], path=self.paths[k],
+                                                                   source=self.sources[k] or None))
         nodes = dict(sorted(nodes.items(), key=lambda kv: label_sort_key(kv[0])))
-        segs.append(SEG(seg_id=seg_id, prompt=prompt, graph=build_graph(nodes), subset=ts2_subset(seg_int)))
-    ds = SEGDataset(segs, name="ts2", root=root, metadata={"source": str(csv), "format": "ts2-release"})
-    if validate:
-        problems += validate_dataset(ds, check_images=check_images)
-        raise_on_errors(problems, source=str(csv))
-    ds.metadata["problems"] = problems
-    return ds
+        return SEG(seg_id=seg_id, prompt=prompt, graph=build_graph(nodes), subset=ts2_subset(seg_int))
 
 
 def load_ts2(path: str | Path | None = None, check_images: bool = False, revision: str | None = None,

@@ -27,48 +27,74 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+class UsageError(Exception):
+    """A command line ts2 refuses before Hydra sees it; its message is the one stderr line (exit 2)."""
+
+
+def _command(name: str) -> Command:
+    """The command called ``name`` (an alias already replaced), or a :class:`UsageError` with the closest name."""
+    if name in COMMANDS:
+        return COMMANDS[name]
+    import difflib
+
+    close = difflib.get_close_matches(name, [*COMMANDS, *ALIASES], n=1)
+    hint = f"; did you mean {ALIASES.get(close[0], close[0])!r}?" if close else ""
+    raise UsageError(f"ts2: unknown command {name!r}{hint} (expected one of {sorted(COMMANDS)})")
+
+
+def _check_current_folder(prog: str) -> None:
+    """Hydra's relative folders and the inputs' paths need the current folder: a deleted one is said in one line."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise UsageError(f"{prog}: the current folder no longer exists (deleted or moved since this shell entered "
+                         "it); cd into an existing folder and run the command again") from None
+
+
+def _hydra_overrides(cmd: Command, prog: str, rest: list[str]) -> list[str]:
+    """The Hydra overrides of the words after the command: a command with actions takes its action
+    first (``ts2 data make-synthetic ...`` becomes ``action=make-synthetic ...``)."""
+    if not cmd.actions:
+        return rest
+    if not rest or "=" in rest[0] or rest[0].startswith("-"):
+        raise UsageError(f"{prog}: expected an action, one of {list(cmd.actions)}")
+    if rest[0] not in cmd.actions:
+        raise UsageError(f"{prog}: unknown action {rest[0]!r}; expected one of {list(cmd.actions)}")
+    return [f"action={rest[0]}", *rest[1:]]
+
+
+def _check_no_credentials(prog: str, overrides: list[str]) -> None:
+    """Refuse a URL with credentials before Hydra writes the overrides to .hydra/*.yaml and echoes them in its
+    errors."""
+    if not any("://" in o for o in overrides):
+        return
+    from metrics_adapters.api.secrets import has_url_credentials
+
+    bad = [o.partition("=")[0] for o in overrides if has_url_credentials(o)]
+    if bad:
+        raise UsageError(f"{prog}: expected URLs without credentials, got user:password@ or a key-like query "
+                         f"parameter (api-key=, token=, sig=, ...) in {bad}; put an API key in an environment "
+                         "variable and name it with api_key_env (see docs/security.md)")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(_usage())
         return 0
     name, rest = ALIASES.get(argv[0], argv[0]), argv[1:]
-    if name not in COMMANDS:
-        import difflib
-
-        close = difflib.get_close_matches(name, [*COMMANDS, *ALIASES], n=1)
-        hint = f"; did you mean {ALIASES.get(close[0], close[0])!r}?" if close else ""
-        print(f"ts2: unknown command {name!r}{hint} (expected one of {sorted(COMMANDS)})", file=sys.stderr)
-        return 2
-    cmd = COMMANDS[name]
-    overrides = rest
+    prog = f"ts2 {name}"
     try:
-        os.getcwd()
-    except FileNotFoundError:  # Hydra's relative folders and the inputs' paths need it: say so in one line
-        print(f"ts2 {name}: the current folder no longer exists (deleted or moved since this shell entered it); "
-              "cd into an existing folder and run the command again", file=sys.stderr)
+        cmd = _command(name)
+        _check_current_folder(prog)
+        if any(a in ("-h", "--help") for a in rest):
+            return print_help(cmd, [a for a in rest if a not in ("-h", "--help")], prog=prog)
+        overrides = _hydra_overrides(cmd, prog, rest)
+        _check_no_credentials(prog, overrides)
+    except UsageError as e:
+        print(e, file=sys.stderr)
         return 2
-    if any(a in ("-h", "--help") for a in rest):
-        return print_help(cmd, [a for a in rest if a not in ("-h", "--help")], prog=f"ts2 {name}")
-    if cmd.actions:
-        if not rest or "=" in rest[0] or rest[0].startswith("-"):
-            print(f"ts2 {name}: expected an action, one of {list(cmd.actions)}", file=sys.stderr)
-            return 2
-        if rest[0] not in cmd.actions:
-            print(f"ts2 {name}: unknown action {rest[0]!r}; expected one of {list(cmd.actions)}", file=sys.stderr)
-            return 2
-        overrides = [f"action={rest[0]}", *rest[1:]]
-    if any("://" in o for o in overrides):
-        # Before Hydra writes the overrides to .hydra/*.yaml and echoes them in its errors.
-        from metrics_adapters.api.secrets import has_url_credentials
-
-        bad = [o.partition("=")[0] for o in overrides if has_url_credentials(o)]
-        if bad:
-            print(f"ts2 {name}: expected URLs without credentials, got user:password@ or a key-like query parameter "
-                  f"(api-key=, token=, sig=, ...) in {bad}; put an API key in an environment variable and name it "
-                  "with api_key_env (see docs/security.md)", file=sys.stderr)
-            return 2
-    return run_hydra(cmd, overrides, prog=f"ts2 {name}")
+    return run_hydra(cmd, overrides, prog=prog)
 
 
 def print_help(cmd: Command, overrides: list[str], prog: str) -> int:
@@ -145,35 +171,47 @@ def error_line(prog: str, exc: BaseException, output_dir: object = None,
     (the error's, else the file being written, else ``output_dir``) and the errno's name, exit 2.
     ``None`` for anything else: a bug, left to its traceback.
     """
+    if isinstance(exc, KeyboardInterrupt):
+        return f"{prog}: interrupted" + ("; nothing written" if nothing_written else ""), 130
+    if _explains_itself(exc):
+        return f"{prog}: {exc}", 2
+    if isinstance(exc, OSError):
+        return _os_error_line(prog, exc, output_dir), 2
+    return None
+
+
+# Errors whose message is the whole answer (a damaged cache names the file and the fix; a missing extra names
+# the extra; an uncached model with the hub unreachable names the model and the key for a local copy), each
+# with the built-in base it derives from, so its module is imported only for an error of that base.
+_SELF_EXPLAINING = (
+    (RuntimeError, "metrics_adapters.sqlite_store", "StoreUnreadableError"),
+    (ModuleNotFoundError, "metrics_adapters.extras", "MissingExtraError"),
+    (OSError, "metrics_adapters.hub", "ModelUnavailableError"),
+)
+
+
+def _explains_itself(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of :data:`_SELF_EXPLAINING`."""
+    from importlib import import_module
+
+    return any(isinstance(exc, base) and isinstance(exc, getattr(import_module(module), name))
+               for base, module, name in _SELF_EXPLAINING)
+
+
+def _os_error_line(prog: str, exc: OSError, output_dir: object) -> str:
+    """An ``OSError``'s line: a URL's reason, else the file (the error's, the file being written or
+    ``output_dir``) with the errno's name and its text."""
     import errno
     import urllib.error
 
-    if isinstance(exc, KeyboardInterrupt):
-        return f"{prog}: interrupted" + ("; nothing written" if nothing_written else ""), 130
-    if isinstance(exc, RuntimeError):
-        from metrics_adapters.sqlite_store import StoreUnreadableError
-
-        if isinstance(exc, StoreUnreadableError):  # a damaged cache: its message names the file and the fix
-            return f"{prog}: {exc}", 2
-    if isinstance(exc, ModuleNotFoundError):
-        from metrics_adapters.extras import MissingExtraError
-
-        if isinstance(exc, MissingExtraError):
-            return f"{prog}: {exc}", 2
-    if isinstance(exc, OSError):
-        from metrics_adapters.hub import ModelUnavailableError
-
-        if isinstance(exc, ModelUnavailableError):  # its message names the model and the key
-            return f"{prog}: {exc}", 2
-        if isinstance(exc, urllib.error.URLError):
-            return f"{prog}: cannot read from the network: {getattr(exc, 'reason', exc)}", 2
-        name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
-        where = exc.filename if exc.filename is not None else _file_written(exc)
-        if where is None and output_dir:
-            where = f"writing into {output_dir}"
-        what = " ".join(x for x in (name, f"({exc.strerror})" if exc.strerror else str(exc)) if x)
-        return f"{prog}: {where}: {what}" if where else f"{prog}: {what}", 2
-    return None
+    if isinstance(exc, urllib.error.URLError):
+        return f"{prog}: cannot read from the network: {getattr(exc, 'reason', exc)}"
+    name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
+    where = exc.filename if exc.filename is not None else _file_written(exc)
+    if where is None and output_dir:
+        where = f"writing into {output_dir}"
+    what = " ".join(x for x in (name, f"({exc.strerror})" if exc.strerror else str(exc)) if x)
+    return f"{prog}: {where}: {what}" if where else f"{prog}: {what}"
 
 
 def _one_line_errors(handler, prog: str, nothing_written: bool = False):

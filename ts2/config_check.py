@@ -363,6 +363,16 @@ def _set_holding(inner: Path, outer: Path | None = None) -> Path | None:
         d = d.parent
 
 
+def _folder_overlaps(folder: Path, p: Path) -> bool:
+    """Whether writing the result set ``folder`` (swapped in whole) would change the input ``p``: ``p`` is the
+    folder, a file directly in it, lies in a result set inside it, or is a result set holding it."""
+    if p == folder or p.parent == folder:
+        return True
+    if _within(p, folder) and _set_holding(p, folder):
+        return True
+    return _within(folder, p) and p.is_dir() and _set_holding(folder, p) is not None
+
+
 def output_clash(outputs: dict[str, Path | None], inputs: dict[str, list[Path]]) -> str | None:
     """Why writing ``outputs`` would change an input, or None (the one rule for every command).
 
@@ -377,8 +387,7 @@ def output_clash(outputs: dict[str, Path | None], inputs: dict[str, list[Path]])
     folder, file = outputs.get(_OUTPUT_FOLDER), outputs.get(_OUTPUT_FILE)
     for key, paths in inputs.items():
         for p in paths:
-            if folder is not None and (p == folder or p.parent == folder or (_within(p, folder) and _set_holding(p, folder))
-                                       or (_within(folder, p) and p.is_dir() and _set_holding(folder, p))):
+            if folder is not None and _folder_overlaps(folder, p):
                 return f"output_dir={folder} {'is' if p == folder else 'overlaps'} the input {key}={p}"
             if file is not None and _within(file, p):
                 return f"out={file} {'is' if p == file else 'lies in'} the input {key}={p}"

@@ -145,45 +145,63 @@ def _purpose(config_name: str) -> list[str]:
 
 def command_help(prog: str, command, cfg) -> str:
     """The help text of one command: purpose, actions, config groups, keys, examples."""
-    from ts2.config_check import group_options
-
     out = [f"{prog}: {command.help}", ""]
     out += [f"  {ln}" if ln else "" for ln in _purpose(command.config)]
     if command.actions:
         out += ["", f"actions: {' | '.join(command.actions)}  (the first word after `{prog}`)"]
-    groups = config_groups(cfg)
-    group_roots: set[str] = set()
-    listed_groups: set[str] = set()
-    if groups:
-        out += ["", "config groups (GROUP=OPTION):"]
-        for g, choice in sorted(groups.items(), key=lambda kv: ("@" in kv[0], kv[0])):
-            name = g.split("@")[0]
-            where = g.split("@")[1] if "@" in g else name
-            group_roots.add(where.split(".")[0] if "." not in name else where)
-            opts = group_options(name.lstrip("/"))
-            listed = f"options: {', '.join(opts)}" if name not in listed_groups else f"options of {name}: as above"
-            listed_groups.add(name)
-            shown = f"{where}={choice}" if where == name else f"{where}={choice} ({name})"
-            out.append(f"  {shown:<34} {listed}")
-    meanings = key_meanings(command.config)
+    groups, group_roots = _group_lines(cfg)
+    out += groups
     out += ["", "keys (KEY=VALUE; default shown):"]
-    body = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
-    for key in body.keys():
-        if key in group_roots:
-            continue
-        node = body._get_node(key)
-        if isinstance(node, DictConfig) and not node._is_none() and len(node) and key not in ("metrics",):
-            for sub in node.keys():
-                path = f"{key}.{sub}"
-                out.append(_key_line(path, node._get_node(sub)._value() if not isinstance(
-                    node._get_node(sub), (DictConfig, ListConfig)) else node._get_node(sub), meanings))
-            continue
-        out.append(_key_line(key, node if isinstance(node, (DictConfig, ListConfig)) else node._value(), meanings))
+    out += _key_lines(cfg, group_roots, key_meanings(command.config))
     if command.examples:
         out += ["", "examples:"] + [f"  {e}" for e in command.examples]
     out += ["", f"`{prog} --cfg job [overrides]` prints the composed config; a group's own keys are set as "
                 "GROUP.KEY=VALUE (e.g. metric.model=DIR)."]
     return "\n".join(out)
+
+
+def _group_lines(cfg) -> tuple[list[str], set[str]]:
+    """The ``config groups`` section (each group with its chosen option and the options it has; a group
+    used twice lists its options once) and the config keys the groups fill, which the keys section skips."""
+    from ts2.config_check import group_options
+
+    groups = config_groups(cfg)
+    group_roots: set[str] = set()
+    listed_groups: set[str] = set()
+    if not groups:
+        return [], group_roots
+    out = ["", "config groups (GROUP=OPTION):"]
+    for g, choice in sorted(groups.items(), key=lambda kv: ("@" in kv[0], kv[0])):
+        name = g.split("@")[0]
+        where = g.split("@")[1] if "@" in g else name
+        group_roots.add(where.split(".")[0] if "." not in name else where)
+        opts = group_options(name.lstrip("/"))
+        listed = f"options: {', '.join(opts)}" if name not in listed_groups else f"options of {name}: as above"
+        listed_groups.add(name)
+        shown = f"{where}={choice}" if where == name else f"{where}={choice} ({name})"
+        out.append(f"  {shown:<34} {listed}")
+    return out, group_roots
+
+
+def _shown_value(node):
+    """What a key's line shows of its node: a nested config as it is, a plain value by its value."""
+    return node if isinstance(node, (DictConfig, ListConfig)) else node._value()
+
+
+def _key_lines(cfg, group_roots: set[str], meanings: dict[str, str]) -> list[str]:
+    """The ``keys`` section: every key outside ``hydra`` and the groups, with its default and meaning; the keys
+    of a non-empty mapping (other than ``metrics``) one by one, by their dotted path."""
+    body = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
+    out = []
+    for key in body.keys():
+        if key in group_roots:
+            continue
+        node = body._get_node(key)
+        if isinstance(node, DictConfig) and not node._is_none() and len(node) and key not in ("metrics",):
+            out += [_key_line(f"{key}.{sub}", _shown_value(node._get_node(sub)), meanings) for sub in node.keys()]
+            continue
+        out.append(_key_line(key, _shown_value(node), meanings))
+    return out
 
 
 def _key_line(path: str, value, meanings: dict[str, str]) -> str:

@@ -51,60 +51,95 @@ class Option:
 
     def describe(self, value: Any = None) -> str:
         """What the option accepts, in words (a ``cap`` bound only when ``value`` exceeds it)."""
-        if self.kind == "names":
-            least = "" if not self.min else f" of at least {_num(self.min)}"
-            null = " (or null)" if self.nullable else ""
-            return f"a {self.what} among {list(self.names())} (a list{least}, each name once){null}"
-        if self.kind == "choice":
-            text = "one of " + ", ".join(self.names())
-        elif self.kind == "device":
-            text = "a device: cpu, cuda, cuda:N, mps or auto"
-        elif self.kind == "bool":
-            text = "true or false"
-        elif self.kind == "bool_or_folder":
-            text = "true, false or a folder"
-        else:
-            word = {"int": "an integer", "float": "a number", "int_or_auto": "auto or an integer"}[self.kind]
-            lo = None if self.min is None else f"{'>' if self.min_exclusive else '>='} {_num(self.min)}"
-            over = isinstance(value, (int, float)) and not isinstance(value, bool) and self.max is not None \
-                and value > self.max
-            hi = None if self.max is None or (self.cap and not over) else \
-                f"{'<' if self.max_exclusive else '<='} {_num(self.max)}"
-            bounds = " and ".join(b for b in (lo, hi) if b)
-            text = word + (f" {bounds}" if bounds else "")
-        return text + (" (or null)" if self.nullable else "")
+        return _DESCRIBE[self.kind](self, value) + (" (or null)" if self.nullable else "")
 
     def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is of the option's kind and within its bounds (``None`` only when nullable)."""
         if value is None:
             return self.nullable
-        if self.kind == "bool":
-            return isinstance(value, bool)
-        if self.kind == "bool_or_folder":
-            return isinstance(value, bool) or (isinstance(value, str) and bool(value.strip()))
-        if self.kind == "choice":
-            return isinstance(value, str) and value in self.names()
-        if self.kind == "device":
-            return isinstance(value, str) and _DEVICE.match(value) is not None
-        if self.kind == "names":
-            value = [value] if isinstance(value, str) else value
-            if not isinstance(value, (list, tuple)) or any(not isinstance(v, str) for v in value):
-                return False
-            ok = set(self.names())
-            return (all(v in ok for v in value) and len(set(value)) == len(value)
-                    and (self.min is None or len(value) >= self.min))
-        if self.kind == "int_or_auto" and value == "auto":
-            return True
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        if self.kind in ("int", "int_or_auto") and not isinstance(value, int):
-            return False
-        if isinstance(value, float) and not math.isfinite(value):
-            return False
+        return _ACCEPTS[self.kind](self, value)
+
+    def within_bounds(self, value: float) -> bool:
+        """Whether a number lies within ``min`` and ``max`` (each inclusive unless declared exclusive)."""
         if self.min is not None and (value <= self.min if self.min_exclusive else value < self.min):
             return False
-        if self.max is not None and (value >= self.max if self.max_exclusive else value > self.max):
-            return False
+        return self.max is None or (value < self.max if self.max_exclusive else value <= self.max)
+
+    def bounds_text(self, value: Any = None) -> str:
+        """The bounds in words, ``>= 1 and <= 10``; a ``cap`` is named only to a value over it."""
+        lo = None if self.min is None else f"{'>' if self.min_exclusive else '>='} {_num(self.min)}"
+        hi = None
+        if self.max is not None and (not self.cap or _exceeds(value, self.max)):
+            hi = f"{'<' if self.max_exclusive else '<='} {_num(self.max)}"
+        return " and ".join(b for b in (lo, hi) if b)
+
+
+def _is_number(value: Any) -> bool:
+    """A real number as a config gives it: an int or a float, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _exceeds(value: Any, bound: float) -> bool:
+    """Whether ``value`` is a number over ``bound`` (what makes a ``cap`` worth naming)."""
+    return _is_number(value) and value > bound
+
+
+def _accepts_number(opt: Option, value: Any) -> bool:
+    """An ``int``/``float``/``int_or_auto`` value: a finite number of the kind (``auto`` for
+    ``int_or_auto``), within the bounds."""
+    if opt.kind == "int_or_auto" and value == "auto":
         return True
+    if not _is_number(value):
+        return False
+    if opt.kind in ("int", "int_or_auto") and not isinstance(value, int):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return opt.within_bounds(value)
+
+
+def _accepts_names(opt: Option, value: Any) -> bool:
+    """A ``names`` value: a name or a list of names among the option's, each once, at least ``min``."""
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, (list, tuple)) or any(not isinstance(v, str) for v in value):
+        return False
+    ok = set(opt.names())
+    return (all(v in ok for v in value) and len(set(value)) == len(value)
+            and (opt.min is None or len(value) >= opt.min))
+
+
+def _describe_number(opt: Option, value: Any) -> str:
+    word = {"int": "an integer", "float": "a number", "int_or_auto": "auto or an integer"}[opt.kind]
+    bounds = opt.bounds_text(value)
+    return word + (f" {bounds}" if bounds else "")
+
+
+def _describe_names(opt: Option, value: Any) -> str:
+    least = "" if not opt.min else f" of at least {_num(opt.min)}"
+    return f"a {opt.what} among {list(opt.names())} (a list{least}, each name once)"
+
+
+# One entry per ``Option.kind``: what a value of that kind must be, and how to say so.
+_ACCEPTS = {
+    "bool": lambda opt, v: isinstance(v, bool),
+    "bool_or_folder": lambda opt, v: isinstance(v, bool) or (isinstance(v, str) and bool(v.strip())),
+    "choice": lambda opt, v: isinstance(v, str) and v in opt.names(),
+    "device": lambda opt, v: isinstance(v, str) and _DEVICE.match(v) is not None,
+    "names": _accepts_names,
+    "int": _accepts_number,
+    "float": _accepts_number,
+    "int_or_auto": _accepts_number,
+}
+_DESCRIBE = {
+    "bool": lambda opt, v: "true or false",
+    "bool_or_folder": lambda opt, v: "true, false or a folder",
+    "choice": lambda opt, v: "one of " + ", ".join(opt.names()),
+    "device": lambda opt, v: "a device: cpu, cuda, cuda:N, mps or auto",
+    "names": _describe_names,
+    "int": _describe_number,
+    "float": _describe_number,
+    "int_or_auto": _describe_number,
+}
 
 
 def _protocol_options() -> dict[str, Option]:

@@ -325,6 +325,21 @@ def _tifa_row(where: str, key: str, rec: object, metric_cols: dict[str, None]) -
     missing = [k for k in TIFA_REQUIRED_KEYS if k not in rec]
     if missing:
         raise ValueError(f"{where}: expected keys {list(TIFA_REQUIRED_KEYS)}, missing {missing}")
+    hs, mean = _tifa_human_scores(where, rec)
+    row = {"item_id": str(key), "prompt_id": str(rec["text_id"]), "prompt": str(rec["text"]),
+           "image": str(rec.get("image_path") or ""), "human": mean, "n_ratings": len(hs)}
+    for k, v in rec.items():
+        if k in _TIFA_RESERVED:
+            continue
+        score = _tifa_metric_score(where, k, v, metric_cols)
+        if score is not None:
+            row[k] = score
+    return row, hs
+
+
+def _tifa_human_scores(where: str, rec: dict) -> tuple[list, float]:
+    """A record's ``human_scores`` (a non-empty list of finite numbers) and their mean, which a ``human_avg``
+    given with them must equal."""
     hs = rec["human_scores"]
     if (not isinstance(hs, list) or not hs
             or not all(_is_number(x) and math.isfinite(x) for x in hs)):
@@ -334,25 +349,21 @@ def _tifa_row(where: str, key: str, rec: object, metric_cols: dict[str, None]) -
         avg = rec["human_avg"]
         if not _is_number(avg) or not math.isclose(avg, mean, rel_tol=0, abs_tol=1e-6):
             raise ValueError(f"{where}: expected 'human_avg' = mean(human_scores) = {mean}, got {avg!r}")
-    row = {"item_id": str(key), "prompt_id": str(rec["text_id"]), "prompt": str(rec["text"]),
-           "image": str(rec.get("image_path") or ""), "human": mean, "n_ratings": len(hs)}
-    for k, v in rec.items():
-        if k in _TIFA_RESERVED:
-            continue
-        if v is None:
-            row[k] = math.nan
-        elif _is_number(v):
-            if not math.isfinite(v):
-                # NaN written into the JSON: treat like null, i.e. "no score" for this image.
-                row[k] = math.nan
-            else:
-                row[k] = float(v)
-            metric_cols.setdefault(k)
-        elif k in metric_cols:
-            raise ValueError(f"{where}: expected a number for metric {k!r} (numeric in earlier records), got {v!r}")
-        else:
-            continue  # a descriptive field (string, list): not a metric
-    return row, hs
+    return hs, mean
+
+
+def _tifa_metric_score(where: str, key: str, value: object, metric_cols: dict[str, None]) -> float | None:
+    """A record's field ``key`` read as a metric's score: a number (registered in ``metric_cols``), NaN for
+    null or a NaN written into the JSON ("no score" for this image); ``None`` for a descriptive field (string,
+    list), unless ``key`` was numeric in earlier records."""
+    if value is None:
+        return math.nan
+    if _is_number(value):
+        metric_cols.setdefault(key)
+        return float(value) if math.isfinite(value) else math.nan
+    if key in metric_cols:
+        raise ValueError(f"{where}: expected a number for metric {key!r} (numeric in earlier records), got {value!r}")
+    return None
 
 
 def _check_tifa_metric_types(p: Path, data: dict, metric_cols: dict[str, None]) -> None:
@@ -461,29 +472,18 @@ def _human_from_text(df: pd.DataFrame, source: str) -> HumanJudgments:
     for i, rec in enumerate(df.to_dict(orient="records")):
         line = i + 2
         where = f"{p}, row {line}"
-        item_id = rec["item_id"].strip()
-        rater = rec["rater"].strip()
-        if not item_id:
-            raise ValueError(f"{where}: expected a non-empty 'item_id', got {rec['item_id']!r}")
-        if not rater:
-            raise ValueError(f"{where}: expected a non-empty 'rater', got {rec['rater']!r}")
-        rating = _parse_float(rec["rating"], where, "rating", allow_missing=False)
-        prompt = rec["prompt"]
-        info = {"prompt_id": (rec.get("prompt_id") or "").strip() or prompt, "prompt": prompt,
-                "image": (rec.get("image") or "").strip()}
-        for m in metrics:
-            info[m] = _parse_float(rec[m], where, m, allow_missing=True)
-        if item_id in items:
-            _check_same_item_info(where, item_id, info, items[item_id], first_line[item_id])
+        r = _CsvRating.parse(rec, where, metrics)
+        if r.item_id in items:
+            _check_same_item_info(where, r.item_id, r.info, items[r.item_id], first_line[r.item_id])
         else:
-            items[item_id] = info
-            first_line[item_id] = line
-        if (item_id, rater) in rating_cells:
-            raise ValueError(f"{where}: rater {rater!r} rated item {item_id!r} again (first on row "
-                             f"{rating_cells[(item_id, rater)]}); expected one rating per rater and item")
-        rating_cells[(item_id, rater)] = line
-        ratings.setdefault(item_id, {})[rater] = rating
-        raters.setdefault(rater)
+            items[r.item_id] = r.info
+            first_line[r.item_id] = line
+        if (r.item_id, r.rater) in rating_cells:
+            raise ValueError(f"{where}: rater {r.rater!r} rated item {r.item_id!r} again (first on row "
+                             f"{rating_cells[(r.item_id, r.rater)]}); expected one rating per rater and item")
+        rating_cells[(r.item_id, r.rater)] = line
+        ratings.setdefault(r.item_id, {})[r.rater] = r.rating
+        raters.setdefault(r.rater)
 
     ids = list(items)
     item_df = pd.DataFrame.from_dict(items, orient="index")
@@ -497,6 +497,35 @@ def _human_from_text(df: pd.DataFrame, source: str) -> HumanJudgments:
         item_df[list(metrics)] = item_df[list(metrics)].astype(float)
     log.debug("loaded %d items, %d raters, %d metrics from %s", len(item_df), len(raters), len(metrics), p)
     return HumanJudgments(item_df, rating_df, metrics, str(p), {})
+
+
+@dataclass(frozen=True)
+class _CsvRating:
+    """One row of the long human-judgment CSV: a rater's rating of an item, with what the row says of the
+    item (prompt id, prompt, image, metric scores), which every row of the item must repeat."""
+
+    item_id: str
+    rater: str
+    rating: float
+    info: dict
+
+    @classmethod
+    def parse(cls, rec: Mapping[str, str], where: str, metrics: Sequence[str]) -> _CsvRating:
+        """The row ``rec`` (cells as text), checked: non-empty item id and rater, a finite rating, metric
+        cells numbers or empty."""
+        item_id = rec["item_id"].strip()
+        rater = rec["rater"].strip()
+        if not item_id:
+            raise ValueError(f"{where}: expected a non-empty 'item_id', got {rec['item_id']!r}")
+        if not rater:
+            raise ValueError(f"{where}: expected a non-empty 'rater', got {rec['rater']!r}")
+        rating = _parse_float(rec["rating"], where, "rating", allow_missing=False)
+        prompt = rec["prompt"]
+        info = {"prompt_id": (rec.get("prompt_id") or "").strip() or prompt, "prompt": prompt,
+                "image": (rec.get("image") or "").strip()}
+        for m in metrics:
+            info[m] = _parse_float(rec[m], where, m, allow_missing=True)
+        return cls(item_id, rater, rating, info)
 
 
 def _read_human_csv_frame(p: Path) -> pd.DataFrame:

@@ -90,6 +90,24 @@ def load(path: str | Path) -> HumanJudgments:
         the file and row).
     """
     p = Path(path)
+    df = _read_table(p)
+    texts = _prompt_texts(p)
+    cells, prompts = _ratings_by_image_and_worker(df, p)
+    ids = list(prompts)
+    ratings = _rating_table(cells, ids)
+    items = pd.DataFrame({
+        "prompt_id": [prompts[k] for k in ids],
+        "prompt": [str(texts.get(k, {}).get("text", "")) for k in ids],
+        "image": [str(texts.get(k, {}).get("image_path", f"{k}.jpg")) for k in ids],
+        "human": ratings.mean(axis=1).to_numpy(),
+        "n_ratings": ratings.notna().sum(axis=1).to_numpy(),
+    }, index=ratings.index)
+    log.debug("loaded %d DSG images, %d workers from %s", len(items), ratings.shape[1], p)
+    return HumanJudgments(items, ratings, (), str(p), {}, kind="likert", name="tifa160_dsg")
+
+
+def _read_table(p: Path) -> pd.DataFrame:
+    """The CSV as text, with the DSG rating columns."""
     try:
         df = pd.read_csv(p, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
@@ -97,19 +115,28 @@ def load(path: str | Path) -> HumanJudgments:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{p}: expected DSG rating columns {list(COLUMNS)}, missing {missing} (got {list(df.columns)})")
-    texts = _prompt_texts(p)
+    return df
+
+
+def _image_and_worker(row, where: str) -> tuple[str, str, str]:
+    """A row's image key (``source_id`` + TIFA v1.0's generator name), its prompt (``source_id``) and worker."""
+    model, source, worker = row.model_type.strip(), row.source_id.strip(), row.worker_id.strip()
+    if model not in MODEL_NAMES:
+        raise ValueError(f"{where}: expected model_type in {list(MODEL_NAMES)}, got {row.model_type!r}")
+    if not source or not worker:
+        raise ValueError(f"{where}: expected a non-empty source_id and worker_id, got {row.source_id!r}, "
+                         f"{row.worker_id!r}")
+    return f"{source}_{MODEL_NAMES[model]}", source, worker
+
+
+def _ratings_by_image_and_worker(df: pd.DataFrame, p: Path) -> tuple[dict[tuple[str, str], float], dict[str, str]]:
+    """(image key, worker) -> rating, each pair once, and image key -> prompt (``source_id``), in file order."""
     cells: dict[tuple[str, str], float] = {}
     first: dict[tuple[str, str], int] = {}
     prompts: dict[str, str] = {}
     for i, row in enumerate(df.itertuples(index=False)):
         where = f"{p}, row {i + 2}"
-        model, source, worker = row.model_type.strip(), row.source_id.strip(), row.worker_id.strip()
-        if model not in MODEL_NAMES:
-            raise ValueError(f"{where}: expected model_type in {list(MODEL_NAMES)}, got {row.model_type!r}")
-        if not source or not worker:
-            raise ValueError(f"{where}: expected a non-empty source_id and worker_id, got {row.source_id!r}, "
-                             f"{row.worker_id!r}")
-        key = f"{source}_{MODEL_NAMES[model]}"
+        key, source, worker = _image_and_worker(row, where)
         if (key, worker) in cells:
             raise ValueError(f"{where}: worker {worker!r} rated image {key!r} again (first on row "
                              f"{first[(key, worker)]}); expected one rating per worker and image")
@@ -118,21 +145,16 @@ def load(path: str | Path) -> HumanJudgments:
         prompts.setdefault(key, source)
     if not cells:
         raise ValueError(f"{p}: expected at least one rating row, got none")
-    ids = list(prompts)
+    return cells, prompts
+
+
+def _rating_table(cells: dict[tuple[str, str], float], ids: list[str]) -> pd.DataFrame:
+    """Images (``ids``, in that order) x workers (``worker_<id>``, first-seen order), NaN where a worker did not
+    rate an image."""
     workers = list(dict.fromkeys(w for _, w in cells))
     mat = np.full((len(ids), len(workers)), np.nan)
     row_of = {k: i for i, k in enumerate(ids)}
     col_of = {w: j for j, w in enumerate(workers)}
     for (key, worker), x in cells.items():
         mat[row_of[key], col_of[worker]] = x
-    index = pd.Index(ids, name="item_id")
-    ratings = pd.DataFrame(mat, index=index, columns=[f"worker_{w}" for w in workers])
-    items = pd.DataFrame({
-        "prompt_id": [prompts[k] for k in ids],
-        "prompt": [str(texts.get(k, {}).get("text", "")) for k in ids],
-        "image": [str(texts.get(k, {}).get("image_path", f"{k}.jpg")) for k in ids],
-        "human": ratings.mean(axis=1).to_numpy(),
-        "n_ratings": ratings.notna().sum(axis=1).to_numpy(),
-    }, index=index)
-    log.debug("loaded %d DSG images, %d workers from %s", len(items), len(workers), p)
-    return HumanJudgments(items, ratings, (), str(p), {}, kind="likert", name="tifa160_dsg")
+    return pd.DataFrame(mat, index=pd.Index(ids, name="item_id"), columns=[f"worker_{w}" for w in workers])

@@ -224,20 +224,31 @@ def _one_seg(seg_id: str, prompt: str, group: list[LabelRecord], settings: Label
     for r in group:
         categories.update(r.categories)
     order = sorted(by_set, key=lambda s: (len(s), names[s]))
+    g = _label_graph(by_set, order, names, images_dir, source)
+    generators = {r.generator for r in group}
+    subset = _subset(order, categories, generators, settings.subset_by)
+    return SEG(seg_id=seg_id, prompt=prompt, graph=g, subset=subset,
+               metadata=_seg_metadata(set().union(*order), categories, generators))
+
+
+def _label_graph(by_set: dict[frozenset[str], list[LabelRecord]], order: list[frozenset[str]],
+                 names: dict[frozenset[str], str], images_dir: Path | None, source: str):
+    """The SEG's graph: one node per set of failed elements (its images, its elements as the node's errors),
+    an edge from each set to the sets that cover it with one element more (that element the edge's error)."""
     nodes = {names[s]: [ImageRecord(image_id=r.image, path=None if images_dir is None else images_dir / r.image,
                                     source=r.generator or source) for r in by_set[s]] for s in order}
     edges = covering_edges(order)
-    g = build_graph(nodes, edges=[(names[a], names[b]) for a, b in edges],
-                    edge_errors={(names[a], names[b]): sorted(b - a) for a, b in edges},
-                    node_errors={names[s]: sorted(s) for s in order})
-    failed = set().union(*order)
+    return build_graph(nodes, edges=[(names[a], names[b]) for a, b in edges],
+                       edge_errors={(names[a], names[b]): sorted(b - a) for a, b in edges},
+                       node_errors={names[s]: sorted(s) for s in order})
+
+
+def _seg_metadata(failed: set[str], categories: dict[str, str | None], generators: set[str | None]) -> dict:
+    """``elements`` (each failed element with its category) and, when every image has the same one, ``generator``."""
     meta: dict = {"elements": {e: categories.get(e) for e in sorted(failed)}}
-    generators = {r.generator for r in group}
     if len(generators) == 1 and None not in generators:
         meta["generator"] = next(iter(generators))
-    subset = _subset(order, categories, generators, settings.subset_by)
-    return SEG(seg_id=seg_id, prompt=prompt, graph=g, subset=subset,
-               metadata=meta)
+    return meta
 
 
 def build_segs(records: Sequence[LabelRecord], settings: LabelSettings | None = None,
