@@ -485,12 +485,20 @@ def score_items(metrics: Sequence[Scorer], items: Sequence[ScoreItem], cache: Sc
 
 
 def check_unique_columns(metrics: Sequence[Scorer]) -> None:
+    """Refuse a reserved column name (:func:`check_column_names`) or one column written by two metrics.
+
+    Raises
+    ------
+    ValueError
+        Naming the column and the metrics.
+    """
     seen: dict[str, str] = {}
     for m in metrics:
+        check_column_names(m)
         for c in m.output_columns():
-            if c in BASE_COLUMNS or c in seen:
+            if c in seen:
                 raise ValueError(f"expected distinct score column names, got {c!r} twice "
-                                 f"({seen.get(c, 'a base column')} and {m!r}); set a different name")
+                                 f"({seen[c]} and {m!r}); set a different name")
             seen[c] = repr(m)
 
 

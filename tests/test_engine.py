@@ -336,7 +336,7 @@ def test_score_items_rejects_clashing_columns(dataset):
     _, items = dataset
     with pytest.raises(ValueError, match="expected distinct score column names"):
         score_items([tm.PixelMeanMetric(name="x"), tm.PixelMeanMetric(name="x", offset=1)], items)
-    with pytest.raises(ValueError, match="expected distinct"):
+    with pytest.raises(ValueError, match="expected score column names other than the reserved .*got 'prompt'"):
         score_items([tm.PixelMeanMetric(name="prompt")], items)
 
 
