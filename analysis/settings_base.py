@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 S = TypeVar("S", bound="PlainSettings")
 
@@ -33,8 +33,28 @@ def as_tuple(value: Any) -> tuple[str, ...] | None:
     return tuple(str(v) for v in value)
 
 
+def names_or_none(value: Any) -> tuple[str, ...] | None:
+    """:func:`as_tuple`, with an empty list read as ``None`` (every one / the default)."""
+    return as_tuple(value) or None
+
+
+def text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def mapping(value: Any) -> dict:
+    """A mapping setting; ``None`` (a config's ``null``) is the empty mapping."""
+    return dict(value or {})
+
+
 class PlainSettings:
-    """``keys()``, ``from_mapping()`` and ``updated()`` for a frozen settings dataclass."""
+    """``keys()``, ``from_mapping()`` and ``updated()`` for a frozen settings dataclass.
+
+    ``KINDS`` maps a setting to the function that turns a config or keyword value into the field's type
+    (``int``, ``bool``, :func:`as_tuple`, :func:`mapping`, ...); a setting not named there is taken as given.
+    """
+
+    KINDS: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -43,8 +63,8 @@ class PlainSettings:
 
     @classmethod
     def _coerce(cls, values: dict[str, Any]) -> dict[str, Any]:
-        """Config values -> field values (override where a field needs it)."""
-        return values
+        """Config or keyword values -> field values, through :attr:`KINDS`."""
+        return {k: cls.KINDS[k](v) if k in cls.KINDS else v for k, v in values.items()}
 
     @classmethod
     def from_mapping(cls: type[S], cfg: Mapping[str, Any]) -> S:

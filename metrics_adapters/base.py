@@ -59,7 +59,7 @@ class Metric(ABC):
     role: ClassVar[str] = "metric"
     version: ClassVar[str] = "1"
     # Where the metric's config sits in the command's config, for messages naming a key
-    # (`metrics.NAME` for an extra metric of `ts2 score`; set by ts2.commands.score.build_metrics).
+    # (`metrics.NAME` for an extra metric of `ts2 score`; set by ts2.metric_configs.metrics_from_config).
     config_key: str = "metric"
 
     def __init__(self, name: str) -> None:

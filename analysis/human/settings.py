@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from ..settings_base import PlainSettings, as_tuple, plain
+from ..settings_base import PlainSettings, as_tuple, names_or_none, plain
 from .view import CLUSTER_STATISTICS
 
 __all__ = ["HumanSettings"]
@@ -55,18 +55,9 @@ class HumanSettings(PlainSettings):
     CONFIG_KEYS = {"permutations": "human_permutations", "cluster_statistics": "human_clusters.statistics",
                    "alpha": "human_clusters.alpha"}
 
-    @classmethod
-    def _coerce(cls, values: dict[str, Any]) -> dict[str, Any]:
-        out = dict(values)
-        if "metrics" in out:
-            out["metrics"] = as_tuple(out["metrics"]) or None
-        if out.get("cluster_statistics") is not None:
-            out["cluster_statistics"] = as_tuple(out["cluster_statistics"])
-        for key, kind in (("bootstrap", int), ("seed", int), ("confidence", float), ("permutations", int),
-                          ("alpha", float), ("progress", bool)):
-            if key in out:
-                out[key] = kind(out[key])
-        return out
+    KINDS: ClassVar[dict[str, Any]] = {
+        "metrics": names_or_none, "bootstrap": int, "seed": int, "confidence": float, "permutations": int,
+        "cluster_statistics": as_tuple, "alpha": float, "progress": bool}
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any]) -> HumanSettings:

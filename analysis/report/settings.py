@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from ..settings_base import PlainSettings, as_tuple
+from ..settings_base import PlainSettings, as_tuple, mapping, names_or_none, text_or_none
 
 __all__ = ["ReportSettings", "ExploreSettings"]
 
@@ -58,24 +58,10 @@ class ReportSettings(PlainSettings):
     seg_meta_metric: str = "rank"
     explorer: bool = True
 
-    @classmethod
-    def _coerce(cls, values: dict[str, Any]) -> dict[str, Any]:
-        out = dict(values)
-        for key in ("flops", "labels"):
-            if key in out:
-                out[key] = dict(out[key] or {})
-        for key in ("scatter", "figures", "pareto"):
-            if key in out:
-                out[key] = as_tuple(out[key])
-        if out.get("scatter") == ():
-            out["scatter"] = None  # an empty pair: the two best, as null
-        for key, kind in (("title", str), ("human_statistic", str), ("human_grouping", str),
-                          ("seg_meta_metric", str), ("heatmaps", int), ("explorer", bool)):
-            if key in out:
-                out[key] = kind(out[key])
-        if out.get("human") is not None:
-            out["human"] = str(out["human"])
-        return out
+    KINDS: ClassVar[dict[str, Any]] = {
+        "title": str, "figure_protocol": text_or_none, "flops": mapping, "labels": mapping,
+        "scatter": names_or_none, "heatmaps": int, "figures": as_tuple, "pareto": as_tuple, "human": text_or_none,
+        "human_statistic": str, "human_grouping": str, "seg_meta_metric": str, "explorer": bool}
 
 
 @dataclass(frozen=True)
@@ -111,18 +97,9 @@ class ExploreSettings(PlainSettings):
     thumbnail_size: int = 96
     progress: bool = True
 
-    @classmethod
-    def _coerce(cls, values: dict[str, Any]) -> dict[str, Any]:
-        out = dict(values)
-        if "metrics" in out:
-            out["metrics"] = as_tuple(out["metrics"]) or None
-        if "protocols" in out:
-            out["protocols"] = as_tuple(out["protocols"]) or ()
-        for key, kind in (("subsets", str), ("title", str), ("images", bool), ("thumbnail_size", int),
-                          ("progress", bool)):
-            if key in out:
-                out[key] = kind(out[key])
-        return out
+    KINDS: ClassVar[dict[str, Any]] = {
+        "metrics": names_or_none, "protocol": text_or_none, "protocols": lambda v: as_tuple(v) or (),
+        "subsets": str, "title": str, "images": bool, "thumbnail_size": int, "progress": bool}
 
     def page_options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`analysis.report.explorer.write_explorer` these settings set."""

@@ -22,26 +22,6 @@ from ts2.common import load_dataset, output_dir
 log = logging.getLogger(__name__)
 
 
-def build_metrics(cfg: DictConfig) -> list:
-    """The run's metrics: ``metric`` (may be null) then ``metrics`` in order."""
-    from hydra.utils import instantiate
-
-    confs = []
-    if cfg.get("metric") is not None:
-        confs.append(("metric", cfg.metric))
-    for key, mc in (cfg.get("metrics") or {}).items():
-        if mc is not None:
-            confs.append((f"metrics.{key}", mc))
-    metrics = []
-    for where, mc in confs:
-        if "_target_" not in mc:
-            raise ValueError(f"{where}: expected a metric config with _target_, got keys {sorted(mc)}")
-        metric = instantiate(mc, _convert_="all")
-        metric.config_key = where  # messages name the key to set, e.g. metrics.sig.model
-        metrics.append(metric)
-    return metrics
-
-
 def list_metrics() -> str:
     from importlib.resources import files
 
@@ -103,9 +83,10 @@ def _checked_run(cfg: DictConfig, stage: Path):
     """The run's metrics and :class:`~metrics_adapters.scoring.ScoreSettings`, checked before the dataset and
     any model: a bad device, shard or metric fails in a second."""
     from metrics_adapters.scoring import ScoreSettings, check_run
+    from ts2.metric_configs import metrics_from_config
 
     try:
-        metrics = build_metrics(_with_output_dir(cfg, stage))
+        metrics = metrics_from_config(_with_output_dir(cfg, stage))
         settings = ScoreSettings.from_mapping(cfg)
         check_run(metrics, settings)
     except (ValueError, TypeError, RuntimeError) as e:
