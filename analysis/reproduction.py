@@ -198,6 +198,7 @@ def _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out: Path
                         pareto) -> dict:
     from .paper_table2 import FAMILIES, FLOPS, LABELS
     from .report import page as rp
+    from .report.settings import ReportSettings
     from .report.tables import write_tables
 
     disc.to_csv(out / "discrepancies.csv", index=False)
@@ -217,10 +218,11 @@ def _write_reproduction(res, frame, ds, root, score_src, disc, mm, ps, out: Path
     kinds = rp.FIGURE_KINDS if figures is None else tuple(figures)
     if "pareto" in kinds:
         extra.append(("Figure 4 from the printed Table 2 (all 19 metrics)", printed_figure4_html(out / "figures")))
-    report = rp.write_report(merged, output_dir, title="TS2: reproduction of the paper's Table 2", protocol=protocols[0],
-                             labels=LABELS, groups=FAMILIES, extra_sections=extra,
-                             prompts={s.seg_id: s.prompt for s in ds},
-                             figures=rp.FIGURE_KINDS if figures is None else tuple(figures), pareto=pareto)
+    settings = ReportSettings(title="TS2: reproduction of the paper's Table 2", figure_protocol=protocols[0],
+                              labels=LABELS, figures=kinds, pareto=None if pareto is None else tuple(pareto),
+                              explorer=False)
+    report = rp.write_report(merged, output_dir, settings, rp.ReportContent(
+        prompts={s.seg_id: s.prompt for s in ds}, groups=FAMILIES, extra_sections=tuple(extra)))
     return {"report": report, "discrepancies": disc, "tables": tables,
             "discrepancy_files": [out / "discrepancies.csv", out / "discrepancies.md"]}
 

@@ -304,14 +304,15 @@ class Analysis:
         from seg_data.result_sets import result_set
 
         from .report import page as rp
+        from .report.settings import ReportSettings
 
         merged = self._merged(flops)
         with result_set(output_dir, "ts2.analyze to_report"):
-            out = rp.write_report(merged, output_dir, title=title, protocol=figure_protocol, labels=labels,
-                                  scatter=scatter, n_heatmaps=heatmaps, prompts=dict(self.prompts) or None,
-                                  figures=rp.FIGURE_KINDS if figures is None else tuple(figures),
-                                  verdict=self.verdict_result, dataset=self.dataset, explorer=True,
-                                  dataset_note=rp.synthetic_dataset_note(getattr(self.dataset, "metadata", None)))
+            settings = ReportSettings(title=title, figure_protocol=figure_protocol, labels=dict(labels or {}),
+                                      scatter=None if scatter is None else tuple(scatter), heatmaps=heatmaps,
+                                      figures=None if figures is None else tuple(figures), explorer=True)
+            out = rp.write_report(merged, output_dir, settings, rp.ReportContent(
+                verdict=self.verdict_result, dataset=self.dataset, prompts=dict(self.prompts) or None))
             self.write(output_dir)  # after the report: the analysis files are exactly those of ts2 analyze
         return out
 

@@ -15,6 +15,7 @@ import pytest
 from analysis.pipeline import analyze
 from analysis.report import page as rp
 from analysis.report import result_dirs as rs
+from analysis.report.settings import ReportSettings
 from seg_data.results import BASE_COLUMNS
 from seg_data.shards import Shard
 
@@ -226,7 +227,7 @@ def test_cis_at_different_levels_are_noted_in_the_merged_result_and_the_report(t
     assert todo == [] and merged.confidence is None
     note = "the inputs' confidence intervals have different levels [0.9, 0.95]"
     assert note in merged.notes
-    out = rp.write_report(merged, tmp_path / "rep", figures=())
+    out = rp.write_report(merged, tmp_path / "rep", ReportSettings(figures=(), explorer=False))
     assert note.replace("'", "&#x27;") in out.html.read_text()
 
 

@@ -72,7 +72,7 @@ def load_metric(name: str, /, **options: Any) -> Metric:
     ValueError
         An unknown metric name or key (with close matches).
     """
-    from ts2.metric_configs import metric_from_name
+    from ts2.metric_options import metric_from_name
 
     return metric_from_name(name, options)
 

@@ -32,6 +32,7 @@ from ..units import DELTA_NOTE, UNIT_CONVENTION, delta_above_100, delta_numbers,
 from .figures import FIGURE_KINDS, ReportFigure, make_figures, pareto_table
 from .merged import MergedResults, RunInfo
 from .mm_table import metametrics_html
+from .settings import ReportSettings
 
 __all__ = [
     "FIGURE_KINDS",
@@ -285,41 +286,75 @@ class ReportOutputs:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def write_report(merged: MergedResults, output_dir: str | Path, title: str = "TS2 report",
-                 protocol: str | None = None, labels: Mapping[str, str] | None = None,
-                 groups: Mapping[str, str] | None = None, scatter: Sequence[str] | None = None,
-                 n_heatmaps: int = 2, extra_sections: Sequence[tuple[str, str]] = (),
-                 prompts: Mapping[str, str] | None = None, figures: Sequence[str] = FIGURE_KINDS,
-                 pareto: Sequence[str] | None = None, extra_files: Mapping[str, pd.DataFrame] | None = None,
-                 verdict=None, dataset_note: str | None = None, dataset=None,
-                 explorer: bool = False) -> ReportOutputs:
-    """Write ``report.html``, the merged ``metametrics.csv``/``per_seg.csv``/``scores.csv``,
-    ``pareto.csv``, the paper-style ``table.md``/``.tex``/``.csv``, ``figures/*.png`` and
-    ``extra_files`` (name -> frame, as ``<name>.csv``) into ``output_dir``, as one result set
-    (:func:`seg_data.result_sets.result_set`).
+@dataclass(frozen=True)
+class ReportContent:
+    """What a report shows besides its settings (:class:`analysis.report.settings.ReportSettings`) and the
+    merged results: the verdict, the dataset (its SEGs for the explorer; its caveat when synthetic), the SEG
+    prompts of the heatmaps, metric groups of the Pareto figure, extra sections and extra files.
 
-    ``extra_sections`` are ``(heading, html)`` pairs placed after the table (e.g. the
-    discrepancy list of ``ts2 reproduce``). ``verdict`` (an :class:`analysis.verdict.Verdict`)
-    adds the Verdict section after the overview and writes ``verdict.csv``, ``ranking.csv`` and
-    ``pairs.csv``; ``dataset_note`` (HTML, e.g. :func:`synthetic_dataset_note`) goes into the
-    overview. With ``explorer`` and per-image scores, the SEG explorer
-    (:func:`analysis.report.explorer.write_explorer`, drawing ``dataset``'s SEGs when given) is written as
-    ``explorer.html`` and linked from the page; when it cannot be built, a note says why.
+    Attributes
+    ----------
+    verdict : analysis.verdict.Verdict or None
+        Adds the Verdict section after the overview and writes ``verdict.csv``, ``ranking.csv``, ``pairs.csv``.
+    dataset : SEGDataset or None
+        Drawn by the explorer; a synthetic one puts :func:`synthetic_dataset_note` in the overview.
+    prompts : mapping or None
+        SEG id -> prompt, shown above each heatmap.
+    groups : mapping or None
+        Metric -> group label (the Pareto figure's colours).
+    extra_sections : tuple of (heading, html)
+        Placed after the table (e.g. the discrepancy list of ``ts2 reproduce``).
+    extra_files : mapping of name to DataFrame
+        Written as ``<name>.csv`` beside the report.
     """
-    extra_files = dict(extra_files or {})
-    if verdict is not None:
-        extra_files.update({"verdict": verdict.table, "ranking": verdict.ranking, "pairs": verdict.pairs})
-    unknown = sorted(set(labels or {}) - set(merged.metrics))
+
+    verdict: object = None
+    dataset: object = None
+    prompts: Mapping[str, str] | None = None
+    groups: Mapping[str, str] | None = None
+    extra_sections: tuple[tuple[str, str], ...] = ()
+    extra_files: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+
+    @property
+    def dataset_note(self) -> str | None:
+        return synthetic_dataset_note(getattr(self.dataset, "metadata", None))
+
+    def files(self) -> dict[str, pd.DataFrame]:
+        """Every extra file, the verdict's tables included."""
+        out = dict(self.extra_files)
+        if self.verdict is not None:
+            v = self.verdict
+            out.update({"verdict": v.table, "ranking": v.ranking, "pairs": v.pairs})
+        return out
+
+
+def write_report(merged: MergedResults, output_dir: str | Path, settings: ReportSettings | None = None,
+                 content: ReportContent | None = None) -> ReportOutputs:
+    """Write ``report.html``, the merged ``metametrics.csv``/``per_seg.csv``/``scores.csv``,
+    ``pareto.csv``, the paper-style ``table.md``/``.tex``/``.csv``, ``figures/*.png`` and the content's
+    extra files (name -> frame, as ``<name>.csv``) into ``output_dir``, as one result set
+    (:func:`seg_data.result_sets.result_set`), drawn as ``settings`` says (default:
+    ``conf/report/default.yaml``'s) from ``content`` (:class:`ReportContent`). With ``settings.explorer`` and
+    per-image scores, the SEG explorer (:func:`analysis.report.explorer.write_explorer`, drawing the content's
+    dataset when given) is written as ``explorer.html`` and linked from the page; when it cannot be built, a
+    note says why.
+    """
+    settings = settings or ReportSettings()
+    content = content or ReportContent()
+    unknown = sorted(set(settings.labels) - set(merged.metrics))
     if unknown:  # a typo'd metric name would otherwise leave its label unused without a word
         # a note: shown in the report, and logged by ts2 report with the others
         merged = replace(merged, notes=(*merged.notes, f"labels name no metric of the report: {unknown}; "
                                                         f"expected keys among {merged.metrics}"))
+    figures = FIGURE_KINDS if settings.figures is None else tuple(settings.figures)
     with result_set(output_dir, "ts2 report") as stage:
-        report = ReportPage(merged, stage, title, protocol, dict(labels or {}), tuple(figures), scatter, verdict,
-                            dataset_note, dataset, explorer)
-        figs = make_figures(merged, stage / "figures", protocol=protocol, labels=report.labels, groups=groups,
-                            scatter=scatter, n_heatmaps=n_heatmaps, prompts=prompts, kinds=figures, pareto=pareto)
-        return _published(_write_report(report, figs, extra_sections, extra_files))
+        report = ReportPage(merged, stage, settings.title, settings.figure_protocol, dict(settings.labels), figures,
+                            settings.scatter, content.verdict, content.dataset_note, content.dataset,
+                            settings.explorer)
+        figs = make_figures(merged, stage / "figures", protocol=settings.figure_protocol, labels=report.labels,
+                            groups=content.groups, scatter=settings.scatter, n_heatmaps=settings.heatmaps,
+                            prompts=content.prompts, kinds=figures, pareto=settings.pareto)
+        return _published(_write_report(report, figs, content.extra_sections, content.files()))
 
 
 def _published(res: ReportOutputs) -> ReportOutputs:

@@ -466,15 +466,9 @@ def _write_merged_report(merged, output_dir, settings: AnalysisSettings, report:
             extra_sections = [*extra_sections, ("Human-judgment sets", human_sets_html(*sets))]
     prompts = None if dataset is None else {s.seg_id: s.prompt for s in dataset}
     vd = merged_verdict(merged, settings, dataset=dataset) if verdict else None
-    return rp.write_report(merged, output_dir, title=report.title, protocol=report.figure_protocol,
-                           labels=dict(report.labels), groups=groups,
-                           scatter=None if report.scatter is None else list(report.scatter),
-                           n_heatmaps=report.heatmaps, extra_sections=extra_sections, prompts=prompts,
-                           figures=rp.FIGURE_KINDS if report.figures is None else tuple(report.figures),
-                           pareto=None if report.pareto is None else list(report.pareto),
-                           extra_files=extra_files, verdict=vd,
-                           dataset_note=rp.synthetic_dataset_note(getattr(dataset, "metadata", None)),
-                           dataset=dataset, explorer=report.explorer)
+    return rp.write_report(merged, output_dir, report, rp.ReportContent(
+        verdict=vd, dataset=dataset, prompts=prompts, groups=groups, extra_sections=tuple(extra_sections),
+        extra_files=extra_files))
 
 
 def _display_name(p: Path, all_paths: Sequence[Path]) -> str:
