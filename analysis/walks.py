@@ -72,10 +72,6 @@ class Structure:
     def seg_ids(self) -> list[str]:
         return [s.seg_id for s in self.segs]
 
-    def subset_names(self) -> list[str]:
-        """Subset names in order of first appearance."""
-        return list(dict.fromkeys(s.subset for s in self.segs if s.subset is not None))
-
 
 def seg_image_rows(segs: Sequence[SegNodes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every score-matrix row of ``segs``, SEG after SEG and node after node, with its SEG and node.

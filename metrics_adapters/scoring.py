@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .cache import ScoreCache
     from .scorer import Scorer
 
-__all__ = ["ScoreSettings", "DatasetScores", "check_run", "select_items", "score_dataset"]
+__all__ = ["ScoreSettings", "DatasetScores", "check_run", "select_items", "score_dataset", "score_selected"]
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +40,15 @@ def _count_or_auto(value: Any) -> int | str:
     return value if value == "auto" else int(value)
 
 
-# How a plain value (a config's or a keyword's) becomes the engine's field: one rule per field that needs one.
-_ENGINE_TYPES = {"device": str, "precision": str, "batch_size": _count_or_auto, "num_workers": _count_or_auto,
-                 "decode": str, "max_image_side": lambda v: None if v is None else int(v), "progress": bool,
-                 "measure_flops": bool, "rehash": bool}
+def _optional(kind):
+    return lambda v: None if v is None else kind(v)
+
+
+# How a plain value (a config's or a keyword's) becomes a setting's field: one rule per flat option.
+_TYPES = {"device": str, "precision": str, "batch_size": _count_or_auto, "num_workers": _count_or_auto,
+          "decode": str, "max_image_side": _optional(int), "progress": bool, "measure_flops": bool, "rehash": bool,
+          "cache": bool, "cache_dir": _optional(str), "limit": _optional(int), "shard": _optional(str),
+          "max_failure_share": float}
 
 
 @dataclass(frozen=True)
@@ -96,18 +101,9 @@ class ScoreSettings:
         unknown = sorted(set(changes) - set(self.keys()))
         if unknown:
             raise ValueError(f"expected score options among {list(self.keys())}, got {unknown}")
-        engine = {k: _ENGINE_TYPES[k](v) for k, v in changes.items() if k in _ENGINE_KEYS}
-        own = {k: v for k, v in changes.items() if k not in _ENGINE_KEYS}
-        if own.get("limit") is not None:
-            own["limit"] = int(own["limit"])
-        if own.get("shard") is not None:
-            own["shard"] = str(own["shard"])
-        if own.get("cache_dir") is not None:
-            own["cache_dir"] = str(own["cache_dir"])
-        if "cache" in own:
-            own["cache"] = bool(own["cache"])
-        if "max_failure_share" in own:
-            own["max_failure_share"] = float(own["max_failure_share"])
+        typed = {k: _TYPES[k](v) for k, v in changes.items()}
+        engine = {k: v for k, v in typed.items() if k in _ENGINE_KEYS}
+        own = {k: v for k, v in typed.items() if k not in _ENGINE_KEYS}
         return dataclasses.replace(self, engine=dataclasses.replace(self.engine, **engine), **own)
 
 
@@ -201,15 +197,23 @@ def score_dataset(metrics: Sequence[Scorer], dataset: SEGDataset, settings: Scor
     ValueError, RuntimeError
         As :func:`check_run`; or no image to score.
     """
-    from .cache import open_cache
-    from .engine import score_metric
-
     check_run(metrics, settings)
     items = select_items(dataset, settings)
     if not items:
         raise ValueError(f"expected images to score, got none in dataset {dataset.name!r}")
-    if cache is not None:
-        return DatasetScores(items, [score_metric(m, items, cache, settings.engine) for m in metrics],
-                             settings.max_failure_share)
-    with open_cache(settings.cache, settings.cache_dir) as store:
-        return score_dataset(metrics, dataset, settings, store)
+    return score_selected(metrics, items, settings, cache)
+
+
+def score_selected(metrics: Sequence[Scorer], items: Sequence[ScoreItem], settings: ScoreSettings,
+                   cache: ScoreCache | None = None) -> DatasetScores:
+    """Score ``items`` (already chosen by :func:`select_items`, with the run checked by :func:`check_run`) with
+    each metric, in order, through one score cache: the second half of :func:`score_dataset`, for a caller that
+    looks at the run and the images before any model is loaded (``ts2 score``: room on disk, an empty shard)."""
+    from .cache import open_cache
+    from .engine import score_metric
+
+    if cache is None:
+        with open_cache(settings.cache, settings.cache_dir) as store:
+            return score_selected(metrics, items, settings, store)
+    return DatasetScores(list(items), [score_metric(m, items, cache, settings.engine) for m in metrics],
+                         settings.max_failure_share)

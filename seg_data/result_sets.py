@@ -142,16 +142,6 @@ def _sibling(folder: Path, tag: str) -> Path:
     return folder.parent / f".{folder.name}{tag}"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
 def _lock_info(text: str) -> tuple[str, int | None]:
     try:
         info = json.loads(text)

@@ -112,8 +112,7 @@ def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "m
         scores or NaN/inf; more failed images than ``max_failure_share`` (the first reasons named).
     """
     from metrics_adapters.callable import as_metric, check_contract
-    from metrics_adapters.scoring import ScoreSettings, check_run, score_dataset
-    from seg_data.model import SEGDataset
+    from metrics_adapters.scoring import ScoreSettings, score_dataset
 
     given = {"device": device, "batch_size": batch_size, **options}
     _check_keywords("ts2.score", options, [k for k in ScoreSettings.keys() if k not in ("cache", "shard")])
@@ -123,8 +122,7 @@ def score(metric: Metric | Callable | str, dataset: SEGDataset | str | Path = "m
     m = as_metric(metric, name=name, version=version, cache=cache, higher_is_better=higher_is_better)
     if hasattr(m, "contract_errors"):
         m.contract_errors.clear()
-    check_run([m], settings)
-    ds = dataset if isinstance(dataset, SEGDataset) else load_dataset(dataset)
+    ds = _optional_dataset(dataset)
     scored = score_dataset([m], ds, settings)
     check_contract(m)
     scored.raise_for_failures()
@@ -169,7 +167,6 @@ def analyze(scores: pd.DataFrame | Sequence[pd.DataFrame] | str | Path, dataset:
     """
     from analysis.session import run_analysis
     from analysis.settings import AnalysisSettings, ComparisonSettings
-    from seg_data.model import SEGDataset
 
     valid = (*AnalysisSettings.keys(), *ComparisonSettings.keys(), *_ANALYZE_KEYWORDS)
     _check_keywords("ts2.analyze", options, valid)
@@ -178,7 +175,7 @@ def analyze(scores: pd.DataFrame | Sequence[pd.DataFrame] | str | Path, dataset:
         if "protocols" in options:
             raise ValueError("ts2.analyze: expected protocol= (one protocol) or protocols= (a list), got both")
         options["protocols"] = [options.pop("protocol")]
-    ds = dataset if dataset is None or isinstance(dataset, SEGDataset) else load_dataset(dataset)
+    ds = _optional_dataset(dataset)
     carried: dict[str, str] = {}
     if isinstance(scores, list | tuple):
         from seg_data.score_frames import join_score_frames
@@ -253,14 +250,13 @@ def explore(results: str | Path | Sequence[str | Path], out: str | Path | None =
     dataset the results recorded. Returns the path written."""
     from analysis.report.settings import ExploreSettings
     from ts2.common import default_output_dir
-    from ts2.result_views import recorded_dataset, write_explorer_page
+    from ts2.result_views import write_explorer_page
 
     _check_keywords("ts2.explore", options, ExploreSettings.keys())
     roots = None if image_roots is None else [str(r) for r in image_roots]
-    results = _results_list(results)
-    ds = _optional_dataset(dataset, roots) if dataset is not None else recorded_dataset(results, roots)
-    return write_explorer_page(results, ExploreSettings().updated(**options), ds,
-                               out=out, output_dir=None if out is not None else default_output_dir("explore"))[0]
+    return write_explorer_page(_results_list(results), ExploreSettings().updated(**options),
+                               _optional_dataset(dataset, roots), image_roots=roots, out=out,
+                               output_dir=None if out is not None else default_output_dir("explore"))[0]
 
 
 def reproduce(path: str | Path | None = None, output_dir: str | Path | None = None, **options: Any) -> dict:

@@ -44,9 +44,12 @@ def write_report(results: Sequence[str | Path], out: str | Path, analysis: Analy
 
 
 def write_explorer_page(results: Sequence[str | Path], settings: ExploreSettings, dataset: SEGDataset | None,
-                        *, out: str | Path | None = None, output_dir: str | Path | None = None):
+                        *, image_roots: Sequence[str] | None = None, out: str | Path | None = None,
+                        output_dir: str | Path | None = None):
     """Write the SEG explorer of ``results``: to the file ``out``, or as ``explorer.html`` of a result set in
-    ``output_dir``. Returns ``(path written, analysis.report.explorer.ExplorerOutputs)``.
+    ``output_dir``. Without a ``dataset``, the SEGs are drawn from the one the results recorded
+    (:func:`recorded_dataset`, reading images only under ``image_roots`` besides its own folder). Returns
+    ``(path written, analysis.report.explorer.ExplorerOutputs)``.
 
     Raises
     ------
@@ -62,6 +65,8 @@ def write_explorer_page(results: Sequence[str | Path], settings: ExploreSettings
     results = [str(r) for r in results]
     if not results:
         raise ValueError("expected results=DIR or results=[DIR1,DIR2] (ts2 run/score/analyze/report folders), got none")
+    if dataset is None:
+        dataset = recorded_dataset(results, image_roots)
     merged = merged_results(results, protocols=list(settings.protocols), bootstrap=0, chance=0,
                             dataset=dataset, subsets=settings.subsets)  # the explorer shows values, no CIs
     if out is not None:

@@ -151,11 +151,6 @@ class WalkStats:
         """Distinct valid scores per walk."""
         return np.where(self.sorted_valid, self.group_start == np.arange(self.shape[1])[None, :], False).sum(axis=1)
 
-    @cached_property
-    def is_group_end(self) -> np.ndarray:
-        """Sorted positions where the ECDFs are evaluated: the last of each tie group."""
-        return self.sorted_valid & (self.group_end == np.arange(self.shape[1])[None, :])
-
     # -- level slots -----------------------------------------------------------------------------
     @cached_property
     def _slots(self) -> tuple[np.ndarray, np.ndarray]:

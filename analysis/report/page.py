@@ -152,9 +152,7 @@ def verdict_html(v, protocol: str, labels: Mapping[str, str] | None = None,
         rows = [head]
         for mm, g in d.groupby("meta_metric", sort=False):
             h = g.iloc[0]
-            ci = (f" <small>[{_fmt_pct(h['ci_low'])}, {_fmt_pct(h['ci_high'])}]</small>"
-                  if np.isfinite(h["ci_low"]) else "")
-            first = (f"<td rowspan={len(g)}>{html.escape(mm)}_m</td><td rowspan={len(g)}>{_fmt_pct(h['value'])}{ci}"
+            first = (f"<td rowspan={len(g)}>{html.escape(mm)}_m</td><td rowspan={len(g)}>{_value_ci(h)}"
                      f"</td><td rowspan={len(g)}>{int(h['position'])} of {int(h['n_metrics'])} "
                      f"(group {int(h['group'])} of {int(h['n_groups'])})</td>")
             for j, r in enumerate(g.itertuples(index=False)):
@@ -175,6 +173,13 @@ def verdict_html(v, protocol: str, labels: Mapping[str, str] | None = None,
     return "".join(parts)
 
 
+def _value_ci(row) -> str:
+    """A verdict row's value in %, with its CI in small type when it has one."""
+    ci = (f" <small>[{_fmt_pct(row['ci_low'])}, {_fmt_pct(row['ci_high'])}]</small>"
+          if np.isfinite(row["ci_low"]) else "")
+    return f"{_fmt_pct(row['value'])}{ci}"
+
+
 def _standing_html(t, protocol: str, labels: Mapping[str, str], confidence: float | None) -> str:
     """The verdict of a protocol where nothing was compared (no reference, no control): said once, then each
     metric's value, place and Holm group per meta-metric in one table (no comparison columns to leave empty)."""
@@ -188,9 +193,7 @@ def _standing_html(t, protocol: str, labels: Mapping[str, str], confidence: floa
         cells = []
         for mm in mms:
             h = d[d["meta_metric"] == mm].iloc[0]
-            ci = (f" <small>[{_fmt_pct(h['ci_low'])}, {_fmt_pct(h['ci_high'])}]</small>"
-                  if np.isfinite(h["ci_low"]) else "")
-            cells.append(f"<td>{_fmt_pct(h['value'])}{ci} <small>({int(h['position'])} of {int(h['n_metrics'])}, "
+            cells.append(f"<td>{_value_ci(h)} <small>({int(h['position'])} of {int(h['n_metrics'])}, "
                          f"group {int(h['group'])} of {int(h['n_groups'])})</small></td>")
         rows.append(f"<tr><td>{html.escape(labels.get(m, m))}</td>{''.join(cells)}</tr>")
     note = (f"<p class='note'>Protocol <b>{html.escape(protocol)}</b>, subset "

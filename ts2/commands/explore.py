@@ -23,22 +23,18 @@ log = logging.getLogger(__name__)
 
 
 def explore_from_config(cfg: DictConfig):
-    """The explorer a ``ts2 explore`` config asks for (:func:`ts2.result_views.write_explorer_page`): the
-    dataset given (``path=``/``dataset=``) or else the one the results recorded. Returns ``(path written,
+    """The explorer a ``ts2 explore`` config asks for (:func:`ts2.result_views.write_explorer_page`), with the
+    dataset given (``path=``/``dataset=``), else the one the results recorded. Returns ``(path written,
     analysis.report.explorer.ExplorerOutputs)``."""
     from analysis.report.settings import ExploreSettings
-    from ts2.result_views import recorded_dataset, write_explorer_page
+    from ts2.result_views import write_explorer_page
 
-    results = as_list(cfg.get("results"))
-    if not results:
-        raise ValueError("expected results=DIR or results=[DIR1,DIR2] (ts2 run/score/analyze/report folders), got none")
-    if cfg.get("path") or cfg.get("dataset") is not None:
-        dataset = load_dataset(cfg)
-    else:
-        dataset = recorded_dataset(results, as_list(cfg.get("image_roots")))
+    results = as_list(cfg.get("results"))  # none: write_explorer_page says what it expected
+    dataset = load_dataset(cfg) if cfg.get("path") or cfg.get("dataset") is not None else None
     out = cfg.get("out")
     return write_explorer_page(results, ExploreSettings.from_mapping(cfg), dataset,
-                               out=str(out) if out else None, output_dir=output_dir(cfg))
+                               image_roots=as_list(cfg.get("image_roots")), out=str(out) if out else None,
+                               output_dir=output_dir(cfg))
 
 
 def main(cfg: DictConfig) -> int:

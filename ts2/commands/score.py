@@ -119,7 +119,7 @@ def _check_room(out: Path, items, metrics) -> None:
 def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
     t0 = time.perf_counter()
     from metrics_adapters.engine import write_outputs
-    from metrics_adapters.scoring import score_dataset, select_items
+    from metrics_adapters.scoring import score_selected, select_items
 
     try:
         metrics, settings = _checked_run(cfg, stage)
@@ -144,7 +144,7 @@ def _score(cfg: DictConfig, out: Path, stage: Path) -> int:
     log.info("scoring %d images of %r with %s; cache %s; output %s", len(items), ds.name,
              [m.name for m in metrics], cache.path, out)
     try:
-        scored = score_dataset(metrics, ds, settings, cache)
+        scored = score_selected(metrics, items, settings, cache)
     finally:
         cache.close()
     wall = time.perf_counter() - t0
